@@ -1,0 +1,5 @@
+import sys
+
+from ladder.cli import main
+
+sys.exit(main())

@@ -1,0 +1,135 @@
+"""python -m ladder COMMAND
+
+  info                 this machine: world, GPU, datasheet, measured (or recorded) ceilings
+  record [PROBLEM..]   check and time every rung on this GPU, profile with ncu if present,
+                       write results/<gpu>.json (merged with what is there)
+  notebooks [PATH..]   execute notebooks in place, outputs saved (default: every lesson,
+                       exercise and solution)
+  exercises            rewrite exercises/*.ipynb from solutions/*.ipynb
+  profile PROBLEM BACKEND RUNG SIZE..   Nsight Compute counters for one rung
+  run-once PROBLEM BACKEND RUNG SIZE..  run a rung once (the target `profile` runs under ncu)
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ladder import exercises, hardware, problems as problems_mod, results as results_mod
+from ladder.world import WORLD, NotAvailable, require_gpu
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIRS = ("notebooks", "solutions", "exercises")
+
+
+def cmd_info(args) -> None:
+    print(f"world: {WORLD.name}")
+    gpu = hardware.detect()
+    print(hardware.describe(gpu))
+    if gpu:
+        from ladder import ceilings
+        c = ceilings.measure(gpu, refresh=args.refresh)
+        print("measured: " + ", ".join(f"{k} {v:.2f}" for k, v in c.items()))
+    else:
+        rec = results_mod.load()
+        print(f"ceilings {rec.label}: " + ", ".join(f"{k} {v:.2f}" for k, v in rec.ceilings.items()))
+
+
+def cmd_record(args) -> None:
+    from ladder import profile, runner
+    chosen = [problems_mod.get(n) for n in args.problems] if args.problems else list(problems_mod.problems().values())
+    start = time.time()
+    res, record = runner.measure_live(chosen)
+    if profile.available() and not args.no_profile:
+        from tqdm.auto import tqdm
+        record["profiles"] = []
+        jobs = [(p, r, p.bench_shapes[0]) for p in chosen for r in p.rungs if not runner.unavailable(r)]
+        for p, r, shape in tqdm(jobs, desc="ncu"):
+            record["profiles"].append({"problem": p.name, "backend": r.backend, "rung": r.name, "shape": list(shape),
+                                       "metrics": profile.profile(p.name, r.backend, r.name, shape)})
+    old = results_mod.path_for(record["provenance"]["slug"])
+    merged = results_mod.merge(results_mod.load(old.stem).data if old.exists() else None, record,
+                               [p.name for p in chosen])
+    print(res.table())
+    print(f"wrote {results_mod.save(merged)} in {time.time() - start:.0f} s")
+
+
+def cmd_notebooks(args) -> None:
+    import nbclient
+    import nbformat
+    from tqdm.auto import tqdm
+    paths = [Path(p) for p in args.paths] or [p for d in NOTEBOOK_DIRS for p in sorted((ROOT / d).glob("*.ipynb"))]
+    for path in tqdm(paths, desc="notebooks"):
+        nb = nbformat.read(path, as_version=4)
+        start = time.time()
+        nbclient.NotebookClient(nb, timeout=args.timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}}).execute()
+        nbformat.write(nb, path)
+        tqdm.write(f"{path.relative_to(ROOT) if path.is_absolute() else path}: {time.time() - start:.0f} s")
+
+
+def cmd_exercises(args) -> None:
+    for path in exercises.write_exercises():
+        print(f"wrote {path.relative_to(ROOT)}")
+
+
+def _shape(values: list[str]) -> tuple:
+    return tuple(int(v) for v in values)
+
+
+def cmd_run_once(args) -> None:
+    import torch
+    require_gpu("run-once")
+    problem = problems_mod.get(args.problem)
+    rung = problem.rung(args.backend, args.rung)
+    shape = _shape(args.size)
+    inputs = problem.make_inputs(shape, "cuda", torch.Generator("cuda").manual_seed(0))
+    out = problem.new_output(shape, "cuda")
+    rung.run(*inputs, out=out)  # compile and warm up outside the profiled range
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    rung.run(*inputs, out=out)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
+def cmd_profile(args) -> None:
+    from ladder import profile
+    problem = problems_mod.get(args.problem)
+    shape = _shape(args.size)
+    metrics = profile.profile(args.problem, args.backend, args.rung, shape)
+    for k, v in metrics.items():
+        print(f"{k:28s} {v}")
+    print(profile.summary(metrics, shape, problem.min_bytes(shape)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ladder", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("info")
+    p.add_argument("--refresh", action="store_true", help="measure the ceilings again")
+    p.set_defaults(fn=cmd_info)
+    p = sub.add_parser("record")
+    p.add_argument("problems", nargs="*")
+    p.add_argument("--no-profile", action="store_true")
+    p.set_defaults(fn=cmd_record)
+    p = sub.add_parser("notebooks")
+    p.add_argument("paths", nargs="*")
+    p.add_argument("--timeout", type=int, default=900)
+    p.set_defaults(fn=cmd_notebooks)
+    sub.add_parser("exercises").set_defaults(fn=cmd_exercises)
+    for name, fn in (("profile", cmd_profile), ("run-once", cmd_run_once)):
+        p = sub.add_parser(name)
+        for arg in ("problem", "backend", "rung"):
+            p.add_argument(arg)
+        p.add_argument("size", nargs="+")
+        p.set_defaults(fn=fn)
+    args = parser.parse_args(argv)
+    try:
+        args.fn(args)
+    except NotAvailable as e:
+        print(f"not available here: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,82 @@
+"""A problem is one computation (vector add, matmul, attention) and its ladder of rungs.
+
+It knows its FLOPs and the fewest bytes it must move (each input read once, the output written
+once), so every rung gets the same roofline coordinates; it makes inputs, a reference and an
+output buffer, and lists the shapes to check (ragged) and to time (chip-filling).
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from ladder.hardware import GPU
+
+# Kernel modules that register problems, in lesson order.
+KERNEL_MODULES = ["kernels.vector_add"]
+
+
+@dataclass
+class Rung:
+    backend: str                 # "cuda", "triton" or "torch" (the reference library)
+    name: str                    # "1_scalar": number first, so sorting gives the ladder
+    run: Callable                # run(*inputs, out=None) -> out
+    source: str | None = None    # the file that holds the rung (diffs, SASS)
+    needs: str | None = None     # GPU feature the rung relies on ("cp.async", "bf16", ...)
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend}:{self.name}"
+
+    def unavailable_reason(self, gpu: GPU | None) -> str | None:
+        if self.needs and gpu is not None and not gpu.has(self.needs):
+            return f"N/A on this GPU ({gpu.name}, {gpu.arch}): needs {self.needs}"
+        return None
+
+
+@dataclass
+class Problem:
+    name: str
+    flops: Callable[[tuple], float]
+    min_bytes: Callable[[tuple], float]
+    make_inputs: Callable[[tuple, str, torch.Generator], tuple]
+    reference: Callable[..., torch.Tensor]       # higher-precision result, from the inputs
+    new_output: Callable[[tuple, str], torch.Tensor]
+    check_shapes: list[tuple]                    # ragged: multiples of no tile or vector width
+    bench_shapes: list[tuple]                    # big enough to fill the chip
+    interpret_shapes: list[tuple]                # small enough for Triton's CPU interpreter
+    compute_roof: str                            # ceiling key of the unit doing the math
+    rungs: list[Rung] = field(default_factory=list)
+
+    def intensity(self, shape: tuple) -> float:
+        return self.flops(shape) / self.min_bytes(shape)
+
+    def rung(self, backend: str, name: str) -> Rung:
+        for r in self.rungs:
+            if r.backend == backend and r.name == name:
+                return r
+        raise KeyError(f"{self.name} has no rung {backend}:{name}; it has "
+                       + ", ".join(r.label for r in self.rungs))
+
+
+_REGISTRY: dict[str, Problem] = {}
+
+
+def register(problem: Problem) -> Problem:
+    _REGISTRY[problem.name] = problem
+    return problem
+
+
+def problems() -> dict[str, Problem]:
+    for module in KERNEL_MODULES:
+        importlib.import_module(module)
+    return dict(_REGISTRY)
+
+
+def get(name: str) -> Problem:
+    found = problems()
+    if name not in found:
+        raise KeyError(f"no problem {name!r}; known: {', '.join(found)}")
+    return found[name]

@@ -1,0 +1,114 @@
+"""Recorded GPU runs: results/<gpu-slug>.json, one file per GPU, with provenance.
+
+{"provenance": {gpu, driver, cuda, torch, triton, cupy, python, date, clocks},
+ "gpu": {...}, "datasheet": {...}, "ceilings": {"copy_TBps", "fp32_TFLOPs", "fp16_tc_TFLOPs"},
+ "runs": [{"problem", "backend", "rung", "shape", "ms", "ms_p20", "ms_p80", "tflops", "tbps",
+           "correct", "rel_error"}],
+ "profiles": [{"problem", "backend", "rung", "shape", "metrics": {...}}]}
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ladder.world import NotAvailable
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+# The GPU whose recording the CPU world shows, when several are recorded.
+PREFERRED = "nvidia-h100-80gb-hbm3"
+
+
+def _version(module: str) -> str | None:
+    try:
+        return __import__(module).__version__
+    except Exception:
+        return None
+
+
+def _nvidia_smi(fields: str) -> list[str]:
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30).stdout
+        return [f.strip() for f in out.splitlines()[0].split(",")]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return []
+
+
+def provenance(gpu) -> dict:
+    import torch
+    smi = _nvidia_smi("driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit")
+    keys = ["driver", "sm_clock_MHz", "max_sm_clock_MHz", "mem_clock_MHz", "power_limit_W"]
+    return {
+        "gpu": gpu.name, "slug": gpu.slug, "arch": gpu.arch,
+        **dict(zip(keys, smi)),
+        "cuda": torch.version.cuda, "torch": torch.__version__, "triton": _version("triton"),
+        "cupy": _version("cupy"), "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+@dataclass
+class Recording:
+    path: Path
+    data: dict
+
+    @property
+    def gpu(self) -> str:
+        return self.data["provenance"]["gpu"]
+
+    @property
+    def label(self) -> str:
+        p = self.data["provenance"]
+        return f"recorded on {p['gpu']}, {p['date'][:10]}"
+
+    @property
+    def ceilings(self) -> dict:
+        return self.data["ceilings"]
+
+    def runs(self, problem: str | None = None, **match) -> list[dict]:
+        return [r for r in self.data.get("runs", [])
+                if (problem is None or r["problem"] == problem)
+                and all(r.get(k) == v for k, v in match.items())]
+
+    def profiles(self, problem: str | None = None) -> list[dict]:
+        return [p for p in self.data.get("profiles", []) if problem is None or p["problem"] == problem]
+
+
+def path_for(slug: str) -> Path:
+    return RESULTS_DIR / f"{slug}.json"
+
+
+def load(slug: str | None = None) -> Recording:
+    """The recording for `slug`; by default the preferred GPU's, else any."""
+    files = sorted(RESULTS_DIR.glob("*.json"))
+    if slug is None:
+        preferred = path_for(PREFERRED)
+        path = preferred if preferred.exists() else (files[0] if files else None)
+    else:
+        path = path_for(slug)
+    if path is None or not path.exists():
+        raise NotAvailable(f"no recorded results {'for ' + slug + ' ' if slug else ''}in {RESULTS_DIR}")
+    return Recording(path, json.loads(path.read_text()))
+
+
+def save(data: dict) -> Path:
+    path = path_for(data["provenance"]["slug"])
+    RESULTS_DIR.mkdir(exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
+
+
+def merge(old: dict | None, new: dict, problems: list[str]) -> dict:
+    """New provenance and ceilings; old runs (profiles) kept unless `new` has runs (profiles)
+    for the same problem, which replace them."""
+    if not old:
+        return new
+    merged = dict(new)
+    for key in ("runs", "profiles"):
+        replaced = {r["problem"] for r in new.get(key, [])} & set(problems)
+        merged[key] = [r for r in old.get(key, []) if r["problem"] not in replaced] + new.get(key, [])
+    return merged

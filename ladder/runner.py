@@ -1,0 +1,123 @@
+"""Check and time the rungs of a problem: live on a GPU, or from the recording on CPU.
+
+`results(problem)` is what a notebook calls: on a GPU it checks every rung on the ragged shapes,
+then times it at the benchmark shapes against ceilings measured in the same process; without a
+GPU it returns the recorded runs, labelled as recorded.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from tqdm.auto import tqdm
+
+from ladder import ceilings as ceilings_mod
+from ladder import results as results_mod
+from ladder.check import CheckResult, check
+from ladder.hardware import detect
+from ladder.problems import Problem, Rung
+from ladder.timing import bench, rates
+from ladder.world import WORLD, device
+
+
+def unavailable(rung: Rung) -> str | None:
+    """Why `rung` cannot run in this world, or None."""
+    if not WORLD.gpu:
+        if rung.backend == "cuda":
+            return "CUDA C++ needs a GPU to run: here it is compiled (ladder.sass) instead"
+        return None
+    return rung.unavailable_reason(detect())
+
+
+def check_rung(problem: Problem, rung: Rung, shapes: list[tuple] | None = None, seed: int = 0):
+    """[(shape, CheckResult)] on fresh random inputs for each shape, output poisoned first."""
+    where = device()
+    if shapes is None:
+        shapes = problem.check_shapes if WORLD.gpu else problem.interpret_shapes
+    report = []
+    for i, shape in enumerate(shapes):
+        gen = torch.Generator(where).manual_seed(seed + i)
+        inputs = problem.make_inputs(shape, where, gen)
+        report.append((shape, check(rung.run, inputs, problem.new_output(shape, where),
+                                    problem.reference(*inputs))))
+    return report
+
+
+def format_checks(problem: Problem, rungs: list[Rung] | None = None) -> str:
+    """One line per rung: all shapes ok, or the first failure (deterministic text for nbval)."""
+    lines = []
+    for rung in rungs or problem.rungs:
+        reason = unavailable(rung)
+        if reason:
+            lines.append(f"{rung.label:22s} not run: {reason}")
+            continue
+        report = check_rung(problem, rung)
+        bad = [(s, r) for s, r in report if not r.ok]
+        shapes = ", ".join(str(s[0] if len(s) == 1 else s) for s, _ in report)
+        lines.append(f"{rung.label:22s} " + (f"correct on shapes {shapes}" if not bad
+                                              else f"WRONG at {bad[0][0]}: {bad[0][1]}"))
+    return "\n".join(lines)
+
+
+def time_rung(problem: Problem, rung: Rung, shape: tuple, gen_seed: int = 1) -> dict:
+    """Check at `shape`, then time; one `runs` row."""
+    gen = torch.Generator("cuda").manual_seed(gen_seed)
+    inputs = problem.make_inputs(shape, "cuda", gen)
+    out = problem.new_output(shape, "cuda")
+    verdict: CheckResult = check(rung.run, inputs, out, problem.reference(*inputs))
+    timing = bench(lambda: rung.run(*inputs, out=out))
+    row = {"problem": problem.name, "backend": rung.backend, "rung": rung.name, "shape": list(shape),
+           "ms": timing.median_ms, "ms_p20": timing.p20_ms, "ms_p80": timing.p80_ms,
+           **rates(problem.flops(shape), problem.min_bytes(shape), timing.median_ms),
+           "correct": verdict.ok, "rel_error": verdict.rel_error}
+    del inputs, out
+    torch.cuda.empty_cache()
+    return row
+
+
+@dataclass
+class Results:
+    """Runs of one or more problems, with the ceilings they are measured against."""
+    rows: list[dict]
+    ceilings: dict
+    datasheet: dict | None
+    gpu: str
+    label: str   # "live on <GPU>" or "recorded on <GPU>, <date>"
+
+    def table(self, problem: str | None = None) -> str:
+        head = f"{'rung':22s} {'shape':>16s} {'ms':>9s} {'TB/s':>6s} {'% copy':>6s} {'TFLOP/s':>8s}  check"
+        lines = [f"{self.label}; copy ceiling {self.ceilings['copy_TBps']:.2f} TB/s", head]
+        for r in self.rows:
+            if problem and r["problem"] != problem:
+                continue
+            shape = "x".join(str(d) for d in r["shape"])
+            pct = 100 * r["tbps"] / self.ceilings["copy_TBps"]
+            lines.append(f"{r['backend'] + ':' + r['rung']:22s} {shape:>16s} {r['ms']:9.4f} {r['tbps']:6.2f} "
+                         f"{pct:6.1f} {r['tflops']:8.2f}  {'ok' if r['correct'] else 'WRONG'}")
+        return "\n".join(lines)
+
+
+def measure_live(problem_list: list[Problem], progress: bool = True) -> tuple[Results, dict]:
+    """Check and time every runnable rung of each problem on this GPU; also returns the raw record."""
+    gpu = detect()
+    ceil = ceilings_mod.measure(gpu, refresh=True)
+    rows, skipped = [], []
+    jobs = [(p, r, s) for p in problem_list for r in p.rungs for s in p.bench_shapes]
+    for problem, rung, shape in tqdm(jobs, desc="timing rungs", disable=not progress):
+        reason = unavailable(rung)
+        if reason:
+            skipped.append({"problem": problem.name, "backend": rung.backend, "rung": rung.name, "reason": reason})
+            continue
+        rows.append(time_rung(problem, rung, shape))
+    sheet = ceilings_mod.datasheet_ceilings(gpu.datasheet)
+    record = {"provenance": results_mod.provenance(gpu), "gpu": gpu.as_dict(), "datasheet": sheet,
+              "ceilings": ceil, "runs": rows, "not_run": skipped}
+    return Results(rows, ceil, sheet, gpu.name, f"live on {gpu.name}"), record
+
+
+def results(problem: Problem) -> Results:
+    """Live measurements on a GPU; the recorded ones (labelled so) without."""
+    if WORLD.gpu:
+        return measure_live([problem], progress=False)[0]
+    rec = results_mod.load()
+    return Results(rec.runs(problem.name), rec.ceilings, rec.data.get("datasheet"), rec.gpu, rec.label)

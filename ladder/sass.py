@@ -1,0 +1,110 @@
+"""What the compiler made of a kernel, without a GPU: SASS and its opcode counts.
+
+CUDA C++ is compiled by NVRTC (`ladder.cuda.compile_cubin`), Triton by `triton.compile` for a
+chosen target; both cubins are disassembled by the `cuobjdump` that ships inside Triton's wheel.
+The counts are the signature each rung leaves: load width (LDG.E.128 vs LDG.E.U16), shared
+memory (LDS/STS) and barriers (BAR), tensor cores (HMMA, HGMMA), async copies (LDGSTS, UTMALDG).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ladder import cuda
+from ladder.world import NotAvailable
+
+ARCHS = ("sm_75", "sm_80", "sm_90")
+_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+_FUNC = re.compile(r"Function : (\S+)")
+# Opcode families a lesson talks about; `Sass.count("LDG")` counts every LDG.* variant.
+_LOAD_BITS = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "64": 64, "128": 128}
+
+
+@functools.lru_cache(maxsize=None)
+def cuobjdump() -> str:
+    try:
+        import triton
+        bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        if bundled.exists():
+            return str(bundled)
+    except ImportError:
+        pass
+    found = shutil.which("cuobjdump")
+    if not found:
+        raise NotAvailable("cuobjdump not found (it ships inside Triton's wheel on Linux).")
+    return found
+
+
+@dataclass
+class Sass:
+    """Disassembly of one cubin, split per kernel."""
+    arch: str
+    functions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.functions.values())
+
+    def opcodes(self, function: str | None = None) -> Counter:
+        text = self.functions[function] if function else self.text
+        return Counter(m.group(1) for m in _LINE.finditer(text))
+
+    def count(self, family: str, function: str | None = None) -> int:
+        """Instructions whose opcode is `family` or starts with `family.` (e.g. 'LDG', 'HMMA')."""
+        return sum(n for op, n in self.opcodes(function).items()
+                   if op == family or op.startswith(family + "."))
+
+    def global_load_bits(self, function: str | None = None) -> set[int]:
+        """Widths, in bits, of the global loads (LDG) in the code: 16 for fp16 scalars, 128 for 16-byte vectors."""
+        bits = set()
+        for op in self.opcodes(function):
+            if op == "LDG" or op.startswith("LDG."):
+                mods = op.split(".")[1:]
+                bits.add(next((_LOAD_BITS[m] for m in mods if m in _LOAD_BITS), 32))
+        return bits
+
+
+def disassemble(cubin: bytes, arch: str) -> Sass:
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "k.cubin"
+        f.write_bytes(cubin)
+        out = subprocess.run([cuobjdump(), "-sass", str(f)], capture_output=True, text=True, check=True).stdout
+    sass = Sass(arch)
+    parts = _FUNC.split(out)
+    for name, body in zip(parts[1::2], parts[2::2]):
+        sass.functions[name] = body
+    return sass
+
+
+def cuda_sass(path: str | os.PathLike, arch: str, defines: dict | None = None) -> Sass:
+    """SASS of a CUDA C++ file compiled for `arch` (no GPU needed)."""
+    return disassemble(cuda.compile_cubin(path, arch, tuple(sorted((defines or {}).items()))), arch)
+
+
+def triton_sass(kernel, signature: dict[str, str], constexprs: dict, arch: str,
+                divisible_by_16: tuple[str, ...] = ()) -> Sass:
+    """SASS of a Triton kernel compiled for `arch`, as the runtime would specialize it.
+
+    `divisible_by_16` names the pointer/integer arguments Triton may assume are multiples of 16
+    (it specializes on that at run time: aligned pointers, sizes that are multiples of 16).
+    """
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+
+    fn = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel.fn)  # interpreter wraps it
+    names = list(signature)
+    attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in divisible_by_16}
+    sig = {k: ("constexpr" if k in constexprs else v) for k, v in signature.items()}
+    src = ASTSource(fn, signature=sig, constexprs=constexprs, attrs=attrs)
+    capability = int(arch.removeprefix("sm_").rstrip("a"))
+    compiled = triton.compile(src, target=GPUTarget("cuda", capability, 32))
+    return disassemble(compiled.asm["cubin"], arch)

@@ -1,0 +1,34 @@
+"""Timing with a library timer, and the rates that go on the roofline.
+
+`triton.testing.do_bench` times with CUDA events, warms up first, and zeroes a 256 MB buffer
+before every repetition, which flushes the L2 cache: each run reads its inputs from HBM.
+We keep its median and the 20th/80th percentiles as the spread.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ladder.world import require_gpu
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+
+    def __str__(self) -> str:
+        return f"{self.median_ms:.4f} ms [{self.p20_ms:.4f}, {self.p80_ms:.4f}]"
+
+
+def bench(fn, warmup_ms: int = 25, rep_ms: int = 100) -> Timing:
+    require_gpu("Timing")
+    import triton.testing
+    median, p20, p80 = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
+    return Timing(median, p20, p80)
+
+
+def rates(flops: float, nbytes: float, ms: float) -> dict:
+    """Achieved TFLOP/s and TB/s (counting the problem's minimum bytes) for a time in ms."""
+    seconds = ms * 1e-3
+    return {"tflops": flops / seconds / 1e12, "tbps": nbytes / seconds / 1e12}

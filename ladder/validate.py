@@ -1,0 +1,26 @@
+"""Input checks shared by every launcher: a bad argument gets a ValueError that names it."""
+from __future__ import annotations
+
+import torch
+
+
+def tensor(name: str, t, *, dtype: torch.dtype, ndim: int, device: str, align_bytes: int = 0) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != dtype:
+        raise ValueError(f"{name} must be {dtype}, got {t.dtype}")
+    if t.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(t.shape)}")
+    if t.device.type != device:
+        raise ValueError(f"{name} is on {t.device}; this kernel needs tensors on '{device}'")
+    if not t.is_contiguous():
+        raise ValueError(f"{name} is not contiguous (strides {t.stride()}); call .contiguous() first")
+    if align_bytes and t.data_ptr() % align_bytes:
+        raise ValueError(f"{name} is not {align_bytes}-byte aligned (address % {align_bytes} = "
+                         f"{t.data_ptr() % align_bytes}); this kernel loads {align_bytes}-byte vectors")
+
+
+def same_shape(**tensors: torch.Tensor) -> None:
+    shapes = {name: tuple(t.shape) for name, t in tensors.items()}
+    if len(set(shapes.values())) > 1:
+        raise ValueError("shape mismatch: " + ", ".join(f"{n} {s}" for n, s in shapes.items()))

@@ -1,0 +1,111 @@
+"""Harness pieces: datasheets, CUDA source handling, roofline model and plot, recordings, CLI."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ladder import cuda, hardware, results, roofline
+from ladder.problems import get
+
+
+@pytest.mark.parametrize("name, sheet", [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("Tesla T4", "T4"),
+    ("NVIDIA A100-SXM4-40GB", "A100 40GB"), ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"),
+    ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"), ("NVIDIA L4", "L4"), ("NVIDIA A10", "A10"),
+    ("NVIDIA H200", "H200 SXM")])
+def test_datasheet_lookup(name, sheet):
+    assert hardware.datasheet_for(name).name == sheet
+
+
+def test_slug():
+    assert hardware.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+
+
+def test_included_file_edit_changes_the_source_text(tmp_path):
+    (tmp_path / "common.cuh").write_text("#define SCALE 2\n")
+    main = tmp_path / "k.cu"
+    main.write_text('#include "common.cuh"\n#include <cuda_fp16.h>\nextern "C" __global__ void k(float* x) { x[0] = SCALE; }\n')
+    before = cuda.source(main)
+    (tmp_path / "common.cuh").write_text("#define SCALE 3\n")
+    after = cuda.source(main)
+    assert before != after and "#define SCALE 3" in after and "<cuda_fp16.h>" in after
+
+
+def test_missing_include_is_named(tmp_path):
+    main = tmp_path / "k.cu"
+    main.write_text('#include "nowhere.cuh"\n')
+    with pytest.raises(cuda.CompileError, match="nowhere.cuh"):
+        cuda.source(main)
+
+
+def test_mma_header_compiles_without_gpu(tmp_path):
+    src = tmp_path / "wmma.cu"
+    src.write_text("#include <mma.h>\nusing namespace nvcuda;\n"
+                   'extern "C" __global__ void k(const half* a, float* c) {\n'
+                   "  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;\n"
+                   "  wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb;\n"
+                   "  wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;\n"
+                   "  wmma::fill_fragment(fc, 0.f); wmma::load_matrix_sync(fa, a, 16);\n"
+                   "  wmma::load_matrix_sync(fb, a, 16); wmma::mma_sync(fc, fa, fb, fc);\n"
+                   "  wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major); }\n")
+    from ladder import sass
+    assert sass.cuda_sass(src, "sm_80").count("HMMA") > 0
+
+
+def test_compile_error_shows_the_log(tmp_path):
+    src = tmp_path / "bad.cu"
+    src.write_text('extern "C" __global__ void k() { undefined_thing(); }\n')
+    with pytest.raises(cuda.CompileError, match="undefined_thing"):
+        cuda.compile_cubin(src, "sm_90")
+
+
+def test_roofline_model():
+    assert roofline.ridge(3.0, 60.0) == 20.0
+    assert roofline.attainable(1 / 6, 3.0, 60.0) == pytest.approx(0.5)
+    assert roofline.attainable(100, 3.0, 60.0) == 60.0
+    assert roofline.bound(1 / 6, 3.0, 60.0) == "memory" and roofline.bound(50, 3.0, 60.0) == "compute"
+
+
+def test_recording_has_provenance_ceilings_and_correct_runs():
+    rec = results.load()
+    prov = rec.data["provenance"]
+    for key in ("gpu", "driver", "cuda", "torch", "triton", "cupy", "date"):
+        assert prov.get(key), key
+    assert set(rec.ceilings) == {"copy_TBps", "fp32_TFLOPs", "fp16_tc_TFLOPs"}
+    runs = rec.runs("vector_add")
+    assert runs and all(r["correct"] for r in runs)
+    for r in runs:
+        assert {"problem", "backend", "rung", "shape", "ms", "tflops", "tbps", "correct"} <= set(r)
+    assert rec.label.startswith("recorded on ")
+
+
+def test_roofline_plot_from_recording():
+    rec = results.load()
+    problem = get("vector_add")
+    pts = roofline.points(rec.runs("vector_add"), problem)
+    assert {p.label for p in pts} >= {"cuda:1_scalar", "cuda:2_vectorized", "triton:1_blocked"}
+    ax = roofline.plot(pts, rec.ceilings, rec.data["datasheet"], source=rec.label)
+    assert ax.get_xscale() == "log" and len(ax.collections) == len(pts)
+    assert rec.label in ax.get_title()
+
+
+def test_merge_keeps_other_problems():
+    old = {"runs": [{"problem": "a", "x": 1}, {"problem": "b", "x": 1}], "profiles": [{"problem": "a"}]}
+    new = {"runs": [{"problem": "a", "x": 2}], "profiles": []}
+    merged = results.merge(old, new, ["a"])
+    assert merged["runs"] == [{"problem": "b", "x": 1}, {"problem": "a", "x": 2}]
+    assert merged["profiles"] == [{"problem": "a"}]  # none new for "a": old ones stay
+
+
+def test_cli_info_on_cpu():
+    out = subprocess.run([sys.executable, "-m", "ladder", "info"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "CPU only" in out.stdout and "recorded on" in out.stdout
+
+
+def test_cli_gpu_only_command_says_so_without_traceback():
+    out = subprocess.run([sys.executable, "-m", "ladder", "run-once", "vector_add", "cuda", "1_scalar", "10"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "not available here" in out.stderr and "Traceback" not in out.stderr
