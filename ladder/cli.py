@@ -42,7 +42,7 @@ def cmd_record(args) -> None:
     start = time.time()
     res, record = runner.measure_live(chosen)
     if profile.available() and not args.no_profile:
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
         record["profiles"] = []
         jobs = [(p, r, p.bench_shapes[0]) for p in chosen for r in p.rungs if not runner.unavailable(r)]
         for p, r, shape in tqdm(jobs, desc="ncu"):
@@ -58,7 +58,7 @@ def cmd_record(args) -> None:
 def cmd_notebooks(args) -> None:
     import nbclient
     import nbformat
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
     paths = [Path(p) for p in args.paths] or [p for d in NOTEBOOK_DIRS for p in sorted((ROOT / d).glob("*.ipynb"))]
     for path in tqdm(paths, desc="notebooks"):
         nb = nbformat.read(path, as_version=4)

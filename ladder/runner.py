@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from ladder import ceilings as ceilings_mod
 from ladder import results as results_mod
@@ -85,15 +85,16 @@ class Results:
     label: str   # "live on <GPU>" or "recorded on <GPU>, <date>"
 
     def table(self, problem: str | None = None) -> str:
-        head = f"{'rung':22s} {'shape':>16s} {'ms':>9s} {'TB/s':>6s} {'% copy':>6s} {'TFLOP/s':>8s}  check"
+        head = f"{'rung':22s} {'shape':>12s} {'ms':>8s} {'p20-p80 ms':>15s} {'TB/s':>5s} {'% copy':>6s} {'TFLOP/s':>7s}  check"
         lines = [f"{self.label}; copy ceiling {self.ceilings['copy_TBps']:.2f} TB/s", head]
         for r in self.rows:
             if problem and r["problem"] != problem:
                 continue
             shape = "x".join(str(d) for d in r["shape"])
             pct = 100 * r["tbps"] / self.ceilings["copy_TBps"]
-            lines.append(f"{r['backend'] + ':' + r['rung']:22s} {shape:>16s} {r['ms']:9.4f} {r['tbps']:6.2f} "
-                         f"{pct:6.1f} {r['tflops']:8.2f}  {'ok' if r['correct'] else 'WRONG'}")
+            lines.append(f"{r['backend'] + ':' + r['rung']:22s} {shape:>12s} {r['ms']:8.4f} "
+                         f"{r['ms_p20']:7.4f}-{r['ms_p80']:<7.4f} {r['tbps']:5.2f} {pct:6.1f} {r['tflops']:7.2f}  "
+                         f"{'ok' if r['correct'] else 'WRONG'}")
         return "\n".join(lines)
 
 

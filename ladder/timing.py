@@ -21,7 +21,8 @@ class Timing:
         return f"{self.median_ms:.4f} ms [{self.p20_ms:.4f}, {self.p80_ms:.4f}]"
 
 
-def bench(fn, warmup_ms: int = 25, rep_ms: int = 100) -> Timing:
+def bench(fn, warmup_ms: int = 200, rep_ms: int = 500) -> Timing:
+    """Median and spread of `fn`'s run time; a long warm-up lets the clocks settle first."""
     require_gpu("Timing")
     import triton.testing
     median, p20, p80 = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])

@@ -1,0 +1,70 @@
+"""GPU-only checks: run with `pytest tests/gpu` on a GPU. Without one they fail (never skip)."""
+import numpy as np
+import pytest
+import torch
+
+import kernels.vector_add as va
+from ladder import ceilings, cuda, hardware
+from ladder.runner import check_rung, unavailable
+
+PROBLEM = va.PROBLEM
+
+
+def test_gpu_is_visible():
+    assert torch.cuda.is_available(), "tests/gpu needs a CUDA GPU"
+
+
+@pytest.mark.parametrize("rung", PROBLEM.rungs, ids=lambda r: r.label)
+def test_every_rung_correct_on_ragged_sizes(rung):
+    assert unavailable(rung) is None
+    for seed in (0, 1):  # fresh random data each time
+        for shape, result in check_rung(PROBLEM, rung, seed=100 * seed):
+            assert result.ok, (rung.label, shape, str(result))
+
+
+@pytest.mark.parametrize("fn", [va.cuda_scalar, va.cuda_vectorized, va.triton_add])
+def test_bad_inputs_on_gpu(fn):
+    a = torch.randn(1000, device="cuda").half()
+    with pytest.raises(ValueError, match="float16"):
+        fn(a.float(), a)
+    with pytest.raises(ValueError, match="shape mismatch"):
+        fn(a, a[:999])
+    with pytest.raises(ValueError, match="not contiguous"):
+        fn(torch.randn(2000, device="cuda").half()[::2], a)
+    with pytest.raises(ValueError, match="is on cpu"):
+        fn(a.cpu(), a.cpu())
+
+
+def test_vectorized_refuses_misaligned_views_but_scalar_handles_them():
+    base = torch.randn(1001, device="cuda").half()
+    a, b = base[1:], base[:-1]
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        va.cuda_vectorized(a.contiguous(), b)
+    out = va.cuda_scalar(a, b)
+    assert torch.equal(out, a + b)
+
+
+def test_empty_input():
+    a = torch.empty(0, device="cuda", dtype=torch.float16)
+    for fn in (va.cuda_scalar, va.cuda_vectorized, va.triton_add):
+        assert fn(a, a).numel() == 0
+
+
+def test_included_header_edit_reaches_the_running_kernel(tmp_path):
+    header = tmp_path / "value.cuh"
+    main = tmp_path / "k.cu"
+    main.write_text('#include "value.cuh"\nextern "C" __global__ void k(float* x) { x[0] = VALUE; }\n')
+    out = torch.zeros(1, device="cuda")
+    for value in (1, 2):
+        header.write_text(f"#define VALUE {value}\n")
+        cuda.launch(cuda.load(main), "k", 1, 1, (out,))
+        assert out.item() == value
+
+
+def test_ceilings_are_plausible():
+    gpu = hardware.detect()
+    c = ceilings.measure(gpu, refresh=True)
+    sheet = gpu.datasheet
+    assert 0.5 * sheet.hbm_TBps < c["copy_TBps"] < 1.05 * sheet.hbm_TBps
+    assert 0.5 * sheet.fp32_TFLOPs < c["fp32_TFLOPs"] < 1.1 * sheet.fp32_TFLOPs
+    assert 0.3 * sheet.fp16_tc_TFLOPs < c["fp16_tc_TFLOPs"] < 1.1 * sheet.fp16_tc_TFLOPs
