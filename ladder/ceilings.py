@@ -18,7 +18,6 @@ from ladder.hardware import GPU, detect
 from ladder.timing import bench
 from ladder.world import require_gpu
 
-KEYS = ("copy_TBps", "fp32_TFLOPs", "fp16_tc_TFLOPs")
 CACHE_DIR = Path(os.environ.get("KERNEL_LADDER_CACHE", Path.home() / ".cache" / "kernel-ladder"))
 
 

@@ -29,7 +29,6 @@ def device() -> str:
 @dataclass(frozen=True)
 class World:
     gpu: bool
-    interpret: bool
 
     @property
     def name(self) -> str:
@@ -42,7 +41,7 @@ def _decide() -> World:
     gpu = has_gpu()
     if not gpu:
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    return World(gpu=gpu, interpret=os.environ.get("TRITON_INTERPRET") == "1")
+    return World(gpu=gpu)
 
 
 WORLD = _decide()
