@@ -70,8 +70,6 @@ def time_rung(problem: Problem, rung: Rung, shape: tuple, gen_seed: int = 1) -> 
            "ms": timing.median_ms, "ms_p20": timing.p20_ms, "ms_p80": timing.p80_ms,
            **rates(problem.flops(shape), problem.min_bytes(shape), timing.median_ms),
            "correct": verdict.ok, "rel_error": verdict.rel_error}
-    del inputs, out
-    torch.cuda.empty_cache()
     return row
 
 

@@ -1,8 +1,6 @@
 """Harness pieces: datasheets, CUDA source handling, roofline model and plot, recordings, CLI."""
-import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -1,11 +1,9 @@
 """Compile-only signatures, asserted: what each vector-add rung's machine code must contain."""
 import pytest
 
-from kernels.triton.vector_add import vector_add_kernel
+from kernels.triton.vector_add import SIGNATURE, vector_add_kernel
 from kernels.vector_add import SCALAR_ELEMS_PER_THREAD
 from ladder import sass
-
-SIGNATURE = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "n": "i64", "BLOCK": "constexpr"}
 
 
 @pytest.mark.parametrize("arch", sass.ARCHS)

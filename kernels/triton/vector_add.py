@@ -7,6 +7,9 @@ fall back to 16-bit scalars. `ladder.sass.triton_sass` shows both cases without 
 import triton
 import triton.language as tl
 
+# Argument types for compiling the kernel ahead of time (ladder.sass.triton_sass).
+SIGNATURE = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "n": "i64", "BLOCK": "constexpr"}
+
 
 @triton.jit
 def vector_add_kernel(a_ptr, b_ptr, c_ptr, n, BLOCK: tl.constexpr):

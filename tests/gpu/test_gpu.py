@@ -1,5 +1,4 @@
 """GPU-only checks: run with `pytest tests/gpu` on a GPU. Without one they fail (never skip)."""
-import numpy as np
 import pytest
 import torch
 
