@@ -13,6 +13,7 @@ System headers (`<cuda_fp16.h>`, `<mma.h>`) come from the CUDA include directory
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import site
@@ -38,13 +39,18 @@ def resolve(path: str | os.PathLike) -> Path:
 
 def source(path: str | os.PathLike) -> str:
     """The file's text with its local `#include "..."` files inlined (each once, with #line marks)."""
-    seen: set[Path] = set()
+    return _expand(path)[0]
+
+
+def _expand(path: str | os.PathLike) -> tuple[str, tuple[Path, ...]]:
+    """(text with local includes inlined, every file read)."""
+    seen: list[Path] = []
 
     def expand(file: Path) -> str:
         file = file.resolve()
         if file in seen:
             return ""
-        seen.add(file)
+        seen.append(file)
         text = file.read_text()
 
         def inline(m: re.Match) -> str:
@@ -55,7 +61,12 @@ def source(path: str | os.PathLike) -> str:
 
         return _INCLUDE.sub(inline, text)
 
-    return expand(resolve(path))
+    text = expand(resolve(path))
+    return text, tuple(seen)
+
+
+def _stamps(files: tuple[Path, ...]) -> tuple:
+    return tuple((f.stat().st_mtime_ns, f.stat().st_size) for f in files)
 
 
 def defines_options(defines: dict | None) -> tuple[str, ...]:
@@ -94,13 +105,32 @@ def include_dir(cuda_major: int | None = None) -> str:
 # ---------------------------------------------------------------- running (CuPy, needs a GPU)
 
 @functools.lru_cache(maxsize=None)
-def _load_cached(text: str, options: tuple[str, ...]):
+def _compile(text: str, options: tuple[str, ...], arch: str | None):
     import cupy
-    return cupy.RawModule(code=text, options=options, backend="nvrtc")
+    if arch is None:  # CuPy picks this GPU's architecture
+        return cupy.RawModule(code=text, options=options, backend="nvrtc")
+    # an arch-specific target CuPy does not choose itself (sm_90a: wgmma): NVRTC directly, then load
+    cubin = _nvrtc_cubin(text, "kernel.cu", arch, options)
+    cache = Path(os.environ.get("KERNEL_LADDER_CACHE", Path.home() / ".cache" / "kernel-ladder")) / "cubin"
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / f"{hashlib.sha256(cubin).hexdigest()[:24]}.cubin"
+    path.write_bytes(cubin)
+    return cupy.RawModule(path=str(path))
 
 
-def load(path: str | os.PathLike, defines: dict | None = None):
-    """Compile `path` for this GPU through CuPy and return the `cupy.RawModule`."""
+_LOADED: dict[tuple, tuple] = {}  # (path, defines, arch) -> (files, their stamps, module)
+
+
+def load(path: str | os.PathLike, defines: dict | None = None, arch: str | None = None):
+    """Compile `path` for this GPU through CuPy and return the `cupy.RawModule`.
+
+    `arch` forces a target (e.g. 'sm_90a' for wgmma); by default it is this GPU's. A second call
+    with nothing changed on disk costs a few file stats: launchers call this on every run.
+    """
+    key = (str(path), tuple(sorted((defines or {}).items())), arch)
+    hit = _LOADED.get(key)
+    if hit and _stamps(hit[0]) == hit[1]:
+        return hit[2]
     require_gpu(f"Running {Path(path).name}")
     try:
         import cupy
@@ -109,48 +139,67 @@ def load(path: str | os.PathLike, defines: dict | None = None):
                            "torch's CUDA (cupy-cuda12x or cupy-cuda13x).") from e
     major = cupy.cuda.runtime.runtimeGetVersion() // 1000
     options = COMMON_OPTIONS + (f"-I{include_dir(major)}",) + defines_options(defines)
+    text, files = _expand(path)
+    stamps = _stamps(files)
     try:
-        return _load_cached(source(path), options)
+        module = _compile(text, options, arch)
     except cupy.cuda.compiler.CompileException as e:
         raise CompileError(str(e)) from None
+    _LOADED[key] = (files, stamps, module)
+    return module
+
+
+_STREAMS: dict[int, object] = {}
 
 
 def launch(module, kernel: str, grid: int | tuple, block: int | tuple, args: tuple, shared_bytes: int = 0):
     """Launch a kernel of `module` on torch's current stream (so torch and CuPy work stay ordered).
 
-    Tensors are passed zero-copy; scalars must carry their C type (np.int64, np.float32, ...).
+    Tensors are passed as raw device pointers; scalars must carry their C type (np.int64, np.float32, ...).
     """
     import cupy
+    import numpy as np
     import torch
-    args = tuple(cupy.asarray(a) if isinstance(a, torch.Tensor) else a for a in args)
-    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    args = tuple(np.uint64(a.data_ptr()) if isinstance(a, torch.Tensor) else a for a in args)
+    handle = torch.cuda.current_stream().cuda_stream
+    stream = _STREAMS.get(handle) or _STREAMS.setdefault(handle, cupy.cuda.ExternalStream(handle))
     grid = grid if isinstance(grid, tuple) else (grid,)
     block = block if isinstance(block, tuple) else (block,)
+    function = module.get_function(kernel)
+    if shared_bytes > 48 * 1024:  # above 48 KiB a kernel must opt in to dynamic shared memory
+        function.max_dynamic_shared_size_bytes = shared_bytes
     with stream:
-        module.get_function(kernel)(grid, block, args, shared_mem=shared_bytes)
+        function(grid, block, args, shared_mem=shared_bytes)
 
 
 # ---------------------------------------------------------------- compile-only (no GPU needed)
 
 @functools.lru_cache(maxsize=None)
 def compile_cubin(path: str | os.PathLike, arch: str, defines: tuple[tuple[str, str], ...] = ()) -> bytes:
-    """Compile `path` to a cubin for `arch` ('sm_75', 'sm_80', 'sm_90', ...) with NVRTC; no GPU needed."""
+    """Compile `path` to a cubin for `arch` ('sm_75', 'sm_80', 'sm_90', 'sm_90a', ...) with NVRTC; no GPU needed."""
     try:
         from cuda.bindings import nvrtc
     except ImportError as e:
         raise NotAvailable("Compile-only needs 'cuda-bindings' and 'cuda-toolkit[nvrtc]'.") from e
     _, major, _ = nvrtc.nvrtcVersion()
-    text = source(path).encode()
-    options = [o.encode() for o in COMMON_OPTIONS + (f"--gpu-architecture={arch}", f"-I{include_dir(major)}")
-               + defines_options(dict(defines))]
-    err, prog = nvrtc.nvrtcCreateProgram(text, Path(path).name.encode(), 0, [], [])
+    options = COMMON_OPTIONS + (f"-I{include_dir(major)}",) + defines_options(dict(defines))
+    return _nvrtc_cubin(source(path), Path(path).name, arch, options)
+
+
+def _nvrtc_cubin(text: str, name: str, arch: str, options: tuple[str, ...]) -> bytes:
     try:
-        (result,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
+        from cuda.bindings import nvrtc
+    except ImportError as e:
+        raise NotAvailable(f"Compiling for {arch} needs 'cuda-bindings' (a kernel-ladder dependency).") from e
+    opts = [o.encode() for o in options + (f"--gpu-architecture={arch}",)]
+    err, prog = nvrtc.nvrtcCreateProgram(text.encode(), name.encode(), 0, [], [])
+    try:
+        (result,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             _, size = nvrtc.nvrtcGetProgramLogSize(prog)
             log = b" " * size
             nvrtc.nvrtcGetProgramLog(prog, log)
-            raise CompileError(f"{Path(path).name} for {arch}:\n{log.decode(errors='replace').rstrip(chr(0))}")
+            raise CompileError(f"{name} for {arch}:\n{log.decode(errors='replace').rstrip(chr(0))}")
         _, size = nvrtc.nvrtcGetCUBINSize(prog)
         cubin = b" " * size
         nvrtc.nvrtcGetCUBIN(prog, cubin)

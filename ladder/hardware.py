@@ -5,6 +5,8 @@ product pages. They are the "advertised" roof; `ladder.ceilings` measures the re
 """
 from __future__ import annotations
 
+import functools
+
 import re
 from dataclasses import dataclass, asdict
 
@@ -66,7 +68,7 @@ class GPU:
 
     def has(self, feature: str) -> bool:
         """Architecture features the rungs depend on."""
-        need = {"cp.async": (8, 0), "bf16": (8, 0), "tma": (9, 0), "wgmma": (9, 0),
+        need = {"gpu": (0, 0), "cp.async": (8, 0), "bf16": (8, 0), "tma": (9, 0), "wgmma": (9, 0),
                 "tensor_cores": (7, 0)}[feature]
         return self.capability >= need
 
@@ -76,6 +78,7 @@ class GPU:
         return d
 
 
+@functools.lru_cache(maxsize=None)  # launchers ask on every call; the answer does not change
 def detect(index: int = 0) -> GPU | None:
     """The visible GPU, or None in the CPU-only world."""
     if not torch.cuda.is_available():

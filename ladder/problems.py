@@ -25,6 +25,8 @@ class Rung:
     run: Callable                # run(*inputs, out=None) -> out
     source: str | None = None    # the file that holds the rung (diffs, SASS)
     needs: str | None = None     # GPU feature the rung relies on ("cp.async", "bf16", ...)
+    fallback: tuple[str, str] | None = None  # (feature, what runs instead on a GPU without it)
+    slow: bool = False           # too slow for the size sweep: timed at the benchmark shapes only
 
     @property
     def label(self) -> str:
@@ -33,6 +35,12 @@ class Rung:
     def unavailable_reason(self, gpu: GPU | None) -> str | None:
         if self.needs and gpu is not None and not gpu.has(self.needs):
             return f"N/A on this GPU ({gpu.name}, {gpu.arch}): needs {self.needs}"
+        return None
+
+    def fallback_note(self, gpu: GPU | None) -> str | None:
+        """What runs instead of the rung's idea on a GPU that lacks its feature (said in the output)."""
+        if self.fallback and gpu is not None and not gpu.has(self.fallback[0]):
+            return f"{gpu.arch} has no {self.fallback[0]}: runs {self.fallback[1]}"
         return None
 
 
@@ -48,6 +56,8 @@ class Problem:
     bench_shapes: list[tuple]                    # big enough to fill the chip
     interpret_shapes: list[tuple]                # small enough for Triton's CPU interpreter
     compute_roof: str                            # ceiling key of the unit doing the math
+    sweep_shapes: list[tuple] = field(default_factory=list)  # size sweep for the rungs not marked slow
+    tune: Callable[[], list] | None = None      # autotuning searches to run before timing (-> reports)
     rungs: list[Rung] = field(default_factory=list)
 
     def intensity(self, shape: tuple) -> float:

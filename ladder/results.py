@@ -103,12 +103,12 @@ def save(data: dict) -> Path:
 
 
 def merge(old: dict | None, new: dict, problems: list[str]) -> dict:
-    """New provenance and ceilings; old runs (profiles) kept unless `new` has runs (profiles)
-    for the same problem, which replace them."""
+    """New provenance and ceilings; old runs (profiles, autotune reports) kept unless `new` has
+    some for the same problem, which replace them."""
     if not old:
         return new
     merged = dict(new)
-    for key in ("runs", "profiles"):
+    for key in ("runs", "profiles", "autotune"):
         replaced = {r["problem"] for r in new.get(key, [])} & set(problems)
         merged[key] = [r for r in old.get(key, []) if r["problem"] not in replaced] + new.get(key, [])
     return merged

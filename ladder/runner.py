@@ -25,6 +25,8 @@ def unavailable(rung: Rung) -> str | None:
     if not WORLD.gpu:
         if rung.backend == "cuda":
             return "CUDA C++ needs a GPU to run: here it is compiled (ladder.sass) instead"
+        if rung.needs == "gpu":
+            return "needs a GPU (there is no CPU version of it here)"
         return None
     return rung.unavailable_reason(detect())
 
@@ -57,6 +59,12 @@ def format_checks(problem: Problem, rungs: list[Rung] | None = None) -> str:
         lines.append(f"{rung.label:22s} " + (f"correct on shapes {shapes}" if not bad
                                               else f"WRONG at {bad[0][0]}: {bad[0][1]}"))
     return "\n".join(lines)
+
+
+def shapes_for(problem: Problem, rung: Rung) -> list[tuple]:
+    """The benchmark shapes, then (unless the rung is slow) the size sweep's others."""
+    sweep = [] if rung.slow else [s for s in problem.sweep_shapes if s not in problem.bench_shapes]
+    return list(problem.bench_shapes) + sweep
 
 
 def time_rung(problem: Problem, rung: Rung, shape: tuple, gen_seed: int = 1) -> dict:
@@ -100,8 +108,11 @@ def measure_live(problem_list: list[Problem], progress: bool = True) -> tuple[Re
     """Check and time every runnable rung of each problem on this GPU; also returns the raw record."""
     gpu = detect()
     ceil = ceilings_mod.measure(gpu, refresh=True)
-    rows, skipped = [], []
-    jobs = [(p, r, s) for p in problem_list for r in p.rungs for s in p.bench_shapes]
+    rows, skipped, tuned = [], [], []
+    for problem in problem_list:
+        if problem.tune:  # searches first, so the autotuned rungs run their winners
+            tuned += [report.as_dict() for report in problem.tune()]
+    jobs = [(p, r, s) for p in problem_list for r in p.rungs for s in shapes_for(p, r)]
     for problem, rung, shape in tqdm(jobs, desc="timing rungs", disable=not progress):
         reason = unavailable(rung)
         if reason:
@@ -110,7 +121,7 @@ def measure_live(problem_list: list[Problem], progress: bool = True) -> tuple[Re
         rows.append(time_rung(problem, rung, shape))
     sheet = ceilings_mod.datasheet_ceilings(gpu.datasheet)
     record = {"provenance": results_mod.provenance(gpu), "gpu": gpu.as_dict(), "datasheet": sheet,
-              "ceilings": ceil, "runs": rows, "not_run": skipped}
+              "ceilings": ceil, "runs": rows, "not_run": skipped, "autotune": tuned}
     return Results(rows, ceil, sheet, gpu.name, f"live on {gpu.name}"), record
 
 

@@ -21,7 +21,9 @@ from ladder import cuda
 from ladder.world import NotAvailable
 
 ARCHS = ("sm_75", "sm_80", "sm_90")
-_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+# An instruction line: "/*0480*/  [@P0 | @!PT ...] OPCODE ...". "@!PT" (never true) marks padding
+# the compiler leaves between code blocks: it never runs, so it is not counted.
+_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?!@!PT\s)(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
 _FUNC = re.compile(r"Function : (\S+)")
 # Opcode families a lesson talks about; `Sass.count("LDG")` counts every LDG.* variant.
 _LOAD_BITS = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "64": 64, "128": 128}

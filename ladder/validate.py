@@ -24,3 +24,21 @@ def same_shape(**tensors: torch.Tensor) -> None:
     shapes = {name: tuple(t.shape) for name, t in tensors.items()}
     if len(set(shapes.values())) > 1:
         raise ValueError("shape mismatch: " + ", ".join(f"{n} {s}" for n, s in shapes.items()))
+
+
+def matmul_operands(a, b, out, *, device: str, dtype: torch.dtype = torch.float16):
+    """Check C = A·B operands (A M×K, B K×N, row-major, contiguous); returns (M, N, K, out).
+
+    `out` may be None: a new M×N tensor is made. Every problem is named in the ValueError.
+    """
+    tensor("a", a, dtype=dtype, ndim=2, device=device)
+    tensor("b", b, dtype=dtype, ndim=2, device=device)
+    (M, K), (K_b, N) = a.shape, b.shape
+    if K != K_b:
+        raise ValueError(f"inner dimensions differ: a is {M}x{K}, b is {K_b}x{N} (need a's columns == b's rows)")
+    if out is None:
+        out = torch.empty((M, N), dtype=dtype, device=a.device)
+    tensor("out", out, dtype=dtype, ndim=2, device=device)
+    if tuple(out.shape) != (M, N):
+        raise ValueError(f"out has shape {tuple(out.shape)}; a @ b is {M}x{N}")
+    return M, N, K, out

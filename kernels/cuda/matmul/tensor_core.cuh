@@ -1,0 +1,139 @@
+// Tensor-core building blocks shared by matmul rungs 4-6 (sm_75 and newer).
+//
+// * 16-byte tile copies, global -> shared, through registers (sync) or cp.async (sm_80+);
+// * ldmatrix: a warp loads 8x8 fp16 matrices from shared memory straight into mma fragments;
+// * mma.sync m16n8k16: D(16x8, fp32) += A(16x16, fp16) * B(16x8, fp16), one warp, tensor cores;
+// * the epilogue: fp32 accumulators -> fp16 C, bounds-checked.
+// Shared tiles are row-major with rows padded by 8 halves (16 bytes): the 8 rows one ldmatrix
+// reads then start in 8 different groups of 4 banks, so it runs without bank conflicts.
+#pragma once
+#include <cuda_fp16.h>
+
+constexpr int PAD = 8;  // halves added to each shared-memory row
+
+__device__ __forceinline__ unsigned smem_address(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// ---------------------------------------------------------------- tile copies (16-byte pieces)
+// A ROWS x COLS fp16 tile is ROWS*COLS/8 pieces of 16 bytes, dealt round-robin to NTHREADS threads.
+// Piece i of thread t covers row p / (COLS/8), columns 8*(p % (COLS/8)) .. +7, with p = t + i*NTHREADS.
+// A piece outside the matrix (rows_left / cols_left) is zero. Rows of the matrix must start on
+// 16 bytes and cols_left be a multiple of 8 (the launcher pads), so a piece is wholly in or out.
+template <int ROWS, int COLS, int NTHREADS>
+struct TileCopy {
+    static constexpr int PIECES = ROWS * COLS / 8;
+    static constexpr int PER_THREAD = PIECES / NTHREADS;
+    static_assert(PIECES % NTHREADS == 0, "tile pieces must split evenly over the threads");
+
+    __device__ static int row(int i) { return (threadIdx.x + i * NTHREADS) / (COLS / 8); }
+    __device__ static int col(int i) { return (threadIdx.x + i * NTHREADS) % (COLS / 8) * 8; }
+
+    __device__ static void to_registers(uint4 (&regs)[PER_THREAD], const half* g, int ldg, int rows_left, int cols_left) {
+#pragma unroll
+        for (int i = 0; i < PER_THREAD; ++i) {
+            const bool inside = row(i) < rows_left && col(i) < cols_left;
+            regs[i] = inside ? *reinterpret_cast<const uint4*>(g + (size_t)row(i) * ldg + col(i)) : make_uint4(0, 0, 0, 0);
+        }
+    }
+
+    __device__ static void to_shared(half* s, int lds, const uint4 (&regs)[PER_THREAD]) {
+#pragma unroll
+        for (int i = 0; i < PER_THREAD; ++i) *reinterpret_cast<uint4*>(s + row(i) * lds + col(i)) = regs[i];
+    }
+
+#if __CUDA_ARCH__ >= 800
+    // cp.async: global -> shared without passing through registers; src-size 0 writes zeros.
+    __device__ static void async_to_shared(half* s, int lds, const half* g, int ldg, int rows_left, int cols_left) {
+#pragma unroll
+        for (int i = 0; i < PER_THREAD; ++i) {
+            const bool inside = row(i) < rows_left && col(i) < cols_left;
+            const half* src = inside ? g + (size_t)row(i) * ldg + col(i) : g;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                         :: "r"(smem_address(s + row(i) * lds + col(i))), "l"(src), "r"(inside ? 16 : 0));
+        }
+    }
+#endif
+};
+
+#if __CUDA_ARCH__ >= 800
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int PENDING>  // wait until at most PENDING committed groups are still in flight
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING)); }
+#endif
+
+// ---------------------------------------------------------------- fragments and the mma
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const half* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_address(p)));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const half* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_address(p)));
+}
+
+// c (16x8 fp32) += a (16x16 fp16, row-major fragment) * b (16x8 fp16, column fragment)
+__device__ __forceinline__ void mma_16816(float (&c)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else  // sm_75 has only k8: two of them, k 0-7 (a0, a1, b0) then k 8-15 (a2, a3, b1)
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(b[0]));
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[2]), "r"(a[3]), "r"(b[1]));
+#endif
+}
+
+// One warp multiplies its WM x TILE_K slice of the A tile by the TILE_K x WN slice of the B tile into
+// WM/16 x WN/8 accumulator fragments. As points at the warp's first row (stride LDA), Bs at its
+// first column (stride LDB).
+template <int WM, int WN, int TILE_K, int LDA, int LDB>
+__device__ __forceinline__ void warp_tile_mma(float (&acc)[WM / 16][WN / 8][4], const half* As, const half* Bs) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int kk = 0; kk < TILE_K; kk += 16) {
+        unsigned a[WM / 16][4], b[WN / 8][2];
+        // lanes 0-15 give the rows of the left 8 columns, lanes 16-31 those of the right 8
+#pragma unroll
+        for (int mi = 0; mi < WM / 16; ++mi) ldmatrix_x4(a[mi], As + (mi * 16 + lane % 16) * LDA + kk + lane / 16 * 8);
+#pragma unroll
+        for (int nj = 0; nj < WN / 16; ++nj) {  // B is k-major in shared memory: .trans gives column fragments
+            unsigned r[4];
+            ldmatrix_x4_trans(r, Bs + (kk + lane % 16) * LDB + nj * 16 + lane / 16 * 8);
+            b[2 * nj][0] = r[0], b[2 * nj][1] = r[1], b[2 * nj + 1][0] = r[2], b[2 * nj + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int mi = 0; mi < WM / 16; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < WN / 8; ++ni) mma_16816(acc[mi][ni], a[mi], b[ni]);
+    }
+}
+
+// Accumulators -> C (M x N, row stride N). Fragment element (i, j) of lane l: row l/4 (+8 for
+// c[2], c[3]), columns 2*(l%4) and +1. (row0, col0): the warp's corner in C.
+template <int WM, int WN>
+__device__ __forceinline__ void store_accumulators(const float (&acc)[WM / 16][WN / 8][4], half* C, int M, int N,
+                                                   int row0, int col0) {
+    const int lane = threadIdx.x % 32;
+    const bool pairs = N % 2 == 0;  // then two neighbours are one aligned 4-byte store
+#pragma unroll
+    for (int mi = 0; mi < WM / 16; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < WN / 8; ++ni)
+#pragma unroll
+            for (int half_ = 0; half_ < 2; ++half_) {
+                const int row = row0 + mi * 16 + lane / 4 + half_ * 8, col = col0 + ni * 8 + lane % 4 * 2;
+                if (row >= M || col >= N) continue;
+                const float x = acc[mi][ni][2 * half_], y = acc[mi][ni][2 * half_ + 1];
+                half* dst = C + (size_t)row * N + col;
+                if (pairs) {
+                    *reinterpret_cast<half2*>(dst) = __floats2half2_rn(x, y);
+                } else {
+                    dst[0] = __float2half(x);
+                    if (col + 1 < N) dst[1] = __float2half(y);
+                }
+            }
+}

@@ -1,0 +1,249 @@
+"""Matmul, C = A·B: A (M×K) and B (K×N) fp16 row-major, fp32 accumulation, C fp16.
+
+The problem, the CUDA C++ rungs (kernels/cuda/matmul/, one file per rung) with their launchers,
+the Triton rungs (kernels/triton/matmul.py) and torch:cublas, the speed anchor. A shape is
+(M, N, K). Every launcher takes (a, b, out=None) and returns out; a bad argument raises a
+ValueError that names it.
+
+Rungs 4-6 load 16-byte vectors, so every row of A and B must start on a 16-byte boundary: when K
+or N is not a multiple of 8 the launcher pads A and B with zeros (a copy, said in `pad_note`).
+M and N edges are handled inside the kernels.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ladder import autotune, cuda, validate
+from ladder.hardware import detect
+from ladder.problems import Problem, Rung, register
+from ladder.world import device
+
+CUDA_DIR = "kernels/cuda/matmul"
+SCALAR_TILE = 32               # rungs 1-3: 32×32 threads, one output each
+REGISTER_BLOCK = (128, 128)    # rung 3b: BM×BN block tile, 8×8 outputs per thread, 256 threads
+TENSOR_CORE = dict(BM=128, BN=128, BK=32, WARPS_M=2, WARPS_N=4)            # must match 4_tensor_core.cu
+PIPELINED = dict(BM=128, BN=128, BK=32, WARPS_M=2, WARPS_N=4, STAGES=4)    # rung 5's choice
+TWO_STAGES = dict(PIPELINED, STAGES=2)  # sm_75: register-staged double buffer, two shared buffers
+
+
+def _operands(a, b, out, where="cuda"):
+    return validate.matmul_operands(a, b, out, device=where)
+
+
+def _dims(*values) -> tuple:
+    return tuple(np.int32(v) for v in values)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ------------------------------------------------------------- rungs 1-3b: CUDA cores, any shape
+
+def _scalar_launcher(filename: str, grid, threads):
+    """A launcher for a CUDA-core rung: kernel `matmul(A, B, C, M, N, K)`, any shape."""
+    def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        M, N, K, out = _operands(a, b, out)
+        if out.numel():
+            module = cuda.load(f"matmul/{filename}")
+            cuda.launch(module, "matmul", grid(M, N), threads, (a, b, out) + _dims(M, N, K))
+        return out
+    run.__name__ = filename.removesuffix(".cu")
+    return run
+
+
+T = SCALAR_TILE
+naive = _scalar_launcher("1_naive.cu", lambda M, N: (_cdiv(M, T), _cdiv(N, T)), (T, T))
+coalesced = _scalar_launcher("2_coalesced.cu", lambda M, N: (_cdiv(N, T), _cdiv(M, T)), (T, T))
+smem_tiled = _scalar_launcher("3_smem_tiled.cu", lambda M, N: (_cdiv(N, T), _cdiv(M, T)), (T, T))
+register_blocked = _scalar_launcher(
+    "3b_register_blocked.cu",
+    lambda M, N: (_cdiv(N, REGISTER_BLOCK[1]), _cdiv(M, REGISTER_BLOCK[0])), 256)
+
+
+# ------------------------------------------------------------- rungs 4-6: tensor cores, 16-byte rows
+
+def pad_note(M: int, N: int, K: int) -> str | None:
+    """Why a tensor-core launcher copies its inputs for this shape, or None."""
+    if K % 8 or N % 8:
+        return (f"K={K} or N={N} is not a multiple of 8: A and B are zero-padded to "
+                f"K={_cdiv(K, 8) * 8}, N={_cdiv(N, 8) * 8} so every row starts on 16 bytes")
+    return None
+
+
+def _aligned(a: torch.Tensor, b: torch.Tensor, N: int, K: int):
+    """(a, b, ldb): rows of 16-byte multiples, zero-padded when K or N is not a multiple of 8."""
+    Kp, Np = _cdiv(K, 8) * 8, _cdiv(N, 8) * 8
+    if Kp != K:
+        a = F.pad(a, (0, Kp - K))
+    if (Kp, Np) != (K, N):
+        b = F.pad(b, (0, Np - N, 0, Kp - K))
+    a = a if a.data_ptr() % 16 == 0 else a.clone()  # a view that starts mid-vector
+    b = b if b.data_ptr() % 16 == 0 else b.clone()
+    return a, b, Kp, Np
+
+
+def threads(config: dict) -> int:
+    return 32 * config["WARPS_M"] * config["WARPS_N"]
+
+
+def shared_bytes(config: dict) -> int:
+    """Dynamic shared memory of rungs 5-6: STAGES × (A tile + B tile), rows padded by 8 halves."""
+    c = config
+    return 2 * c["STAGES"] * (c["BM"] * (c["BK"] + 8) + c["BK"] * (c["BN"] + 8))
+
+
+def _tensor_core_launch(filename, kernel, defines, grid, n_threads, a, b, out, smem=0, arch=None):
+    """Shared by rungs 4-7: kernel(A, B, C, M, N, K, ldb) on 16-byte rows, grid(M, N) blocks."""
+    M, N, K, out = _operands(a, b, out)
+    if out.numel():
+        if K == 0:
+            return out.zero_()
+        a, b, Kp, Np = _aligned(a, b, N, K)
+        module = cuda.load(f"matmul/{filename}", defines, arch)
+        cuda.launch(module, kernel, grid(M, N), n_threads, (a, b, out) + _dims(M, N, Kp, Np), smem)
+    return out
+
+
+def _tile_grid(c: dict):
+    return lambda M, N: (_cdiv(N, c["BN"]), _cdiv(M, c["BM"]))
+
+
+def tensor_core(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    return _tensor_core_launch("4_tensor_core.cu", "matmul", None, _tile_grid(TENSOR_CORE), threads(TENSOR_CORE),
+                               a, b, out)
+
+
+def pipelined_config(gpu=None) -> dict:
+    gpu = gpu or detect()
+    return PIPELINED if gpu is None or gpu.has("cp.async") else TWO_STAGES
+
+
+def pipelined(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    c = pipelined_config()
+    return _tensor_core_launch("5_pipelined.cu", "matmul", c, _tile_grid(c), threads(c), a, b, out, shared_bytes(c))
+
+
+# ------------------------------------------------------------- rung 6: the search
+
+def run_config(c: dict, a, b, out=None):
+    """Rung 6's kernel with one configuration (what the search times): a 1-D grid, grouped inside."""
+    return _tensor_core_launch("6_autotuned.cu", "matmul_grouped", c,
+                               lambda M, N: _cdiv(M, c["BM"]) * _cdiv(N, c["BN"]), threads(c),
+                               a, b, out, shared_bytes(c))
+
+
+SEARCH_SPACE = dict(BM=[64, 128, 256], BN=[128, 256], BK=[32, 64], WARPS_M=[2, 4], WARPS_N=[2, 4],
+                    STAGES=[2, 3, 4], GROUP_M=[8])
+
+
+def prune_reason(c: dict, gpu) -> str | None:
+    """Why a configuration cannot run (or is not worth timing) on `gpu`; None keeps it."""
+    wm, wn = c["BM"] // c["WARPS_M"], c["BN"] // c["WARPS_N"]
+    if wm % 16 or wn % 16 or wm < 32 or wn < 32:
+        return "warp tile under 32x32: too little reuse per ldmatrix"
+    if wm * wn // 32 > 128:
+        return f"warp tile {wm}x{wn} needs {wm * wn // 32} accumulator registers per thread (> 128)"
+    n_threads = threads(c)
+    if (c["BM"] * c["BK"] // 8) % n_threads or (c["BK"] * c["BN"] // 8) % n_threads:
+        return "tile copies do not split evenly over the threads"
+    if gpu is not None and shared_bytes(c) > gpu.smem_per_block_bytes:
+        return f"{shared_bytes(c) // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB"
+    if gpu is not None and gpu.has("cp.async") and c["STAGES"] < 3:
+        return "with cp.async, two stages leave the loads exposed (as in rung four)"
+    if gpu is not None and not gpu.has("cp.async") and c["STAGES"] != 2:
+        return "no cp.async: only the two-buffer fallback runs"
+    return None
+
+
+TUNER = autotune.Tuner(problem="matmul", name="cuda:6_autotuned", space=SEARCH_SPACE, prune=prune_reason,
+                       compile=lambda c: cuda.load("matmul/6_autotuned.cu", c), run=run_config,
+                       default=dict(PIPELINED, GROUP_M=8))
+
+
+TUNE_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192)]
+
+
+def tune(shapes=TUNE_SHAPES) -> list[autotune.Report]:
+    """Run rung 6's search at each shape (fresh random inputs); the winners go to the cache."""
+    reports = []
+    for shape in shapes:
+        a, b = _make_inputs(shape, "cuda", torch.Generator("cuda").manual_seed(7))
+        reports.append(TUNER.search((a, b), reference(a, b), 2 * shape[0] * shape[1] * shape[2],
+                                    lambda: torch.empty(shape[:2], dtype=torch.float16, device="cuda")))
+    return reports
+
+
+def autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 6 with the configuration the search chose for the nearest tuned shape on this GPU."""
+    M, N, K, out = _operands(a, b, out)
+    return run_config(TUNER.best((M, N, K)), a, b, out)
+
+
+# ------------------------------------------------------------- rung 7: Hopper's wgmma
+
+WGMMA = dict(BN=256, STAGES=4)  # BM = 128 (two warpgroups), BK = 64: fixed in 7_wgmma.cu
+
+
+def wgmma_shared_bytes(c: dict) -> int:
+    """STAGES x (A tile + B tile), unpadded (the swizzle avoids bank conflicts), + 1 KiB to align the atoms."""
+    return 2 * c["STAGES"] * 64 * (128 + c["BN"]) + 1024
+
+
+def wgmma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, config: dict = WGMMA) -> torch.Tensor:
+    return _tensor_core_launch("7_wgmma.cu", "matmul", config, _tile_grid(dict(config, BM=128)), 256,
+                               a, b, out, wgmma_shared_bytes(config), arch="sm_90a")
+
+
+# ------------------------------------------------------------- cuBLAS and the problem
+
+def cublas(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    M, N, K, out = _operands(a, b, out, where=device())
+    return torch.matmul(a, b, out=out)
+
+
+def _make_inputs(shape: tuple, where: str, gen: torch.Generator) -> tuple:
+    M, N, K = shape
+    return (torch.randn(M, K, generator=gen, device=where).half(),
+            torch.randn(K, N, generator=gen, device=where).half())
+
+
+def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The product in fp64: exact products of the fp16 inputs, sums far more precise than any rung's."""
+    return a.double() @ b.double()
+
+
+def _cuda(name: str, run, **kw) -> Rung:
+    return Rung("cuda", name, run, f"{CUDA_DIR}/{name}.cu", **kw)
+
+
+SQUARE = [(n, n, n) for n in (512, 1024, 2048, 4096, 8192)]
+PROBLEM = register(Problem(
+    name="matmul",
+    flops=lambda s: 2 * s[0] * s[1] * s[2],                       # a multiply and an add per (m, n, k)
+    min_bytes=lambda s: 2 * (s[0] * s[2] + s[2] * s[1] + s[0] * s[1]),  # read A and B once, write C once
+    make_inputs=_make_inputs,
+    reference=reference,
+    new_output=lambda s, where: torch.empty(s[:2], dtype=torch.float16, device=where),
+    check_shapes=[(1, 1, 1), (17, 33, 65), (1000, 1000, 1000), (4095, 4097, 31)],
+    bench_shapes=[(4096, 4096, 4096), (8192, 8192, 8192)],
+    interpret_shapes=[(1, 1, 1), (17, 33, 65), (33, 47, 31)],
+    compute_roof="fp16_tc_TFLOPs",
+    sweep_shapes=SQUARE,
+    tune=tune,
+    rungs=[
+        _cuda("1_naive", naive, slow=True),
+        _cuda("2_coalesced", coalesced, slow=True),
+        _cuda("3_smem_tiled", smem_tiled, slow=True),
+        _cuda("3b_register_blocked", register_blocked),
+        _cuda("4_tensor_core", tensor_core, needs="tensor_cores"),
+        _cuda("5_pipelined", pipelined, needs="tensor_cores",
+              fallback=("cp.async", "a register-staged double buffer (the next tile's loads wait in registers)")),
+        _cuda("6_autotuned", autotuned, needs="tensor_cores",
+              fallback=("cp.async", "rung 5's register-staged double buffer, tuned")),
+        _cuda("7_wgmma", wgmma, needs="wgmma"),
+        Rung("torch", "cublas", cublas),
+    ],
+))

@@ -1,0 +1,193 @@
+"""A small autotuner for CUDA C++ kernels whose tile parameters are preprocessor defines.
+
+A `Tuner` knows a search space (every combination of some values), a prune rule (configurations
+that cannot run on this GPU, or are not worth timing, with the reason), and how to run one
+configuration. `search(shape)` compiles the survivors (in parallel threads: NVRTC does not hold
+the GIL), checks each against the reference, times it, and keeps the winner in a cache per GPU
+(~/.cache/kernel-ladder/autotune.json). `best(shape)` answers from that cache, then from the
+recorded results of this GPU, then with the default: it never searches on its own, so a call
+never takes minutes by surprise.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from ladder import results as results_mod
+from ladder.ceilings import CACHE_DIR
+from ladder.check import compare
+from ladder.hardware import detect
+from ladder.timing import bench
+from ladder.world import NotAvailable
+
+CACHE = CACHE_DIR / "autotune.json"
+
+
+def _key(shape: tuple) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+@dataclass
+class Report:
+    """What one search did: the winner, and everything tried, pruned or failed on the way."""
+    problem: str
+    tuner: str
+    shape: tuple
+    gpu: str
+    best: dict
+    best_ms: float
+    seconds: float
+    timed: list[dict] = field(default_factory=list)      # {"config", "ms", "tflops"}
+    pruned: list[dict] = field(default_factory=list)     # {"config", "reason"}
+    failed: list[dict] = field(default_factory=list)     # {"config", "reason"}
+
+    @property
+    def tried(self) -> int:
+        return len(self.timed) + len(self.failed)
+
+    def pruned_by_reason(self) -> Counter:
+        """How many configurations each kind of reason removed (numbers folded to N)."""
+        return Counter(re.sub(r"\d+", "N", p["reason"]) for p in self.pruned)
+
+    def summary(self) -> str:
+        n = len(self.timed) + len(self.pruned) + len(self.failed)
+        lines = [f"{self.tuner} at {_key(self.shape)} on {self.gpu}: {n} configurations, {len(self.pruned)} pruned, "
+                 f"{self.tried} compiled and run, {len(self.failed)} failed; search took {self.seconds:.0f} s"]
+        lines += [f"  pruned {k:3d}: {reason}" for reason, k in self.pruned_by_reason().most_common()]
+        lines += [f"  failed: {format_config(f['config'])}: {f['reason']}" for f in self.failed]
+        lines.append(f"winner: {format_config(self.best)}  {self.best_ms:.3f} ms")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        return {"problem": self.problem, "tuner": self.tuner, "shape": list(self.shape), "gpu": self.gpu, "best": self.best,
+                "best_ms": self.best_ms, "seconds": self.seconds, "timed": self.timed,
+                "pruned": self.pruned, "failed": self.failed}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Report":
+        return cls(d["problem"], d["tuner"], tuple(d["shape"]), d["gpu"], d["best"], d["best_ms"], d["seconds"],
+                   d["timed"], d["pruned"], d["failed"])
+
+
+def format_config(config: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in config.items())
+
+
+@dataclass
+class Tuner:
+    problem: str
+    name: str
+    space: dict[str, list]
+    prune: Callable[[dict, object], str | None]     # prune(config, gpu) -> reason or None
+    compile: Callable[[dict], object]                 # compile(config): build it, raise if it cannot be
+    run: Callable                                     # run(config, a, b, out=None) -> out
+    default: dict
+
+    def configs(self) -> list[dict]:
+        keys = list(self.space)
+        return [dict(zip(keys, values)) for values in itertools.product(*self.space.values())]
+
+    def search(self, inputs: tuple, reference: torch.Tensor, flops: float, new_output: Callable,
+               warmup_ms: int = 25, rep_ms: int = 100) -> Report:
+        """Time every configuration that survives pruning on `inputs`; cache and return the report."""
+        gpu = detect()
+        if gpu is None:
+            raise NotAvailable("autotuning runs kernels: it needs a GPU")
+        shape = (inputs[0].shape[0], inputs[1].shape[1], inputs[0].shape[1])
+        start = time.time()
+        pruned, alive = [], []
+        for c in self.configs():
+            reason = self.prune(c, gpu)
+            (pruned.append({"config": c, "reason": reason}) if reason else alive.append(c))
+        failed, timed = [], []
+        with ThreadPoolExecutor(max_workers=16) as pool:     # compile in parallel, run one at a time
+            compiled = list(pool.map(lambda c: _error(self.compile, c), alive))
+        out = new_output()
+        for c, error in zip(alive, compiled):
+            if error is None:
+                out.fill_(float("nan"))
+                error = _error(self.run, c, *inputs, out=out)
+            if error is None:
+                torch.cuda.synchronize()
+                verdict = compare(out, reference)
+                error = None if verdict.ok else f"wrong result: {verdict}"
+            if error:
+                failed.append({"config": c, "reason": error})
+                continue
+            ms = bench(lambda: self.run(c, *inputs, out=out), warmup_ms, rep_ms).median_ms
+            timed.append({"config": c, "ms": ms, "tflops": flops / ms / 1e9})
+        if not timed:
+            raise RuntimeError(f"{self.name}: no configuration ran correctly at {_key(shape)}: {failed[:3]}")
+        timed.sort(key=lambda t: t["ms"])
+        report = Report(self.problem, self.name, shape, gpu.name, timed[0]["config"], timed[0]["ms"], time.time() - start,
+                        timed, pruned, failed)
+        _store(gpu.slug, report)
+        return report
+
+    def best(self, shape: tuple) -> dict:
+        """The winner for the tuned shape nearest to `shape` on this GPU (cache, then recording), else the default."""
+        key = (self.name, tuple(shape))
+        if key not in _BEST:  # launchers ask on every call: read the cache once per shape
+            gpu = detect()
+            reports = [r for r in cached_reports(gpu.slug if gpu else None) if r.tuner == self.name]
+            _BEST[key] = min(reports, key=lambda r: _distance(r.shape, shape)).best if reports else self.default
+        return _BEST[key]
+
+
+_BEST: dict[tuple, dict] = {}
+
+
+def _error(fn, *args, **kwargs) -> str | None:
+    """None if fn(*args) works; else the first line of what went wrong (it rules the configuration out)."""
+    try:
+        fn(*args, **kwargs)
+        return None
+    except Exception as e:
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+        return f"{type(e).__name__}: {first}"
+
+
+def _distance(a: tuple, b: tuple) -> float:
+    return sum(abs(math.log(max(x, 1)) - math.log(max(y, 1))) for x, y in zip(a, b))
+
+
+def _read_cache() -> dict:
+    try:
+        return json.loads(CACHE.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _store(slug: str, report: Report) -> None:
+    data = _read_cache()
+    data.setdefault(slug, {}).setdefault(report.tuner, {})[_key(report.shape)] = report.as_dict()
+    CACHE.parent.mkdir(parents=True, exist_ok=True)
+    CACHE.write_text(json.dumps(data, indent=1))
+    _BEST.clear()
+
+
+def cached_reports(slug: str | None) -> list[Report]:
+    """Searches done on this GPU (local cache first), else those recorded in results/ for it."""
+    if slug is None:
+        return []
+    local = [Report.from_dict(d) for per_shape in _read_cache().get(slug, {}).values() for d in per_shape.values()]
+    if local:
+        return local
+    return recorded_reports(slug)
+
+
+def recorded_reports(slug: str | None = None) -> list[Report]:
+    try:
+        rec = results_mod.load(slug)
+    except NotAvailable:
+        return []
+    return [Report.from_dict(d) for d in rec.data.get("autotune", [])]

@@ -1,0 +1,51 @@
+"""CUDA matmul ladder on a GPU: correctness on ragged shapes with fresh data, bad inputs, edge cases,
+and one autotuning search. Run with `pytest tests/gpu -o addopts=""`."""
+import pytest
+import torch
+
+import kernels.matmul as mm
+from ladder.check import compare
+from ladder.runner import check_rung, unavailable
+
+PROBLEM = mm.PROBLEM
+RUNNABLE = [r for r in PROBLEM.rungs if unavailable(r) is None]
+
+
+@pytest.mark.parametrize("rung", RUNNABLE, ids=lambda r: r.label)
+def test_every_rung_correct_on_ragged_shapes(rung):
+    for seed in (0, 1):  # fresh random data each time, output poisoned with NaN first
+        for shape, result in check_rung(PROBLEM, rung, seed=100 * seed):
+            assert result.ok, (rung.label, shape, str(result))
+
+
+@pytest.mark.parametrize("rung", [r for r in RUNNABLE if r.backend == "cuda"], ids=lambda r: r.label)
+def test_bad_inputs_are_named(rung):
+    a = torch.randn(64, 32, device="cuda").half()
+    b = torch.randn(32, 48, device="cuda").half()
+    with pytest.raises(ValueError, match="float16"):
+        rung.run(a.float(), b)
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        rung.run(a, b[:31])
+    with pytest.raises(ValueError, match="not contiguous"):
+        rung.run(a, torch.randn(48, 32, device="cuda").half().t())
+    with pytest.raises(ValueError, match="is on cpu"):
+        rung.run(a.cpu(), b.cpu())
+
+
+@pytest.mark.parametrize("rung", [r for r in RUNNABLE if r.backend == "cuda"], ids=lambda r: r.label)
+def test_views_that_do_not_start_on_16_bytes_and_empty_dimensions(rung):
+    base = torch.randn(65 * 40 + 1, device="cuda").half()
+    a = base[1:].view(65, 40)  # starts 2 bytes into an allocation
+    b = torch.randn(40, 24, device="cuda").half()
+    assert compare(rung.run(a, b), a.double() @ b.double()).ok
+    assert rung.run(a[:0], b).shape == (0, 24)
+    zero_k = rung.run(torch.empty(5, 0, device="cuda").half(), torch.empty(0, 7, device="cuda").half())
+    assert torch.equal(zero_k, torch.zeros(5, 7, device="cuda").half())
+
+
+def test_autotune_search_reports_and_caches_its_winner():
+    shape = (512, 512, 512)
+    report = mm.tune([shape])[0]
+    assert report.tried + len(report.pruned) == len(mm.TUNER.configs())
+    assert not report.failed and report.timed[0]["ms"] <= report.timed[-1]["ms"]
+    assert mm.TUNER.best(shape) == report.best

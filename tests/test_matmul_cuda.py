@@ -1,0 +1,125 @@
+"""The CUDA matmul ladder without a GPU: each rung's signature in its SASS (compiled with NVRTC for
+sm_75/80/90, and sm_90a for wgmma), the launchers' checks, the autotuner's pruning and its reports."""
+import pytest
+import torch
+
+import kernels.matmul as mm
+from ladder import autotune, sass
+from ladder.cuda import CompileError
+from ladder.hardware import GPU
+from ladder.runner import check_rung, unavailable
+
+H100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
+T4 = GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, None)
+TWO_STAGES = {k: v for k, v in mm.TWO_STAGES.items()}
+
+
+def compiled(rung: str, arch: str, defines=None) -> sass.Sass:
+    return sass.cuda_sass(f"matmul/{rung}.cu", arch, defines)
+
+
+@pytest.mark.parametrize("arch", sass.ARCHS)
+@pytest.mark.parametrize("rung", ["1_naive", "2_coalesced"])
+def test_naive_and_coalesced_use_only_global_memory(rung, arch):
+    s = compiled(rung, arch)
+    assert s.count("LDG") > 0 and s.global_load_bits() == {16}  # one fp16 at a time
+    assert s.count("LDS") == s.count("STS") == s.count("BAR") == s.count("HMMA") == 0
+
+
+@pytest.mark.parametrize("arch", sass.ARCHS)
+def test_tiled_rungs_use_shared_memory_and_barriers(arch):
+    tiled, blocked = compiled("3_smem_tiled", arch), compiled("3b_register_blocked", arch)
+    for s in (tiled, blocked):
+        assert s.count("LDS") > 0 and s.count("STS") > 0 and s.count("BAR") > 0 and s.count("HMMA") == 0
+    # register blocking: many more FMAs per shared-memory load
+    assert tiled.count("FFMA") / tiled.count("LDS") < 1
+    assert blocked.count("FFMA") / blocked.count("LDS") >= 8
+
+
+@pytest.mark.parametrize("arch", sass.ARCHS)
+def test_tensor_core_rung_uses_hmma_fed_by_ldmatrix(arch):
+    s = compiled("4_tensor_core", arch)
+    hmma = {op for op in s.opcodes() if op.startswith("HMMA")}
+    assert hmma == ({"HMMA.1688.F32"} if arch == "sm_75" else {"HMMA.16816.F32"})  # sm_75: two k8 per k16
+    assert s.count("LDSM") > 0 and s.global_load_bits() == {128} and s.count("LDGSTS") == 0
+
+
+@pytest.mark.parametrize("arch", sass.ARCHS)
+@pytest.mark.parametrize("rung", ["5_pipelined", "6_autotuned"])
+def test_pipelined_rungs_copy_asynchronously_where_the_gpu_can(rung, arch):
+    defines = dict(TWO_STAGES) if arch == "sm_75" else dict(mm.PIPELINED)
+    s = compiled(rung, arch, defines)
+    assert s.count("HMMA") > 0
+    if arch == "sm_75":  # the register-staged double buffer: plain loads, no cp.async
+        assert s.count("LDGSTS") == 0 and s.count("LDG") > 0
+    else:
+        assert s.count("LDGSTS") > 0 and s.count("LDG") == 0
+
+
+def test_sm75_pipelined_needs_two_stages():
+    with pytest.raises(CompileError, match="register-staged double buffer"):
+        compiled("5_pipelined", "sm_75", dict(mm.PIPELINED))
+
+
+def test_wgmma_rung_is_hopper_only_and_uses_hgmma():
+    s = compiled("7_wgmma", "sm_90a", {"BN": 256, "STAGES": 4})
+    assert s.count("HGMMA") > 0 and s.count("HMMA") == 0 and s.count("LDGSTS") > 0
+    assert s.count("LDL") == s.count("STL") == 0  # 128 accumulators per thread stay in registers
+    with pytest.raises(CompileError, match="sm_90a"):
+        compiled("7_wgmma", "sm_90")
+
+
+def test_cuda_rungs_say_why_they_do_not_run_here_and_refuse_cpu_tensors():
+    a, b = torch.randn(8, 8).half(), torch.randn(8, 8).half()
+    for rung in mm.PROBLEM.rungs:
+        if rung.backend == "cuda":
+            assert "needs a GPU" in unavailable(rung)
+            with pytest.raises(ValueError, match="a is on cpu"):
+                rung.run(a, b)
+            with pytest.raises(ValueError, match="a must be torch.float16"):
+                rung.run(a.float(), b)
+
+
+def test_operand_checks_name_the_problem():
+    from ladder.validate import matmul_operands as ops
+    a = torch.randn(4, 5).half()
+    with pytest.raises(ValueError, match="inner dimensions differ: a is 4x5, b is 4x3"):
+        ops(a, torch.randn(4, 3).half(), None, device="cpu")
+    with pytest.raises(ValueError, match="not contiguous"):
+        ops(a, torch.randn(3, 10).half()[:, ::2], None, device="cpu")
+    with pytest.raises(ValueError, match="out has shape"):
+        ops(a, torch.randn(5, 3).half(), torch.empty(3, 3).half(), device="cpu")
+    with pytest.raises(ValueError, match="2 dimension"):
+        ops(a.view(-1), a, None, device="cpu")
+
+
+def test_cublas_rung_and_reference_agree_on_cpu():
+    for shape, result in check_rung(mm.PROBLEM, mm.PROBLEM.rung("torch", "cublas"), seed=5):
+        assert result.ok, (shape, str(result))
+
+
+def test_pad_note_says_when_inputs_are_copied():
+    assert mm.pad_note(4096, 4096, 4096) is None
+    assert "K=32, N=4104" in mm.pad_note(4095, 4097, 31)
+
+
+def test_search_space_pruning_depends_on_the_gpu():
+    alive = lambda gpu: [c for c in mm.TUNER.configs() if not mm.prune_reason(c, gpu)]  # noqa: E731
+    h100, t4 = alive(H100), alive(T4)
+    assert 20 < len(h100) < len(mm.TUNER.configs())
+    assert all(c["STAGES"] >= 3 and mm.shared_bytes(c) <= 227 << 10 for c in h100)
+    assert t4 and all(c["STAGES"] == 2 and mm.shared_bytes(c) <= 64 << 10 for c in t4)
+    assert mm.prune_reason(dict(mm.PIPELINED, BM=256, BN=256, BK=64, STAGES=4, WARPS_M=4, WARPS_N=4, GROUP_M=8),
+                           T4).endswith("> 64 KiB")
+
+
+def test_best_config_comes_from_the_nearest_tuned_shape(tmp_path, monkeypatch):
+    monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
+    monkeypatch.setattr(autotune, "detect", lambda: H100)
+    autotune._BEST.clear()
+    small, big = dict(mm.PIPELINED, BM=64, GROUP_M=8), dict(mm.PIPELINED, BM=256, GROUP_M=8)
+    for shape, best in (((1024, 1024, 1024), small), ((8192, 8192, 8192), big)):
+        autotune._store(H100.slug, autotune.Report("matmul", mm.TUNER.name, shape, H100.name, best, 1.0, 2.0))
+    assert mm.TUNER.best((7000, 7000, 7000)) == big
+    assert mm.TUNER.best((1000, 1000, 1000)) == small
+    autotune._BEST.clear()
