@@ -119,3 +119,139 @@ class VectorAddIntensity:
             (want * 1e3, "that is in microseconds; the question asks for milliseconds"),
             (want * 2 / 3, "that moves only the reads; the write of C takes time too"),
             (self.flops / (bandwidth_TBps * 1e12) * 1e3, "divide bytes (not FLOPs) by bandwidth")], "ms")
+
+
+# ---------------------------------------------------------------- matmul: one warp's addresses
+
+SECTOR_BYTES = 32
+
+
+class _Dim3:
+    def __init__(self, x=0, y=0, z=0):
+        self.x, self.y, self.z = x, y, z
+
+
+def warp_indices(row_expr: str, col_expr: str, block=(32, 32)) -> list[tuple[int, int]]:
+    """(row, col) of the 32 threads of warp 0 of block (0, 0), from the C expressions (valid Python too)."""
+    out = []
+    for lane in range(32):
+        names = {"threadIdx": _Dim3(lane % block[0], lane // block[0]), "blockIdx": _Dim3(),
+                 "blockDim": _Dim3(*block), "__builtins__": {}}
+        out.append((int(eval(row_expr, names)), int(eval(col_expr, names))))  # noqa: S307 (the student's own expression)
+    return out
+
+
+def sectors_per_request(byte_addresses: list[int]) -> int:
+    """32-byte sectors one warp-wide access touches: 1-2 when coalesced, up to 32 when strided."""
+    return len({a // SECTOR_BYTES for a in byte_addresses})
+
+
+def warp_access_report(row_expr: str, col_expr: str, K: int = 4096, N: int = 4096) -> dict[str, int]:
+    """Sectors per request of the first iteration's loads (A[row][0], B[0][col]) and the store of C."""
+    rc = warp_indices(row_expr, col_expr)
+    return {"load A": sectors_per_request([2 * (r * K) for r, _ in rc]),
+            "load B": sectors_per_request([2 * c for _, c in rc]),
+            "store C": sectors_per_request([2 * (r * N + c) for r, c in rc])}
+
+
+def check_mapping(row_expr, col_expr, run_on_gpu: bool = True) -> None:
+    """Exercise 02: the model of one warp's accesses, a compile for sm_80, and (on a GPU) a run."""
+    if _unanswered(row_expr) or _unanswered(col_expr):
+        print("mapping: not answered yet")
+        return
+    try:
+        rc = warp_indices(row_expr, col_expr)
+    except Exception as e:  # the expression itself is the student's: say what is wrong with it
+        print(f"mapping: cannot evaluate it ({type(e).__name__}: {e}); use threadIdx.x, blockIdx.y, blockDim.x, ...")
+        return
+    if len(set(rc)) != 32:
+        print(f"mapping: two threads of one warp compute the same element: {rc[:4]} ...")
+        return
+    report = warp_access_report(row_expr, col_expr)
+    print("sectors per warp request (model, K = N = 4096): "
+          + ", ".join(f"{k} {v}" for k, v in report.items()))
+    from ladder import cuda
+    from ladder.world import NotAvailable
+    defines = {"ROW": f"({row_expr})", "COL": f"({col_expr})"}
+    try:
+        cuda.compile_cubin("exercises/matmul_mapping.cu", "sm_80", tuple(sorted(defines.items())))
+        print("compiles for sm_80: yes")
+    except (cuda.CompileError, NotAvailable) as e:
+        print(f"does not compile: {str(e).splitlines()[-3:]}")
+        return
+    coalesced = report["load B"] <= 4 and report["store C"] <= 4
+    if run_on_gpu:
+        _run_mapping(defines)
+    print("mapping: correct: a warp now reads neighbouring columns of B and writes neighbouring elements of C"
+          if coalesced else
+          "mapping: not yet coalesced: the 32 threads of a warp (consecutive threadIdx.x) should take "
+          "consecutive columns, so that B and C are read and written in a few sectors")
+
+
+def _run_mapping(defines: dict) -> None:
+    from ladder.world import WORLD
+    if not WORLD.gpu:
+        print("GPU run: no GPU here (the model and the compile above are the check)")
+        return
+    import numpy as np
+    import torch
+    import kernels.matmul as mm
+    from ladder import cuda
+    from ladder.check import compare
+    from ladder.timing import bench
+
+    def run(a, b, out=None):
+        M, K = a.shape
+        N = b.shape[1]
+        out = torch.empty(M, N, dtype=torch.float16, device="cuda") if out is None else out
+        side = -(-max(M, N) // 32)
+        cuda.launch(cuda.load("exercises/matmul_mapping.cu", defines), "matmul", (side, side), (32, 32),
+                    (a, b, out, np.int32(M), np.int32(N), np.int32(K)))
+        return out
+
+    gen = torch.Generator("cuda").manual_seed(3)
+    a, b = mm.PROBLEM.make_inputs((1000, 1000, 1000), "cuda", gen)
+    verdict = compare(run(a, b), mm.reference(a, b))
+    print(f"GPU run at 1000x1000x1000: {verdict}")
+    a, b = mm.PROBLEM.make_inputs((2048, 2048, 2048), "cuda", gen)
+    yours, naive = bench(lambda: run(a, b)).median_ms, bench(lambda: mm.naive(a, b)).median_ms
+    print(f"GPU time at 2048^3: yours {yours:.2f} ms, rung 1 (naive) {naive:.2f} ms: {naive / yours:.1f}x")
+
+
+# ---------------------------------------------------------------- matmul: the intensity of a tile
+
+class TileIntensity:
+    """Exercise 03: FLOPs per byte of one BM x BN x BK step of a tiled fp16 matmul, and a tile past the ridge."""
+
+    @staticmethod
+    def intensity(bm: int, bn: int, bk: int) -> float:
+        return 2 * bm * bn * bk / (2 * (bm * bk + bk * bn))  # FMAs x 2 over the fp16 A and B tiles loaded
+
+    def check_intensity(self, fn) -> None:
+        if _unanswered(fn):
+            print("tile intensity: not answered yet")
+            return
+        cases = [(32, 32, 32), (128, 128, 32), (128, 256, 64), (64, 256, 16)]
+        for bm, bn, bk in cases:
+            want, got = self.intensity(bm, bn, bk), fn(bm, bn, bk)
+            if _unanswered(got) or not _close(got, want):
+                hint = ("it does not depend on BK: BK cancels" if _close(got, want * bk) or _close(got, want / bk)
+                        else "count 2 FLOPs per multiply-add, and 2 bytes per fp16 element of the A and B tiles")
+                print(f"tile intensity: not quite at {bm}x{bn}x{bk}: {got!r} (want {want:.4g}); {hint}")
+                return
+        print("tile intensity: correct: BM*BN/(BM+BN) FLOP/byte, whatever BK is")
+
+    def check_choice(self, bm, bn, bk, ridge: float, smem_bytes: int, stages: int = 2) -> None:
+        if _unanswered(bm) or _unanswered(bn) or _unanswered(bk):
+            print("tile choice: not answered yet")
+            return
+        got, smem = self.intensity(bm, bn, bk), 2 * stages * bk * (bm + bn)
+        if got < ridge:
+            print(f"tile choice: {bm}x{bn} gives {got:.0f} FLOP/byte, left of the ridge ({ridge:.0f}): bigger tiles")
+        elif smem > smem_bytes:
+            print(f"tile choice: past the ridge ({got:.0f} FLOP/byte), but {stages} stages of it need "
+                  f"{smem // 1024} KiB of shared memory (> {smem_bytes // 1024} KiB): the intensity does not "
+                  f"depend on BK, the shared memory does")
+        else:
+            print(f"tile choice: correct: {bm}x{bn}x{bk} gives {got:.0f} FLOP/byte >= ridge {ridge:.0f}, "
+                  f"and {stages} stages fit in {smem // 1024} KiB of shared memory")

@@ -24,3 +24,32 @@ def load_widths(variants: dict[str, sass.Sass]) -> str:
     """'name: 16-bit global loads' per variant (stable across compiler versions)."""
     return "\n".join(f"{name:28s} global loads: " + ", ".join(f"{b}-bit" for b in sorted(s.global_load_bits()))
                      for name, s in variants.items())
+
+
+# Opcode families that mark each step of a ladder, in the order a lesson meets them.
+SIGNATURE_FAMILIES = ("LDG", "LDS", "BAR", "HMMA", "LDSM", "LDGSTS", "HGMMA")
+
+
+def signature_table(variants: dict[str, sass.Sass]) -> str:
+    """Which opcode families each variant's SASS contains ('x' = present): compiler-version stable."""
+    head = f"{'':26s}" + "".join(f"{f:>7s}" for f in SIGNATURE_FAMILIES)
+    rows = [f"{name:26s}" + "".join(f"{'x' if s.count(f) else '-':>7s}" for f in SIGNATURE_FAMILIES)
+            for name, s in variants.items()]
+    return "\n".join([head] + rows)
+
+
+def speed_table(rows: list[dict], shape: tuple, anchor: str = "torch:cublas") -> str:
+    """TFLOP/s per rung at `shape`, its % of the anchor, and its speed-up over the rung before."""
+    at = [r for r in rows if tuple(r["shape"]) == tuple(shape)]
+    ref = next((r["tflops"] for r in at if f"{r['backend']}:{r['rung']}" == anchor), None)
+    lines = [f"{'rung':26s} {'ms':>9s} {'TFLOP/s':>8s} {'% ' + anchor.split(':')[1]:>9s} {'vs previous':>12s}"]
+    previous = {}
+    for r in at:
+        label = f"{r['backend']}:{r['rung']}"
+        before = previous.get(r["backend"])
+        step = f"{r['tflops'] / before:11.2f}x" if before else ""
+        pct = f"{100 * r['tflops'] / ref:8.1f}%" if ref else ""
+        lines.append(f"{label:26s} {r['ms']:9.3f} {r['tflops']:8.1f} {pct:>9s} {step:>12s}"
+                     + ("" if r["correct"] else "  WRONG"))
+        previous[r["backend"]] = r["tflops"]
+    return "\n".join(lines)

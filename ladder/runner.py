@@ -104,15 +104,20 @@ class Results:
         return "\n".join(lines)
 
 
-def measure_live(problem_list: list[Problem], progress: bool = True) -> tuple[Results, dict]:
-    """Check and time every runnable rung of each problem on this GPU; also returns the raw record."""
+def measure_live(problem_list: list[Problem], progress: bool = True, shapes: list[tuple] | None = None,
+                 tune: bool = True) -> tuple[Results, dict]:
+    """Check and time every runnable rung of each problem on this GPU; also returns the raw record.
+
+    `shapes` replaces the benchmark shapes and the sweep; `tune=False` skips the autotuning searches
+    (the autotuned rungs then use what is cached or recorded for this GPU).
+    """
     gpu = detect()
     ceil = ceilings_mod.measure(gpu, refresh=True)
     rows, skipped, tuned = [], [], []
     for problem in problem_list:
-        if problem.tune:  # searches first, so the autotuned rungs run their winners
+        if tune and problem.tune:  # searches first, so the autotuned rungs run their winners
             tuned += [report.as_dict() for report in problem.tune()]
-    jobs = [(p, r, s) for p in problem_list for r in p.rungs for s in shapes_for(p, r)]
+    jobs = [(p, r, s) for p in problem_list for r in p.rungs for s in (shapes or shapes_for(p, r))]
     for problem, rung, shape in tqdm(jobs, desc="timing rungs", disable=not progress):
         reason = unavailable(rung)
         if reason:
@@ -125,9 +130,9 @@ def measure_live(problem_list: list[Problem], progress: bool = True) -> tuple[Re
     return Results(rows, ceil, sheet, gpu.name, f"live on {gpu.name}"), record
 
 
-def results(problem: Problem) -> Results:
-    """Live measurements on a GPU; the recorded ones (labelled so) without."""
+def results(problem: Problem, shapes: list[tuple] | None = None, tune: bool = True) -> Results:
+    """Live measurements on a GPU (at `shapes` if given); the recorded ones (labelled so) without."""
     if WORLD.gpu:
-        return measure_live([problem], progress=False)[0]
+        return measure_live([problem], progress=False, shapes=shapes, tune=tune)[0]
     rec = results_mod.load()
     return Results(rec.runs(problem.name), rec.ceilings, rec.data.get("datasheet"), rec.gpu, rec.label)
