@@ -56,8 +56,10 @@ def format_checks(problem: Problem, rungs: list[Rung] | None = None) -> str:
         report = check_rung(problem, rung)
         bad = [(s, r) for s, r in report if not r.ok]
         shapes = ", ".join(str(s[0] if len(s) == 1 else s) for s, _ in report)
+        note = rung.fallback_note(detect()) if WORLD.gpu else None
         lines.append(f"{rung.label:22s} " + (f"correct on shapes {shapes}" if not bad
-                                              else f"WRONG at {bad[0][0]}: {bad[0][1]}"))
+                                              else f"WRONG at {bad[0][0]}: {bad[0][1]}")
+                     + (f" [{note}]" if note else ""))
     return "\n".join(lines)
 
 

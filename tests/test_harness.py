@@ -107,3 +107,13 @@ def test_cli_gpu_only_command_says_so_without_traceback():
     out = subprocess.run([sys.executable, "-m", "ladder", "run-once", "vector_add", "cuda", "1_scalar", "10"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "not available here" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_fallback_note_names_the_missing_feature():
+    from ladder.hardware import GPU
+    from ladder.problems import Rung
+    rung = Rung("cuda", "5_pipelined", print, fallback=("cp.async", "a register-staged double buffer"))
+    t4 = GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, None)
+    h100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
+    assert rung.fallback_note(t4) == "sm_75 has no cp.async: runs a register-staged double buffer"
+    assert rung.fallback_note(h100) is None

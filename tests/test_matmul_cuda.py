@@ -62,7 +62,7 @@ def test_sm75_pipelined_needs_two_stages():
 
 
 def test_wgmma_rung_is_hopper_only_and_uses_hgmma():
-    s = compiled("7_wgmma", "sm_90a", {"BN": 256, "STAGES": 4})
+    s = compiled("7_wgmma", "sm_90a", mm.WGMMA)
     assert s.count("HGMMA") > 0 and s.count("HMMA") == 0 and s.count("LDGSTS") > 0
     assert s.count("LDL") == s.count("STL") == 0  # 128 accumulators per thread stay in registers
     with pytest.raises(CompileError, match="sm_90a"):

@@ -2,7 +2,7 @@
 //
 // Idea:       on an H100, mma.sync (rungs 4-6) runs on a legacy path at a fraction of the tensor
 //             cores' rate. wgmma, Hopper's own instruction, lets a warpgroup (4 warps, 128 threads)
-//             multiply a 64 x BN x 16 slice asynchronously, A and B read from shared memory through
+//             multiply a 64 x 256 x 16 slice asynchronously, A and B read from shared memory through
 //             64-bit descriptors: no ldmatrix, no A/B fragments in registers. The tiles must be in a
 //             layout wgmma reads: here the 128-byte swizzle (copy_swizzled). Copies stay cp.async as
 //             in rung 5; wgmma runs one tile behind its issue (wait_group 1).
@@ -13,9 +13,6 @@
 // Signature:  HGMMA in the sm_90a SASS (no HMMA); LDGSTS for the copies.
 #include "tensor_core.cuh"
 
-#ifndef BN
-#define BN 256
-#endif
 #ifndef STAGES
 #define STAGES 4
 #endif
@@ -23,6 +20,7 @@
 #error "7_wgmma.cu uses wgmma: compile it for sm_90a (the launcher does)"
 #endif
 #define BM 128   // two warpgroups of 64 rows
+#define BN 256   // one m64n256k16 wgmma per warpgroup and k16 step
 #define BK 64
 #define THREADS 256
 constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;  // halves per buffer, no padding
@@ -50,32 +48,6 @@ __device__ __forceinline__ void copy_swizzled(half* s, const half* g, int ldg, i
 __device__ __forceinline__ unsigned long long descriptor(const half* p, unsigned leading) {
     return (unsigned long long)((smem_address(p) & 0x3FFFF) >> 4) | (unsigned long long)(leading >> 4) << 16 |
            (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
-}
-
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[1][16][4], unsigned long long desc_a,
-                                                  unsigned long long desc_b) {
-    asm volatile(
-        "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, accumulate, 1, 1, 0, 1;\n}\n"  // A K-major (0), B N-major (1)
-        : "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]),
-          "+f"(d[0][1][0]), "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]),
-          "+f"(d[0][2][0]), "+f"(d[0][2][1]), "+f"(d[0][2][2]), "+f"(d[0][2][3]),
-          "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]), "+f"(d[0][3][3]),
-          "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]),
-          "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]),
-          "+f"(d[0][6][0]), "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]),
-          "+f"(d[0][7][0]), "+f"(d[0][7][1]), "+f"(d[0][7][2]), "+f"(d[0][7][3]),
-          "+f"(d[0][8][0]), "+f"(d[0][8][1]), "+f"(d[0][8][2]), "+f"(d[0][8][3]),
-          "+f"(d[0][9][0]), "+f"(d[0][9][1]), "+f"(d[0][9][2]), "+f"(d[0][9][3]),
-          "+f"(d[0][10][0]), "+f"(d[0][10][1]), "+f"(d[0][10][2]), "+f"(d[0][10][3]),
-          "+f"(d[0][11][0]), "+f"(d[0][11][1]), "+f"(d[0][11][2]), "+f"(d[0][11][3]),
-          "+f"(d[0][12][0]), "+f"(d[0][12][1]), "+f"(d[0][12][2]), "+f"(d[0][12][3]),
-          "+f"(d[0][13][0]), "+f"(d[0][13][1]), "+f"(d[0][13][2]), "+f"(d[0][13][3]),
-          "+f"(d[0][14][0]), "+f"(d[0][14][1]), "+f"(d[0][14][2]), "+f"(d[0][14][3]),
-          "+f"(d[0][15][0]), "+f"(d[0][15][1]), "+f"(d[0][15][2]), "+f"(d[0][15][3])
-        : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
 __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[1][32][4], unsigned long long desc_a,
@@ -120,10 +92,6 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[1][32][4], unsigned 
         : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
-#define PASTE(a, b, c) a##b##c
-#define NAME(a, b, c) PASTE(a, b, c)
-#define WGMMA NAME(wgmma_m64n, BN, k16)  // the instruction for this BN
-
 extern "C" __global__ void __launch_bounds__(THREADS)
 matmul(const half* A, const half* B, half* C, int M, int N, int K, int ldb) {
     extern __shared__ __align__(128) half smem_raw[];
@@ -155,7 +123,7 @@ matmul(const half* A, const half* B, half* C, int M, int N, int K, int ldb) {
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int k = 0; k < BK / 16; ++k)  // k16 step: 32 bytes along A's rows, 16 rows down B
-            WGMMA(acc, descriptor(a + k * 16, 16), descriptor(b + k * 16 * 64, BK * 128));
+            wgmma_m64n256k16(acc, descriptor(a + k * 16, 16), descriptor(b + k * 16 * 64, BK * 128));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // tile t-1 done
     }
