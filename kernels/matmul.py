@@ -1,11 +1,11 @@
 """Matmul, C = A·B: A (M×K) and B (K×N) fp16 row-major, fp32 accumulation, C fp16.
 
 The problem, the CUDA C++ rungs (kernels/cuda/matmul/, one file per rung) with their launchers,
-the Triton rungs (kernels/triton/matmul.py) and torch:cublas, the speed anchor. A shape is
+and torch:cublas, the speed anchor. A shape is
 (M, N, K). Every launcher takes (a, b, out=None) and returns out; a bad argument raises a
 ValueError that names it.
 
-Rungs 4-6 load 16-byte vectors, so every row of A and B must start on a 16-byte boundary: when K
+Rungs 4-7 load 16-byte vectors, so every row of A and B must start on a 16-byte boundary: when K
 or N is not a multiple of 8 the launcher pads A and B with zeros (a copy, said in `pad_note`).
 M and N edges are handled inside the kernels.
 """

@@ -11,7 +11,6 @@ from ladder.runner import check_rung, unavailable
 
 H100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
 T4 = GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, None)
-TWO_STAGES = {k: v for k, v in mm.TWO_STAGES.items()}
 
 
 def compiled(rung: str, arch: str, defines=None) -> sass.Sass:
@@ -47,7 +46,7 @@ def test_tensor_core_rung_uses_hmma_fed_by_ldmatrix(arch):
 @pytest.mark.parametrize("arch", sass.ARCHS)
 @pytest.mark.parametrize("rung", ["5_pipelined", "6_autotuned"])
 def test_pipelined_rungs_copy_asynchronously_where_the_gpu_can(rung, arch):
-    defines = dict(TWO_STAGES) if arch == "sm_75" else dict(mm.PIPELINED)
+    defines = dict(mm.TWO_STAGES) if arch == "sm_75" else dict(mm.PIPELINED)
     s = compiled(rung, arch, defines)
     assert s.count("HMMA") > 0
     if arch == "sm_75":  # the register-staged double buffer: plain loads, no cp.async
