@@ -24,6 +24,7 @@ METRICS = {
     "global_load_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
     "shared_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",
     "tensor_instructions": "sm__inst_executed_pipe_tensor_op_hmma.sum",  # HMMA and HGMMA
+    "tensor_pipe_pct": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
     "duration_ns": "gpu__time_duration.sum",
 }
 

@@ -6,7 +6,7 @@
 //             64-bit descriptors: no ldmatrix, no A/B fragments in registers. The tiles must be in a
 //             layout wgmma reads: here the 128-byte swizzle (copy_swizzled). Copies stay cp.async as
 //             in rung 5; wgmma runs one tile behind its issue (wait_group 1).
-// Prediction: the instruction's roof is about twice mma.sync's: well above rung 6, toward cuBLAS
+// Prediction: well above rung 6 (our guess: about 2x), toward cuBLAS
 //             (which adds TMA copies, warp specialization and thread-block clusters).
 //             Measured on the way: the same kernel with unswizzled 8x8 core matrices and wait_group 0
 //             ran at 179 TFLOP/s, slower than rung 6; the swizzle and the one-tile lag tripled it.
