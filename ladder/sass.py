@@ -7,11 +7,13 @@ memory (LDS/STS) and barriers (BAR), tensor cores (HMMA, HGMMA), async copies (L
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -49,6 +51,7 @@ class Sass:
     """Disassembly of one cubin, split per kernel."""
     arch: str
     functions: dict[str, str] = field(default_factory=dict)
+    shared_bytes: int | None = None  # Triton kernels: the shared memory the compiler allocated
 
     @property
     def text(self) -> str:
@@ -90,12 +93,40 @@ def cuda_sass(path: str | os.PathLike, arch: str, defines: dict | None = None) -
     return disassemble(cuda.compile_cubin(path, arch, tuple(sorted((defines or {}).items()))), arch)
 
 
+@contextlib.contextmanager
+def _compilable(fn):
+    """Under TRITON_INTERPRET=1 every @triton.jit function, triton.language's own helpers included
+    (tl.zeros, tl.sum, x.sum(), tl.cdiv, ...), is an InterpretedFunction, which the compiler would
+    run as Python: swap in JITFunctions (in triton.language and the kernel's module) while compiling."""
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    def interpreted(value):  # the function itself, or the one a tl.tensor member method forwards to
+        cells = [c.cell_contents for c in getattr(value, "__closure__", None) or ()]
+        return next((v for v in [value] + cells if isinstance(v, InterpretedFunction)), None)
+
+    places = {tl, tl.core, tl.standard, tl.math, tl.tensor, sys.modules[fn.__module__]}
+    swapped = [(place, name, value) for place in places for name, value in list(vars(place).items())
+               if interpreted(value)]
+    compilable = {}
+    for place, name, value in swapped:
+        f = interpreted(value)
+        setattr(place, name, compilable.setdefault(id(f), JITFunction(f.fn, **f.kwargs)))
+    try:
+        yield
+    finally:
+        for place, name, value in swapped:
+            setattr(place, name, value)
+
+
 def triton_sass(kernel, signature: dict[str, str], constexprs: dict, arch: str,
-                divisible_by_16: tuple[str, ...] = ()) -> Sass:
+                divisible_by_16: tuple[str, ...] = (), num_warps: int = 4, num_stages: int = 3) -> Sass:
     """SASS of a Triton kernel compiled for `arch`, as the runtime would specialize it.
 
     `divisible_by_16` names the pointer/integer arguments Triton may assume are multiples of 16
     (it specializes on that at run time: aligned pointers, sizes that are multiples of 16).
+    `num_warps` and `num_stages` are the launch options of the same names (defaults: Triton's).
     """
     import triton
     from triton.backends.compiler import GPUTarget
@@ -108,5 +139,9 @@ def triton_sass(kernel, signature: dict[str, str], constexprs: dict, arch: str,
     sig = {k: ("constexpr" if k in constexprs else v) for k, v in signature.items()}
     src = ASTSource(fn, signature=sig, constexprs=constexprs, attrs=attrs)
     capability = int(arch.removeprefix("sm_").rstrip("a"))
-    compiled = triton.compile(src, target=GPUTarget("cuda", capability, 32))
-    return disassemble(compiled.asm["cubin"], arch)
+    with _compilable(fn.fn):
+        compiled = triton.compile(src, target=GPUTarget("cuda", capability, 32),
+                                  options={"num_warps": num_warps, "num_stages": num_stages})
+    sass = disassemble(compiled.asm["cubin"], arch)
+    sass.shared_bytes = compiled.metadata.shared
+    return sass

@@ -1,0 +1,369 @@
+"""Matmul in Triton, C = A·B (fp16 in, fp32 sums, fp16 out): the CUDA ladder's rungs, one idea each.
+
+1_naive        one program per C[m, n], a scalar loop over k: one thread's work given to a whole warp
+2_coalesced    one program per strip of BLOCK_N columns of a row: each B load is one coalesced vector
+3_tiled        one program per BLOCK_M×BLOCK_N tile, K in BLOCK_K steps, the product in fp32 FMAs
+4_tensor_core  the same kernel with fp16 operands: tl.dot runs on tensor cores; num_stages=1 (no overlap)
+5_pipelined    the same kernel, num_stages=4: the compiler prefetches the next tiles (cp.async) during the math
+6_autotuned    the same kernel in grouped tile order (L2 reuse), @triton.autotune over tiles, warps and stages
+fused          rung 6 with BIAS_RELU: relu(A·B + bias) on the fp32 tile before its one fp16 store
+
+Rungs 3-6 are one kernel: in Triton the tile is the unit of work, and shared-memory staging, register
+blocking, vector loads and pipelining are the compiler's; what is left to the programmer is a few
+constants (which unit does the math, how many stages, which tile order, which sizes).
+
+Every kernel masks its edges, so any shape runs: no padding, unlike the CUDA rungs 4-7. Triton
+specializes each launch on whether the pointers and sizes are multiples of 16; only then are the loads
+16-byte vectors. Row offsets are int64 (row × K passes 2^31 for large matrices). On CPU (the Triton
+interpreter) the launchers use 16-wide tiles instead: the checks then cover several tiles, ragged
+edges and groups even on small shapes.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+from ladder import autotune, validate
+from ladder.hardware import detect
+from ladder.problems import Rung
+from ladder.world import WORLD, device
+
+SOURCE = "kernels/triton/matmul.py"
+
+
+# ------------------------------------------------------------- rung 1: one program per output
+
+@triton.jit
+def naive_kernel(a_ptr, b_ptr, c_ptr, M, N, K):
+    pid = tl.program_id(0)
+    row, col = pid // N, pid % N                 # consecutive programs: neighbours along a row of C
+    a_row = a_ptr + row.to(tl.int64) * K
+    b_col = b_ptr + col
+    acc = 0.0
+    for k in range(K):                           # one multiply-add per step, two 2-byte loads
+        acc += tl.load(a_row + k).to(tl.float32) * tl.load(b_col).to(tl.float32)
+        b_col += N                               # pointer steps are 64-bit: no k × N overflow
+    tl.store(c_ptr + row.to(tl.int64) * N + col, acc.to(tl.float16))
+
+
+# ------------------------------------------------------------- rung 2: a strip of columns per program
+
+@triton.jit
+def coalesced_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_N: tl.constexpr):
+    pid = tl.program_id(0)
+    strips = (N + BLOCK_N - 1) // BLOCK_N
+    row = pid // strips
+    cols = (pid % strips) * BLOCK_N + tl.arange(0, BLOCK_N)
+    in_c = cols < N
+    a_row = a_ptr + row.to(tl.int64) * K
+    b_strip = b_ptr + cols
+    acc = tl.full((BLOCK_N,), 0.0, tl.float32)
+    for k in range(K):
+        a = tl.load(a_row + k).to(tl.float32)                   # one element, shared by the strip
+        b = tl.load(b_strip, mask=in_c, other=0.0)              # BLOCK_N neighbours: one vector load
+        acc += a * b.to(tl.float32)
+        b_strip += N
+    tl.store(c_ptr + row.to(tl.int64) * N + cols, acc.to(tl.float16), mask=in_c)
+
+
+# ------------------------------------------------------------- rungs 3-6 and fused: tiles
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr, TENSOR_CORES: tl.constexpr, BIAS_RELU: tl.constexpr):
+    # Which tile of C this program computes. GROUP_M = 1 is row-major order; rung 6 walks GROUP_M
+    # tile rows down a column before moving right, so programs running together share B columns
+    # and A rows in L2.
+    pid = tl.program_id(0)
+    tiles_m = (M + BLOCK_M - 1) // BLOCK_M
+    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
+    per_group = GROUP_M * tiles_n
+    first_m = (pid // per_group) * GROUP_M
+    group_rows = min(tiles_m - first_m, GROUP_M)      # the last group may be shorter
+    tile_m = first_m + (pid % per_group) % group_rows
+    tile_n = (pid % per_group) // group_rows
+
+    rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
+    a_tile = a_ptr + rows[:, None].to(tl.int64) * K + ks[None, :]
+    b_tile = b_ptr + ks[:, None] * N + cols[None, :]
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+    for k in range(0, K, BLOCK_K):
+        # out-of-range elements load as 0 and add nothing to the sums
+        a = tl.load(a_tile, mask=(rows[:, None] < M) & (ks[None, :] < K - k), other=0.0)
+        b = tl.load(b_tile, mask=(ks[:, None] < K - k) & (cols[None, :] < N), other=0.0)
+        if TENSOR_CORES:
+            acc = tl.dot(a, b, acc)   # fp16 × fp16 -> fp32: mma.sync (HMMA) on sm_80, wgmma on sm_90
+        else:
+            # No tensor core multiplies fp32 at full (IEEE) precision, so this dot is FFMA on
+            # CUDA cores, tiled through shared memory and register-blocked by the compiler.
+            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+        a_tile += BLOCK_K
+        b_tile += BLOCK_K * N
+
+    if BIAS_RELU:  # the epilogue works on the fp32 tile in registers: no trip through memory
+        bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0)
+        acc = tl.maximum(acc + bias[None, :].to(tl.float32), 0.0)
+    c_tile = c_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
+    tl.store(c_tile, acc.to(tl.float16), mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+# Tile sizes per rung on a GPU; on CPU every rung uses 16-wide tiles (see the module docstring).
+GPU_TILES = {
+    "2_coalesced": dict(BLOCK_N=256),
+    "3_tiled": dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=32),             # fp32 tiles: 16 KiB of shared memory
+    "4_tensor_core": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32),
+    "5_pipelined": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32),
+}
+INTERPRETER_TILES = {"2_coalesced": dict(BLOCK_N=16),
+                     **{rung: dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)
+                        for rung in ("3_tiled", "4_tensor_core", "5_pipelined")}}
+TILES = GPU_TILES if WORLD.gpu else INTERPRETER_TILES
+LAUNCH = {  # num_warps, num_stages
+    "1_naive": dict(num_warps=1),       # a scalar program: more warps would only repeat the same work
+    "2_coalesced": dict(num_warps=4),
+    "3_tiled": dict(num_warps=4, num_stages=1),
+    "4_tensor_core": dict(num_warps=4, num_stages=1),
+    "5_pipelined": dict(num_warps=4, num_stages=4),  # 48 KiB of shared memory on sm_80, 64 on sm_90
+}
+
+
+def _operands(a, b, out):
+    return validate.matmul_operands(a, b, out, device=device())
+
+
+def naive(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    M, N, K, out = _operands(a, b, out)
+    if out.numel():
+        naive_kernel[(M * N,)](a, b, out, M, N, K, **LAUNCH["1_naive"])
+    return out
+
+
+def coalesced(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    M, N, K, out = _operands(a, b, out)
+    block_n = TILES["2_coalesced"]["BLOCK_N"]
+    if out.numel():
+        coalesced_kernel[(M * triton.cdiv(N, block_n),)](a, b, out, M, N, K, BLOCK_N=block_n,
+                                                         **LAUNCH["2_coalesced"])
+    return out
+
+
+def _tiled_launcher(rung: str, tensor_cores: bool):
+    """Rungs 3-5: matmul_kernel in row-major tile order with the rung's tiles, warps and stages."""
+    def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        M, N, K, out = _operands(a, b, out)
+        t = TILES[rung]
+        if out.numel():  # K = 0 needs no special case: the loop does not run and zeros are stored
+            grid = (triton.cdiv(M, t["BLOCK_M"]) * triton.cdiv(N, t["BLOCK_N"]),)
+            matmul_kernel[grid](a, b, out, None, M, N, K, **t, GROUP_M=1, TENSOR_CORES=tensor_cores,
+                                BIAS_RELU=False, **LAUNCH[rung])
+        return out
+    run.__name__ = rung.split("_", 1)[1]
+    return run
+
+
+tiled = _tiled_launcher("3_tiled", tensor_cores=False)
+tensor_core = _tiled_launcher("4_tensor_core", tensor_cores=True)
+pipelined = _tiled_launcher("5_pipelined", tensor_cores=True)
+
+
+# ------------------------------------------------------------- rung 6: the search
+
+# Every combination is offered to the autotuner; `prune_reason` rules out (and the report says why)
+# those that cannot run or cannot win on this GPU at this shape, before any is compiled.
+SEARCH_SPACE = dict(BLOCK_M=[64, 128, 256], BLOCK_N=[64, 128, 256], BLOCK_K=[32, 64],
+                    num_warps=[4, 8], num_stages=[3, 4, 5], GROUP_M=[8])
+INTERPRETER_SPACE = dict(BLOCK_M=[16, 32], BLOCK_N=[16], BLOCK_K=[16], num_warps=[4], num_stages=[1], GROUP_M=[2])
+MAX_ACCUMULATORS = 128  # fp32 accumulator registers per thread; more spill (of 255 registers in all)
+
+
+def _configs(space: dict) -> list[triton.Config]:
+    launch = ("num_warps", "num_stages")
+    configs = []
+    for values in itertools.product(*space.values()):
+        c = dict(zip(space, values))
+        configs.append(triton.Config({k: v for k, v in c.items() if k not in launch},
+                                     num_warps=c["num_warps"], num_stages=c["num_stages"]))
+    return configs
+
+
+def config_dict(c: triton.Config) -> dict:
+    return {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
+
+
+def shared_bytes(c: dict, capability: tuple[int, int]) -> int:
+    """Shared memory of the pipeline's buffers, each an fp16 A tile and B tile, as Triton 3.7 allocates
+    them: num_stages buffers on Hopper (wgmma reads its operands from them while the next loads land),
+    num_stages - 1 before it (tests/test_matmul_triton.py checks both against the compiler)."""
+    buffers = c["num_stages"] if capability >= (9, 0) else max(1, c["num_stages"] - 1)
+    return 2 * buffers * c["BLOCK_K"] * (c["BLOCK_M"] + c["BLOCK_N"])
+
+
+def prune_reason(c: dict, shape: tuple, gpu, smallest: dict) -> str | None:
+    """Why configuration `c` is not timed at `shape` on `gpu` (None: it is timed)."""
+    M, N, K = shape
+    per_thread = c["BLOCK_M"] * c["BLOCK_N"] // (32 * c["num_warps"])
+    if per_thread > MAX_ACCUMULATORS:
+        return f"{per_thread} fp32 accumulators per thread (> {MAX_ACCUMULATORS}): registers spill"
+    if gpu is not None and shared_bytes(c, gpu.capability) > gpu.smem_per_block_bytes:
+        return (f"{shared_bytes(c, gpu.capability) // 1024} KiB of shared memory > "
+                f"{gpu.smem_per_block_bytes // 1024} KiB on {gpu.arch}")
+    for dim, size in (("M", M), ("N", N), ("K", K)):
+        block = c[f"BLOCK_{dim}"]
+        if block > max(smallest[dim], triton.next_power_of_2(size)):
+            return f"BLOCK_{dim} wider than the matrix: a smaller block does the same work"
+    return None
+
+
+class _SearchLog:
+    """What the autotuner did at each new shape: its prune hook and timer write here."""
+
+    def __init__(self):
+        self.reports: list[autotune.Report] = []
+        self.current: dict | None = None
+
+    def prune(self, configs, named_args, **kwargs):
+        shape = (named_args["M"], named_args["N"], named_args["K"])
+        smallest = {d: min(c.kwargs[f"BLOCK_{d}"] for c in configs) for d in "MNK"}
+        gpu = detect()
+        kept, pruned = [], []
+        for c in configs:
+            reason = prune_reason(config_dict(c), shape, gpu, smallest)
+            (pruned.append({"config": config_dict(c), "reason": reason}) if reason else kept.append(c))
+        self.current = dict(shape=shape, bias_relu=kwargs.get("BIAS_RELU", False), start=time.time(),
+                            kept=kept, pruned=pruned, times=[])
+        return kept
+
+    def bench(self, kernel_call, quantiles):
+        """Time one configuration: Triton's do_bench on a GPU, one timed call in the interpreter."""
+        try:
+            if WORLD.gpu:
+                ms = triton.testing.do_bench(kernel_call, quantiles=quantiles)
+            else:
+                start = time.perf_counter()
+                kernel_call()
+                ms = [(time.perf_counter() - start) * 1e3] * len(quantiles)
+        except Exception as e:  # the autotuner rules out what does not compile (e.g. OutOfResources)
+            self.current["times"].append(f"{type(e).__name__}: {str(e).strip()[:200]}")
+            raise
+        self.current["times"].append(ms[0])
+        return ms
+
+    def finish(self, best: triton.Config) -> None:
+        """After the call that searched: one Report (the autotuner times the survivors in order)."""
+        s, self.current = self.current, None
+        timed, failed = [], []
+        M, N, K = s["shape"]
+        for c, t in zip(s["kept"], s["times"]):
+            if isinstance(t, str):
+                failed.append({"config": config_dict(c), "reason": t})
+            else:
+                timed.append({"config": config_dict(c), "ms": t, "tflops": 2 * M * N * K / t / 1e9})
+        timed.sort(key=lambda t: t["ms"])
+        best_ms = timed[0]["ms"] if timed else float("nan")  # nothing timed: one configuration survived
+        gpu = detect()
+        problem, tuner = ("matmul_bias_relu", "triton:fused") if s["bias_relu"] else ("matmul", "triton:6_autotuned")
+        self.reports.append(autotune.Report(problem, tuner, s["shape"], gpu.name if gpu else "CPU (Triton interpreter)",
+                                            config_dict(best), best_ms, time.time() - s["start"], timed,
+                                            s["pruned"], failed))
+
+
+SEARCHES = _SearchLog()
+autotuned_kernel = triton.autotune(
+    configs=_configs(SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE),
+    key=["M", "N", "K", "BIAS_RELU"],    # a new search for every new shape (and for the fused epilogue)
+    prune_configs_by={"early_config_prune": SEARCHES.prune},
+    do_bench=SEARCHES.bench,             # its default timer needs a GPU; this one also records
+)(matmul_kernel)
+
+
+def launch_autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+                     bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 6's kernel on checked operands; with `bias`, its epilogue gives relu(a @ b + bias).
+
+    The first call at each new (M, N, K) runs the search (see `autotune_report`).
+    """
+    M, N, K = a.shape[0], b.shape[1], a.shape[1]
+    if out.numel():
+        SEARCHES.current = None  # the prune hook sets it if this call searches
+        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+        autotuned_kernel[grid](a, b, out, bias, M, N, K, TENSOR_CORES=True, BIAS_RELU=bias is not None)
+        if SEARCHES.current is not None:
+            SEARCHES.finish(autotuned_kernel.best_config)
+    return out
+
+
+def autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    M, N, K, out = _operands(a, b, out)
+    return launch_autotuned(a, b, out)
+
+
+def tune(shapes: list[tuple]) -> list[autotune.Report]:
+    """Rung 6's search at each shape (M, N, K) on random inputs; its reports, for the recording."""
+    for M, N, K in shapes:
+        gen = torch.Generator(device()).manual_seed(7)
+        autotuned(torch.randn(M, K, generator=gen, device=device()).half(),
+                  torch.randn(K, N, generator=gen, device=device()).half())
+    latest = {r.shape: r for r in SEARCHES.reports if r.tuner == "triton:6_autotuned"}
+    return [latest[tuple(s)] for s in shapes if tuple(s) in latest]
+
+
+def autotune_report() -> str:
+    """Every search run in this process: time taken, configurations timed, pruned (why) and failed."""
+    if not SEARCHES.reports:
+        return ("No search has run in this process yet: the first call of triton:6_autotuned (or the fused "
+                "kernel) at a new (M, N, K) runs one.")
+    head = [] if WORLD.gpu else [
+        "CPU only: the search ran in the Triton interpreter over its 16-32-wide tiles; its times are "
+        "interpreter times, and with no GPU there is no shared-memory limit to prune against."]
+    return "\n\n".join(head + [r.summary() for r in SEARCHES.reports])
+
+
+# ------------------------------------------------------------- compiling ahead of time (ladder.sass)
+
+SIGNATURE = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
+TILE_SIGNATURE = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "bias_ptr": "*fp16",
+                  "M": "i32", "N": "i32", "K": "i32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
+                  "BLOCK_K": "constexpr", "GROUP_M": "constexpr", "TENSOR_CORES": "constexpr",
+                  "BIAS_RELU": "constexpr"}
+AUTOTUNED_EXAMPLE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
+# What Triton may assume at the benchmark shapes: 16-byte aligned pointers, sizes multiples of 16.
+_ALIGNED = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K")
+
+
+def tile_sass_case(config: dict, tensor_cores: bool = True) -> dict:
+    """triton_sass's arguments for matmul_kernel with `config`: tiles, GROUP_M, num_warps, num_stages."""
+    launch = {k: config[k] for k in ("num_warps", "num_stages")}
+    constexprs = {k: v for k, v in config.items() if k not in launch}
+    return dict(kernel=matmul_kernel, signature=TILE_SIGNATURE, divisible_by_16=_ALIGNED + ("bias_ptr",),
+                constexprs=dict(constexprs, TENSOR_CORES=tensor_cores, BIAS_RELU=False), **launch)
+
+
+# Per rung, the keyword arguments of ladder.sass.triton_sass that compile it as a GPU launch at the
+# benchmark shapes would (GPU tiles, whatever world this is).
+SASS_CASES = {
+    "1_naive": dict(kernel=naive_kernel, signature=SIGNATURE, constexprs={}, divisible_by_16=_ALIGNED,
+                    **LAUNCH["1_naive"]),
+    "2_coalesced": dict(kernel=coalesced_kernel, signature=dict(SIGNATURE, BLOCK_N="constexpr"),
+                        constexprs=GPU_TILES["2_coalesced"], divisible_by_16=_ALIGNED, **LAUNCH["2_coalesced"]),
+    **{rung: tile_sass_case(dict(GPU_TILES[rung], GROUP_M=1, **LAUNCH[rung]), tensor_cores=rung != "3_tiled")
+       for rung in ("3_tiled", "4_tensor_core", "5_pipelined")},
+    "6_autotuned": tile_sass_case(AUTOTUNED_EXAMPLE),
+}
+
+
+def rungs() -> list[Rung]:
+    return [
+        Rung("triton", "1_naive", naive, SOURCE, slow=True),
+        Rung("triton", "2_coalesced", coalesced, SOURCE, slow=True),
+        Rung("triton", "3_tiled", tiled, SOURCE, slow=True),
+        Rung("triton", "4_tensor_core", tensor_core, SOURCE, needs="tensor_cores"),
+        Rung("triton", "5_pipelined", pipelined, SOURCE, needs="tensor_cores"),
+        Rung("triton", "6_autotuned", autotuned, SOURCE, needs="tensor_cores"),
+    ]

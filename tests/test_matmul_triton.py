@@ -1,0 +1,171 @@
+"""The Triton matmul ladder without a GPU: every rung (and the fused matmul + bias + ReLU) checked in
+the interpreter on ragged shapes; bad inputs named; each rung's signature in the SASS Triton compiles
+for sm_80 and sm_90; the autotuner's pruning and report."""
+import pytest
+import torch
+
+import kernels.matmul as mm
+import kernels.matmul_bias_relu as mbr
+from kernels.triton import matmul as tm
+from ladder import sass
+from ladder.check import compare
+from ladder.hardware import GPU
+from ladder.runner import check_rung, unavailable
+
+RUNGS = tm.rungs()
+H100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
+A100 = GPU("NVIDIA A100-SXM4-80GB", (8, 0), 108, 40 << 20, 163 << 10, 80 << 30, None)
+T4 = GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, None)
+
+
+def test_rungs_pair_with_the_cuda_ladder():
+    assert [r.name for r in RUNGS] == ["1_naive", "2_coalesced", "3_tiled", "4_tensor_core", "5_pipelined",
+                                       "6_autotuned"]
+    assert [r.name for r in RUNGS if r.slow] == ["1_naive", "2_coalesced", "3_tiled"]
+    assert {r.backend for r in RUNGS} == {"triton"} and {r.source for r in RUNGS} == {tm.SOURCE}
+    assert set(tm.SASS_CASES) == {r.name for r in RUNGS}
+
+
+@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.label)
+def test_rung_correct_on_ragged_shapes_in_the_interpreter(rung):
+    assert unavailable(rung) is None
+    report = check_rung(mm.PROBLEM, rung, seed=11)
+    assert [s for s, _ in report] == mm.PROBLEM.interpret_shapes
+    for shape, result in report:
+        assert result.ok, (shape, str(result))
+
+
+@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.label)
+def test_rung_writes_its_output_and_nothing_past_it(rung):
+    M, N, K = 9, 19, 20
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    guard = torch.full((M * N + 64,), 7.0, dtype=torch.float16)
+    out = guard[:M * N].view(M, N)
+    rung.run(a, b, out=out)
+    assert compare(out, a.double() @ b.double()).ok
+    assert torch.all(guard[M * N:] == 7.0)
+
+
+@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.label)
+def test_empty_k_gives_zeros_and_empty_outputs_launch_nothing(rung):
+    assert torch.equal(rung.run(torch.empty(3, 0).half(), torch.empty(0, 5).half()), torch.zeros(3, 5).half())
+    assert rung.run(torch.empty(0, 4).half(), torch.randn(4, 5).half()).shape == (0, 5)
+
+
+@pytest.mark.parametrize("rung", RUNGS + [r for r in mbr.PROBLEM.rungs if r.backend == "triton"],
+                         ids=lambda r: r.label)
+def test_bad_inputs_are_named(rung):
+    a, b = torch.randn(8, 4).half(), torch.randn(4, 6).half()
+    extra = (torch.randn(6).half(),) if rung.name == "fused" else ()
+    with pytest.raises(ValueError, match="a must be torch.float16"):
+        rung.run(a.float(), b, *extra)
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        rung.run(a, b[:3], *extra)
+    with pytest.raises(ValueError, match="b is not contiguous"):
+        rung.run(a, torch.randn(6, 4).half().t(), *extra)
+    with pytest.raises(ValueError, match="out has shape"):
+        rung.run(a, b, *extra, out=torch.empty(8, 5).half())
+
+
+@pytest.mark.parametrize("rung", mbr.PROBLEM.rungs, ids=lambda r: r.label)
+def test_bias_relu_rungs_correct_or_say_why_not(rung):
+    reason = unavailable(rung)
+    if rung.needs == "gpu":
+        assert "needs a GPU" in reason
+        return
+    assert reason is None
+    for shape, result in check_rung(mbr.PROBLEM, rung, seed=5):
+        assert result.ok, (shape, str(result))
+    bias = torch.randn(5).half()
+    empty_k = rung.run(torch.empty(3, 0).half(), torch.empty(0, 5).half(), bias)
+    assert torch.equal(empty_k, torch.relu(bias).expand(3, 5))
+    with pytest.raises(ValueError, match="bias has 4 elements"):
+        rung.run(torch.randn(3, 2).half(), torch.randn(2, 5).half(), bias[:4])
+    with pytest.raises(ValueError, match="bias must be torch.float16"):
+        rung.run(torch.randn(3, 2).half(), torch.randn(2, 5).half(), bias.float())
+
+
+def test_fusion_saves_two_round_trips_of_the_intermediate():
+    M, N, K = shape = (4096, 2048, 1024)
+    moved = mbr.bytes_moved(shape)
+    assert moved["triton:fused"] == mbr.PROBLEM.min_bytes(shape) == 2 * (M * K + K * N + N + M * N)
+    assert moved["torch:three_ops"] - moved["triton:fused"] == 4 * 2 * M * N  # written twice, read twice
+
+
+# ------------------------------------------------------------- the autotuner
+
+def test_prune_reasons():
+    smallest = dict(M=64, N=64, K=32)
+    big = dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
+    assert tm.prune_reason(big, (4096, 4096, 4096), H100, smallest) is None
+    assert tm.prune_reason(big, (4096, 4096, 4096), A100, smallest) is None  # 3 buffers before Hopper: 144 KiB
+    assert "shared memory > 64 KiB on sm_75" in tm.prune_reason(big, (4096, 4096, 4096), T4, smallest)
+    assert "accumulators per thread" in tm.prune_reason(dict(big, num_warps=4), (4096, 4096, 4096), H100, smallest)
+    assert "BLOCK_K wider than the matrix" in tm.prune_reason(big, (4096, 4096, 31), H100, smallest)
+    deep = dict(big, num_stages=5)
+    assert tm.prune_reason(deep, (4096, 4096, 4096), H100, smallest) == "240 KiB of shared memory > 227 KiB on sm_90"
+    assert tm.prune_reason(deep, (4096, 4096, 4096), A100, smallest) == "192 KiB of shared memory > 163 KiB on sm_80"
+
+
+def test_autotune_report_says_what_the_search_did():
+    tm.autotuned(torch.randn(3, 7).half(), torch.randn(7, 5).half())   # a shape no other test uses
+    tm.autotuned(torch.randn(40, 7).half(), torch.randn(7, 5).half())
+    report = tm.autotune_report()
+    assert report.startswith("CPU only")
+    small = report[report.index("triton:6_autotuned at 3x5x7"):].splitlines()
+    assert "2 configurations, 1 pruned" in small[0] and "BLOCK_M wider than the matrix" in small[1]
+    assert "triton:6_autotuned at 40x5x7 on CPU (Triton interpreter): 2 configurations, 0 pruned" in report
+    [again] = tm.tune([(40, 5, 7)])   # already searched in this process: its report, no new search
+    assert again.shape == (40, 5, 7) and len(again.timed) == 2
+
+
+# ------------------------------------------------------------- SASS, compiled ahead of time
+
+def compiled(rung: str, arch: str) -> sass.Sass:
+    return sass.triton_sass(**tm.SASS_CASES[rung], arch=arch)
+
+
+ARCHS = ("sm_80", "sm_90")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_naive_and_coalesced_use_only_global_memory(arch):
+    naive, coalesced = compiled("1_naive", arch), compiled("2_coalesced", arch)
+    for s in (naive, coalesced):
+        assert s.count("LDS") == s.count("STS") == s.count("HMMA") == s.count("HGMMA") == 0
+    assert naive.global_load_bits() == {16}                 # one fp16 at a time
+    assert max(coalesced.global_load_bits()) > 16           # B's strip: several columns per load
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tiled_rung_runs_on_cuda_cores_through_shared_memory(arch):
+    s = compiled("3_tiled", arch)
+    assert s.count("HMMA") == s.count("HGMMA") == 0
+    assert s.count("LDS") > 0 and s.count("STS") > 0 and s.count("BAR") > 0
+    assert s.count("FFMA") / s.count("LDS") >= 8   # register-blocked: many FMAs per shared-memory load
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tensor_core_rung_uses_the_tensor_cores_of_each_generation_without_async_copies(arch):
+    s = compiled("4_tensor_core", arch)
+    if arch == "sm_80":
+        assert s.count("HMMA") > 0 and s.count("HGMMA") == 0    # mma.sync
+    else:
+        assert s.count("HGMMA") > 0 and s.count("HMMA") == 0    # wgmma
+    assert s.count("LDGSTS") == s.count("UTMALDG") == 0 and s.count("LDG") > 0
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("rung", ["5_pipelined", "6_autotuned"])
+def test_pipelined_rungs_copy_asynchronously(rung, arch):
+    s = compiled(rung, arch)
+    assert s.count("HMMA" if arch == "sm_80" else "HGMMA") > 0
+    assert s.count("LDGSTS") + s.count("UTMALDG") > 0 and s.count("LDG") == 0  # cp.async (or TMA) only
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_shared_memory_estimate_matches_the_compiler(arch):
+    capability = (int(arch[3]), 0)
+    for c in (dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=8, num_warps=4, num_stages=4),
+              dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)):
+        assert sass.triton_sass(**tm.tile_sass_case(c), arch=arch).shared_bytes == tm.shared_bytes(c, capability), c
