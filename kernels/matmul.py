@@ -1,11 +1,11 @@
 """Matmul, C = A·B: A (M×K) and B (K×N) fp16 row-major, fp32 accumulation, C fp16.
 
 The problem, the CUDA C++ rungs (kernels/cuda/matmul/, one file per rung) with their launchers,
-and torch:cublas, the speed anchor. A shape is
-(M, N, K). Every launcher takes (a, b, out=None) and returns out; a bad argument raises a
+the Triton rungs of the same names (kernels/triton/matmul.py), and torch:cublas, the speed anchor.
+A shape is (M, N, K). Every launcher takes (a, b, out=None) and returns out; a bad argument raises a
 ValueError that names it.
 
-Rungs 4-7 load 16-byte vectors, so every row of A and B must start on a 16-byte boundary: when K
+CUDA rungs 4-7 load 16-byte vectors, so every row of A and B must start on a 16-byte boundary: when K
 or N is not a multiple of 8 the launcher pads A and B with zeros (a copy, said in `pad_note`).
 M and N edges are handled inside the kernels.
 """
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ladder import autotune, cuda, validate
 from ladder.hardware import detect
 from ladder.problems import Problem, Rung, register
 from ladder.world import device
+from kernels.triton import matmul as triton_matmul
 
 CUDA_DIR = "kernels/cuda/matmul"
 SCALAR_TILE = 32               # rungs 1-3: 32×32 threads, one output each
@@ -73,18 +73,6 @@ def pad_note(M: int, N: int, K: int) -> str | None:
     return None
 
 
-def _aligned(a: torch.Tensor, b: torch.Tensor, N: int, K: int):
-    """(a, b, ldb): rows of 16-byte multiples, zero-padded when K or N is not a multiple of 8."""
-    Kp, Np = _cdiv(K, 8) * 8, _cdiv(N, 8) * 8
-    if Kp != K:
-        a = F.pad(a, (0, Kp - K))
-    if (Kp, Np) != (K, N):
-        b = F.pad(b, (0, Np - N, 0, Kp - K))
-    a = a if a.data_ptr() % 16 == 0 else a.clone()  # a view that starts mid-vector
-    b = b if b.data_ptr() % 16 == 0 else b.clone()
-    return a, b, Kp, Np
-
-
 def threads(config: dict) -> int:
     return 32 * config["WARPS_M"] * config["WARPS_N"]
 
@@ -101,7 +89,7 @@ def _tensor_core_launch(filename, kernel, defines, grid, n_threads, a, b, out, s
     if out.numel():
         if K == 0:
             return out.zero_()
-        a, b, Kp, Np = _aligned(a, b, N, K)
+        a, b, Kp, Np = validate.padded_rows(a, b)
         module = cuda.load(f"matmul/{filename}", defines, arch)
         cuda.launch(module, kernel, grid(M, N), n_threads, (a, b, out) + _dims(M, N, Kp, Np), smem)
     return out
@@ -164,6 +152,12 @@ TUNER = autotune.Tuner(problem="matmul", name="cuda:6_autotuned", space=SEARCH_S
 
 
 TUNE_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192)]
+
+
+def tune_rungs(labels: list[str]) -> list[autotune.Report]:
+    """The searches of the autotuned rungs among `labels`, at TUNE_SHAPES (for `record`)."""
+    return ((tune() if "cuda:6_autotuned" in labels else [])
+            + (triton_matmul.tune(TUNE_SHAPES) if "triton:6_autotuned" in labels else []))
 
 
 def tune(shapes=TUNE_SHAPES) -> list[autotune.Report]:
@@ -232,7 +226,7 @@ PROBLEM = register(Problem(
     interpret_shapes=[(1, 1, 1), (17, 33, 65), (33, 47, 31)],
     compute_roof="fp16_tc_TFLOPs",
     sweep_shapes=SQUARE,
-    tune=tune,
+    tune=tune_rungs,
     rungs=[
         _cuda("1_naive", naive, slow=True),
         _cuda("2_coalesced", coalesced, slow=True),
@@ -244,6 +238,7 @@ PROBLEM = register(Problem(
         _cuda("6_autotuned", autotuned, needs="tensor_cores",
               fallback=("cp.async", "rung 5's register-staged double buffer, tuned")),
         _cuda("7_wgmma", wgmma, needs="wgmma"),
+        *triton_matmul.rungs(),
         Rung("torch", "cublas", cublas),
     ],
 ))

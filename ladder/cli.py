@@ -2,7 +2,7 @@
 
   info                 this machine: world, GPU, datasheet, measured (or recorded) ceilings
   record [PROBLEM..]   check and time every rung on this GPU, profile with ncu if present,
-                       write results/<gpu>.json (merged with what is there)
+                       write results/<gpu>.json (rows of the rungs not run this time are kept)
   notebooks [PATH..]   execute notebooks in place, outputs saved (default: every lesson,
                        exercise and solution)
   exercises            rewrite exercises/*.ipynb from solutions/*.ipynb
@@ -39,8 +39,16 @@ def cmd_info(args) -> None:
 def cmd_record(args) -> None:
     from ladder import profile, runner
     chosen = [problems_mod.get(n) for n in args.problems] if args.problems else list(problems_mod.problems().values())
+    chosen = [p.only(*args.backends) for p in chosen]
     start = time.time()
-    res, record = runner.measure_live(chosen)
+    old = results_mod.path_for(hardware.detect().slug)
+    old = results_mod.load(old.stem).data if old.exists() else None
+    if args.no_time:
+        if old is None:
+            raise SystemExit("--no-time needs an earlier recording for this GPU to add profiles to")
+        record = {k: v for k, v in old.items() if k not in ("runs", "profiles", "autotune")}
+    else:
+        res, record = runner.measure_live(chosen)
     if profile.available() and not args.no_profile:
         from tqdm import tqdm
         record["profiles"] = []
@@ -48,11 +56,9 @@ def cmd_record(args) -> None:
         for p, r, shape in tqdm(jobs, desc="ncu"):
             record["profiles"].append({"problem": p.name, "backend": r.backend, "rung": r.name, "shape": list(shape),
                                        "metrics": profile.profile(p.name, r.backend, r.name, shape)})
-    old = results_mod.path_for(record["provenance"]["slug"])
-    merged = results_mod.merge(results_mod.load(old.stem).data if old.exists() else None, record,
-                               [p.name for p in chosen])
-    print(res.table())
-    print(f"wrote {results_mod.save(merged)} in {time.time() - start:.0f} s")
+    if not args.no_time:
+        print(res.table())
+    print(f"wrote {results_mod.save(results_mod.merge(old, record))} in {time.time() - start:.0f} s")
 
 
 def cmd_notebooks(args) -> None:
@@ -113,7 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_info)
     p = sub.add_parser("record")
     p.add_argument("problems", nargs="*")
-    p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--no-profile", action="store_true", help="no ncu profiles")
+    p.add_argument("--no-time", action="store_true", help="profiles only, added to the recording")
+    p.add_argument("--backends", nargs="+", default=["cuda", "triton", "torch"],
+                   help="record only these backends' rungs (the others' recorded rows are kept)")
     p.set_defaults(fn=cmd_record)
     p = sub.add_parser("notebooks")
     p.add_argument("paths", nargs="*")

@@ -7,7 +7,7 @@ output buffer, and lists the shapes to check (ragged) and to time (chip-filling)
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
@@ -57,8 +57,12 @@ class Problem:
     interpret_shapes: list[tuple]                # small enough for Triton's CPU interpreter
     compute_roof: str                            # ceiling key of the unit doing the math
     sweep_shapes: list[tuple] = field(default_factory=list)  # size sweep for the rungs not marked slow
-    tune: Callable[[], list] | None = None      # autotuning searches to run before timing (-> reports)
+    tune: Callable[[list[str]], list] | None = None  # tune(rung labels): searches to run before timing -> reports
     rungs: list[Rung] = field(default_factory=list)
+
+    def only(self, *backends: str) -> "Problem":
+        """The same problem with only the rungs of these backends ("cuda", "triton", "torch")."""
+        return replace(self, rungs=[r for r in self.rungs if r.backend in backends])
 
     def intensity(self, shape: tuple) -> float:
         return self.flops(shape) / self.min_bytes(shape)

@@ -102,13 +102,18 @@ def save(data: dict) -> Path:
     return path
 
 
-def merge(old: dict | None, new: dict, problems: list[str]) -> dict:
-    """New provenance and ceilings; old runs (profiles, autotune reports) kept unless `new` has
-    some for the same problem, which replace them."""
+def _key(kind: str, row: dict) -> tuple:
+    """What a row is about: its problem and rung (an autotune report: its problem and tuner)."""
+    return (row["problem"], row["tuner"]) if kind == "autotune" else (row["problem"], row["backend"], row["rung"])
+
+
+def merge(old: dict | None, new: dict) -> dict:
+    """New provenance and ceilings; of the old runs, profiles and autotune reports, those about a
+    rung (or tuner) that `new` has none of are kept."""
     if not old:
         return new
     merged = dict(new)
-    for key in ("runs", "profiles", "autotune"):
-        replaced = {r["problem"] for r in new.get(key, [])} & set(problems)
-        merged[key] = [r for r in old.get(key, []) if r["problem"] not in replaced] + new.get(key, [])
+    for kind in ("runs", "profiles", "autotune"):
+        replaced = {_key(kind, r) for r in new.get(kind, [])}
+        merged[kind] = [r for r in old.get(kind, []) if _key(kind, r) not in replaced] + new.get(kind, [])
     return merged

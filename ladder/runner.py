@@ -118,7 +118,7 @@ def measure_live(problem_list: list[Problem], progress: bool = True, shapes: lis
     rows, skipped, tuned = [], [], []
     for problem in problem_list:
         if tune and problem.tune:  # searches first, so the autotuned rungs run their winners
-            tuned += [report.as_dict() for report in problem.tune()]
+            tuned += [report.as_dict() for report in problem.tune([r.label for r in problem.rungs])]
     jobs = [(p, r, s) for p in problem_list for r in p.rungs for s in (shapes or shapes_for(p, r))]
     for problem, rung, shape in tqdm(jobs, desc="timing rungs", disable=not progress):
         reason = unavailable(rung)
@@ -137,4 +137,6 @@ def results(problem: Problem, shapes: list[tuple] | None = None, tune: bool = Tr
     if WORLD.gpu:
         return measure_live([problem], progress=False, shapes=shapes, tune=tune)[0]
     rec = results_mod.load()
-    return Results(rec.runs(problem.name), rec.ceilings, rec.data.get("datasheet"), rec.gpu, rec.label)
+    labels = {r.label for r in problem.rungs}
+    runs = [r for r in rec.runs(problem.name) if f"{r['backend']}:{r['rung']}" in labels]
+    return Results(runs, rec.ceilings, rec.data.get("datasheet"), rec.gpu, rec.label)

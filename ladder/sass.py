@@ -95,28 +95,45 @@ def cuda_sass(path: str | os.PathLike, arch: str, defines: dict | None = None) -
 
 @contextlib.contextmanager
 def _compilable(fn):
-    """Under TRITON_INTERPRET=1 every @triton.jit function, triton.language's own helpers included
-    (tl.zeros, tl.sum, x.sum(), tl.cdiv, ...), is an InterpretedFunction, which the compiler would
-    run as Python: swap in JITFunctions (in triton.language and the kernel's module) while compiling."""
+    """Make the interpreter's changes to triton.language invisible while compiling.
+
+    Under TRITON_INTERPRET=1 every @triton.jit function, triton.language's own helpers included
+    (tl.zeros, tl.sum, x.sum(), tl.cdiv, ...), is an InterpretedFunction, which the compiler would run
+    as Python: JITFunctions stand in for them. And a jit function called from inside an interpreted
+    kernel (tl.cdiv, min, a helper of ours) leaves the language's builtins wrapped for the interpreter
+    (Triton 3.4-3.7 never restore those wrappers): the originals stand in for them.
+    """
     import triton.language as tl
-    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
 
     def interpreted(value):  # the function itself, or the one a tl.tensor member method forwards to
         cells = [c.cell_contents for c in getattr(value, "__closure__", None) or ()]
-        return next((v for v in [value] + cells if isinstance(v, InterpretedFunction)), None)
+        return next((v for v in [value] + cells if isinstance(v, interpreter.InterpretedFunction)), None)
 
-    places = {tl, tl.core, tl.standard, tl.math, tl.tensor, sys.modules[fn.__module__]}
-    swapped = [(place, name, value) for place in places for name, value in list(vars(place).items())
-               if interpreted(value)]
-    compilable = {}
-    for place, name, value in swapped:
-        f = interpreted(value)
-        setattr(place, name, compilable.setdefault(id(f), JITFunction(f.fn, **f.kwargs)))
+    def wrapped_builtin(value):  # interpreter._patch_attr's wrapper keeps the builtin as `member`
+        code = getattr(value, "__code__", None)
+        if code is not None and code.co_filename == interpreter.__file__:
+            return (getattr(value, "__kwdefaults__", None) or {}).get("member")
+        return None
+
+    places = {tl, tl.core, tl.standard, tl.math, tl.tensor, tl.core.tensor_descriptor_base,
+              sys.modules[fn.__module__]}
+    originals, compilable = [], {}
+    for place in places:
+        for name, value in list(vars(place).items()):
+            if f := interpreted(value):
+                replacement = compilable.setdefault(id(f), JITFunction(f.fn, **f.kwargs))
+            elif (builtin := wrapped_builtin(value)) is not None:
+                replacement = builtin
+            else:
+                continue
+            originals.append((place, name, value))
+            setattr(place, name, replacement)
     try:
         yield
     finally:
-        for place, name, value in swapped:
+        for place, name, value in originals:
             setattr(place, name, value)
 
 
@@ -133,7 +150,9 @@ def triton_sass(kernel, signature: dict[str, str], constexprs: dict, arch: str,
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
 
-    fn = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel.fn)  # interpreter wraps it
+    while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):  # heuristics, autotune, interpreter
+        kernel = kernel.fn
+    fn = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel)
     names = list(signature)
     attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in divisible_by_16}
     sig = {k: ("constexpr" if k in constexprs else v) for k, v in signature.items()}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 
 def tensor(name: str, t, *, dtype: torch.dtype, ndim: int, device: str, align_bytes: int = 0) -> None:
@@ -42,3 +43,18 @@ def matmul_operands(a, b, out, *, device: str, dtype: torch.dtype = torch.float1
     if tuple(out.shape) != (M, N):
         raise ValueError(f"out has shape {tuple(out.shape)}; a @ b is {M}x{N}")
     return M, N, K, out
+
+
+def padded_rows(a: torch.Tensor, b: torch.Tensor):
+    """(a, b, K, N) for kernels that load 16-byte row vectors of fp16 A (M×K) and B (K×N): zero-padded
+    to K and N multiples of 8 when they are not (the padding adds nothing to the sums), and copied when
+    a view starts mid-vector. kernels.matmul.pad_note says when this copies."""
+    K, N = a.shape[1], b.shape[1]
+    Kp, Np = -(-K // 8) * 8, -(-N // 8) * 8
+    if Kp != K:
+        a = F.pad(a, (0, Kp - K))
+    if (Kp, Np) != (K, N):
+        b = F.pad(b, (0, Np - N, 0, Kp - K))
+    a = a if a.data_ptr() % 16 == 0 else a.clone()
+    b = b if b.data_ptr() % 16 == 0 else b.clone()
+    return a, b, Kp, Np

@@ -89,12 +89,16 @@ def test_roofline_plot_from_recording():
     assert rec.label in ax.get_title()
 
 
-def test_merge_keeps_other_problems():
-    old = {"runs": [{"problem": "a", "x": 1}, {"problem": "b", "x": 1}], "profiles": [{"problem": "a"}]}
-    new = {"runs": [{"problem": "a", "x": 2}], "profiles": []}
-    merged = results.merge(old, new, ["a"])
-    assert merged["runs"] == [{"problem": "b", "x": 1}, {"problem": "a", "x": 2}]
-    assert merged["profiles"] == [{"problem": "a"}]  # none new for "a": old ones stay
+def test_merge_replaces_only_the_rungs_recorded_again():
+    def run(problem, rung, x):
+        return {"problem": problem, "backend": "cuda", "rung": rung, "x": x}
+    old = {"runs": [run("a", "1", 1), run("a", "2", 1), run("b", "1", 1)], "profiles": [run("a", "1", 1)],
+           "autotune": [{"problem": "a", "tuner": "cuda:6", "x": 1}]}
+    new = {"runs": [run("a", "1", 2)], "profiles": [], "autotune": [{"problem": "a", "tuner": "triton:6", "x": 2}]}
+    merged = results.merge(old, new)
+    assert merged["runs"] == [run("a", "2", 1), run("b", "1", 1), run("a", "1", 2)]
+    assert merged["profiles"] == [run("a", "1", 1)]  # none new for it: the old one stays
+    assert [r["tuner"] for r in merged["autotune"]] == ["cuda:6", "triton:6"]
 
 
 def test_cli_info_on_cpu():

@@ -20,10 +20,12 @@ T4 = GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, None)
 
 def test_rungs_pair_with_the_cuda_ladder():
     assert [r.name for r in RUNGS] == ["1_naive", "2_coalesced", "3_tiled", "4_tensor_core", "5_pipelined",
-                                       "6_autotuned"]
+                                       "6_autotuned", "7_tma_persistent"]
     assert [r.name for r in RUNGS if r.slow] == ["1_naive", "2_coalesced", "3_tiled"]
     assert {r.backend for r in RUNGS} == {"triton"} and {r.source for r in RUNGS} == {tm.SOURCE}
     assert set(tm.SASS_CASES) == {r.name for r in RUNGS}
+    assert [r.label for r in mm.PROBLEM.rungs if r.backend == "triton"] == [r.label for r in RUNGS]
+    assert RUNGS[-1].needs == "tma" and T4.has("tma") is False and H100.has("tma")
 
 
 @pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.label)
@@ -169,3 +171,9 @@ def test_shared_memory_estimate_matches_the_compiler(arch):
     for c in (dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=8, num_warps=4, num_stages=4),
               dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)):
         assert sass.triton_sass(**tm.tile_sass_case(c), arch=arch).shared_bytes == tm.shared_bytes(c, capability), c
+
+
+def test_tma_persistent_rung_loads_by_tma_on_hopper():
+    s = compiled("7_tma_persistent", "sm_90")
+    assert s.count("UTMALDG") > 0 and s.count("HGMMA") > 0
+    assert s.count("LDGSTS") == s.count("LDG") == 0             # no thread computes a load address

@@ -26,6 +26,7 @@ import time
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ladder import autotune, validate
 from ladder.hardware import detect
@@ -73,31 +74,39 @@ def coalesced_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_N: tl.constexpr):
 # ------------------------------------------------------------- rungs 3-6 and fused: tiles
 
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr, TENSOR_CORES: tl.constexpr, BIAS_RELU: tl.constexpr):
-    # Which tile of C this program computes. GROUP_M = 1 is row-major order; rung 6 walks GROUP_M
-    # tile rows down a column before moving right, so programs running together share B columns
-    # and A rows in L2.
-    pid = tl.program_id(0)
+def tile_coords(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(row, column) of C's tile number `tile`. GROUP_M = 1 is row-major order; rung 6 walks GROUP_M
+    tile rows down a column before moving right, so tiles computed together share B columns and
+    A rows in L2."""
     tiles_m = (M + BLOCK_M - 1) // BLOCK_M
     tiles_n = (N + BLOCK_N - 1) // BLOCK_N
     per_group = GROUP_M * tiles_n
-    first_m = (pid // per_group) * GROUP_M
+    first_m = (tile // per_group) * GROUP_M
     group_rows = min(tiles_m - first_m, GROUP_M)      # the last group may be shorter
-    tile_m = first_m + (pid % per_group) % group_rows
-    tile_n = (pid % per_group) // group_rows
+    return first_m + (tile % per_group) % group_rows, (tile % per_group) // group_rows
 
+@triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr, TENSOR_CORES: tl.constexpr, BIAS_RELU: tl.constexpr,
+                  EVEN_K: tl.constexpr):
+    tile_m, tile_n = tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
-    a_tile = a_ptr + rows[:, None].to(tl.int64) * K + ks[None, :]
-    b_tile = b_ptr + ks[:, None] * N + cols[None, :]
+    # Rows and columns past C's edge load A's and B's first ones again (% M, % N) instead of being
+    # masked: the loads need no compare-and-select per element, and the store drops those sums.
+    a_tile = a_ptr + (rows % M)[:, None].to(tl.int64) * K + ks[None, :]
+    b_tile = b_ptr + ks[:, None] * N + (cols % N)[None, :]
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
     for k in range(0, K, BLOCK_K):
-        # out-of-range elements load as 0 and add nothing to the sums
-        a = tl.load(a_tile, mask=(rows[:, None] < M) & (ks[None, :] < K - k), other=0.0)
-        b = tl.load(b_tile, mask=(ks[:, None] < K - k) & (cols[None, :] < N), other=0.0)
+        if EVEN_K:  # (a constexpr: the compiler keeps one branch) no partial step at the end of K
+            a = tl.load(a_tile)
+            b = tl.load(b_tile)
+        else:       # K's last, partial step: elements past K load as 0 and add nothing to the sums
+            a = tl.load(a_tile, mask=ks[None, :] < K - k, other=0.0)
+            b = tl.load(b_tile, mask=ks[:, None] < K - k, other=0.0)
         if TENSOR_CORES:
             acc = tl.dot(a, b, acc)   # fp16 × fp16 -> fp32: mma.sync (HMMA) on sm_80, wgmma on sm_90
         else:
@@ -177,8 +186,9 @@ pipelined = _tiled_launcher("5_pipelined", tensor_cores=True)
 
 # Every combination is offered to the autotuner; `prune_reason` rules out (and the report says why)
 # those that cannot run or cannot win on this GPU at this shape, before any is compiled.
-SEARCH_SPACE = dict(BLOCK_M=[64, 128, 256], BLOCK_N=[64, 128, 256], BLOCK_K=[32, 64],
+SEARCH_SPACE = dict(BLOCK_M=[64, 128, 256], BLOCK_N=[64, 128, 256], BLOCK_K=[64],
                     num_warps=[4, 8], num_stages=[3, 4, 5], GROUP_M=[8])
+INTERPRETER_TMA = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=1)
 INTERPRETER_SPACE = dict(BLOCK_M=[16, 32], BLOCK_N=[16], BLOCK_K=[16], num_warps=[4], num_stages=[1], GROUP_M=[2])
 MAX_ACCUMULATORS = 128  # fp32 accumulator registers per thread; more spill (of 255 registers in all)
 
@@ -304,13 +314,16 @@ def autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None)
     return launch_autotuned(a, b, out)
 
 
-def tune(shapes: list[tuple]) -> list[autotune.Report]:
-    """Rung 6's search at each shape (M, N, K) on random inputs; its reports, for the recording."""
+def tune(shapes: list[tuple], bias_relu: bool = False) -> list[autotune.Report]:
+    """Rung 6's search (or the fused kernel's) at each shape (M, N, K) on random inputs; its reports."""
+    tuner = "triton:fused" if bias_relu else "triton:6_autotuned"
     for M, N, K in shapes:
         gen = torch.Generator(device()).manual_seed(7)
-        autotuned(torch.randn(M, K, generator=gen, device=device()).half(),
-                  torch.randn(K, N, generator=gen, device=device()).half())
-    latest = {r.shape: r for r in SEARCHES.reports if r.tuner == "triton:6_autotuned"}
+        a = torch.randn(M, K, generator=gen, device=device()).half()
+        b = torch.randn(K, N, generator=gen, device=device()).half()
+        bias = torch.randn(N, generator=gen, device=device()).half() if bias_relu else None
+        launch_autotuned(a, b, torch.empty(M, N, dtype=torch.float16, device=device()), bias)
+    latest = {r.shape: r for r in SEARCHES.reports if r.tuner == tuner}
     return [latest[tuple(s)] for s in shapes if tuple(s) in latest]
 
 
@@ -325,14 +338,59 @@ def autotune_report() -> str:
     return "\n\n".join(head + [r.summary() for r in SEARCHES.reports])
 
 
+# ------------------------------------------------------------- rung 7 (Hopper): TMA and a persistent grid
+
+@triton.jit
+def tma_persistent_kernel(a_desc, b_desc, c_ptr, M, N, K,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                          GROUP_M: tl.constexpr, PROGRAMS: tl.constexpr):
+    # Tiles arrive by TMA: one instruction per tile, out-of-range elements filled with zeros by the
+    # copy engine, no address arithmetic or masks in the loop. One program per SM walks the tiles
+    # PROGRAMS apart; flattening the two loops lets the pipeline fetch the next tile's first K steps
+    # while this tile's sums are stored.
+    k_steps = tl.cdiv(K, BLOCK_K)
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
+        tile_m, tile_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
+        for k in range(k_steps):
+            a = a_desc.load([tile_m * BLOCK_M, k * BLOCK_K])
+            b = b_desc.load([k * BLOCK_K, tile_n * BLOCK_N])
+            acc = tl.dot(a, b, acc)
+        rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        c_tile = c_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
+        tl.store(c_tile, acc.to(tl.float16), mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+TMA_PERSISTENT = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
+
+
+def tma_persistent(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
+                   config: dict | None = None) -> torch.Tensor:
+    M, N, K, out = _operands(a, b, out)
+    if out.numel() and K == 0:  # a descriptor over an empty A is not allowed: the sums are zero
+        return out.zero_()
+    if out.numel():
+        c = dict(config or (TMA_PERSISTENT if WORLD.gpu else INTERPRETER_TMA))
+        # a TMA descriptor's row pitch must be a multiple of 16 bytes: K and N padded to multiples of 8
+        a, b, _, _ = validate.padded_rows(a, b)
+        a_desc = TensorDescriptor.from_tensor(a, [c["BLOCK_M"], c["BLOCK_K"]])
+        b_desc = TensorDescriptor.from_tensor(b, [c["BLOCK_K"], c["BLOCK_N"]])
+        tiles = triton.cdiv(M, c["BLOCK_M"]) * triton.cdiv(N, c["BLOCK_N"])
+        programs = min(tiles, detect().sm_count if WORLD.gpu else 2)
+        tma_persistent_kernel[(programs,)](a_desc, b_desc, out, M, N, a.shape[1], PROGRAMS=programs, **c)
+    return out
+
+
 # ------------------------------------------------------------- compiling ahead of time (ladder.sass)
 
 SIGNATURE = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
 TILE_SIGNATURE = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "bias_ptr": "*fp16",
                   "M": "i32", "N": "i32", "K": "i32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
                   "BLOCK_K": "constexpr", "GROUP_M": "constexpr", "TENSOR_CORES": "constexpr",
-                  "BIAS_RELU": "constexpr"}
-AUTOTUNED_EXAMPLE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
+                  "BIAS_RELU": "constexpr", "EVEN_K": "constexpr"}
+AUTOTUNED_EXAMPLE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
 # What Triton may assume at the benchmark shapes: 16-byte aligned pointers, sizes multiples of 16.
 _ALIGNED = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K")
 
@@ -342,7 +400,7 @@ def tile_sass_case(config: dict, tensor_cores: bool = True) -> dict:
     launch = {k: config[k] for k in ("num_warps", "num_stages")}
     constexprs = {k: v for k, v in config.items() if k not in launch}
     return dict(kernel=matmul_kernel, signature=TILE_SIGNATURE, divisible_by_16=_ALIGNED + ("bias_ptr",),
-                constexprs=dict(constexprs, TENSOR_CORES=tensor_cores, BIAS_RELU=False), **launch)
+                constexprs=dict(constexprs, TENSOR_CORES=tensor_cores, BIAS_RELU=False, EVEN_K=True), **launch)
 
 
 # Per rung, the keyword arguments of ladder.sass.triton_sass that compile it as a GPU launch at the
@@ -355,6 +413,16 @@ SASS_CASES = {
     **{rung: tile_sass_case(dict(GPU_TILES[rung], GROUP_M=1, **LAUNCH[rung]), tensor_cores=rung != "3_tiled")
        for rung in ("3_tiled", "4_tensor_core", "5_pipelined")},
     "6_autotuned": tile_sass_case(AUTOTUNED_EXAMPLE),
+    "7_tma_persistent": dict(  # descriptors: the block shape is part of the type; an H100's 132 SMs
+        kernel=tma_persistent_kernel,
+        signature={"a_desc": "tensordesc<fp16[{BLOCK_M},{BLOCK_K}]>".format(**TMA_PERSISTENT),
+                   "b_desc": "tensordesc<fp16[{BLOCK_K},{BLOCK_N}]>".format(**TMA_PERSISTENT),
+                   **{k: v for k, v in TILE_SIGNATURE.items() if k in ("c_ptr", "M", "N", "K", "BLOCK_M", "BLOCK_N",
+                                                                        "BLOCK_K", "GROUP_M")},
+                   "PROGRAMS": "constexpr"},
+        constexprs={**{k: TMA_PERSISTENT[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}, "PROGRAMS": 132},
+        divisible_by_16=("c_ptr", "M", "N", "K"),
+        num_warps=TMA_PERSISTENT["num_warps"], num_stages=TMA_PERSISTENT["num_stages"]),
 }
 
 
@@ -366,4 +434,5 @@ def rungs() -> list[Rung]:
         Rung("triton", "4_tensor_core", tensor_core, SOURCE, needs="tensor_cores"),
         Rung("triton", "5_pipelined", pipelined, SOURCE, needs="tensor_cores"),
         Rung("triton", "6_autotuned", autotuned, SOURCE, needs="tensor_cores"),
+        Rung("triton", "7_tma_persistent", tma_persistent, SOURCE, needs="tma"),
     ]
