@@ -100,6 +100,7 @@ PROBLEM = register(Problem(
     rungs=[
         Rung("torch", "three_ops", three_ops),
         Rung("torch", "compile", compiled, needs="gpu"),
-        Rung("triton", "fused", fused, triton_matmul.SOURCE, needs="tensor_cores"),
+        Rung("triton", "fused", fused, triton_matmul.SOURCE, needs="tensor_cores",
+             fallback=triton_matmul.CUDA_CORE_DOT),
     ],
 ))

@@ -56,7 +56,7 @@ class Report:
 
     def pruned_by_reason(self) -> Counter:
         """How many configurations each kind of reason removed (numbers folded to N)."""
-        return Counter(re.sub(r"\d+", "N", p["reason"]) for p in self.pruned)
+        return Counter(re.sub(r"\b\d+\b", "N", p["reason"]) for p in self.pruned)
 
     def summary(self) -> str:
         n = len(self.timed) + len(self.pruned) + len(self.failed)

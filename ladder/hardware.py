@@ -69,7 +69,8 @@ class GPU:
     def has(self, feature: str) -> bool:
         """Architecture features the rungs depend on."""
         need = {"gpu": (0, 0), "cp.async": (8, 0), "bf16": (8, 0), "tma": (9, 0), "wgmma": (9, 0),
-                "tensor_cores": (7, 0)}[feature]
+                "tensor_cores": (7, 0),
+                "triton_mma": (8, 0)}[feature]   # Triton's tl.dot emits no tensor-core MMA before sm_80
         return self.capability >= need
 
     def as_dict(self) -> dict:

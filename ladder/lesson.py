@@ -3,6 +3,7 @@ and the SASS signature table."""
 from __future__ import annotations
 
 import difflib
+import inspect
 from pathlib import Path
 
 from ladder import sass
@@ -20,6 +21,34 @@ def show_diff(before: str, after: str) -> None:
     print("\n".join(difflib.unified_diff(a, b, before, after, lineterm="", n=2)))
 
 
+def _python_function(obj):
+    """The Python function behind a Triton kernel (jit, heuristics, autotune, interpreter wrappers)."""
+    while not inspect.isfunction(obj) and hasattr(obj, "fn"):
+        obj = obj.fn
+    return obj
+
+
+def code(obj) -> str:
+    return inspect.getsource(_python_function(obj)).rstrip()
+
+
+def show_code(*objects) -> None:
+    """The source of Python functions or Triton kernels, one after another."""
+    print("\n\n".join(code(o) for o in objects))
+
+
+def show_code_diff(before, after) -> None:
+    """Unified diff between two functions or kernels: the one idea the second adds."""
+    a, b = code(before).splitlines(), code(after).splitlines()
+    print("\n".join(difflib.unified_diff(a, b, _python_function(before).__name__, _python_function(after).__name__,
+                                         lineterm="", n=2)))
+
+
+def lines_of_code(text: str, comment: str = "#") -> int:
+    """Lines that are neither blank nor only a comment (docstrings count as code)."""
+    return sum(1 for line in text.splitlines() if line.strip() and not line.strip().startswith(comment))
+
+
 def load_widths(variants: dict[str, sass.Sass]) -> str:
     """'name: 16-bit global loads' per variant (stable across compiler versions)."""
     return "\n".join(f"{name:28s} global loads: " + ", ".join(f"{b}-bit" for b in sorted(s.global_load_bits()))
@@ -30,10 +59,11 @@ def load_widths(variants: dict[str, sass.Sass]) -> str:
 SIGNATURE_FAMILIES = ("LDG", "LDS", "BAR", "HMMA", "LDSM", "LDGSTS", "HGMMA")
 
 
-def signature_table(variants: dict[str, sass.Sass]) -> str:
+def signature_table(variants: dict[str, sass.Sass], families: tuple[str, ...] = SIGNATURE_FAMILIES) -> str:
     """Which opcode families each variant's SASS contains ('x' = present): compiler-version stable."""
-    head = f"{'':26s}" + "".join(f"{f:>7s}" for f in SIGNATURE_FAMILIES)
-    rows = [f"{name:26s}" + "".join(f"{'x' if s.count(f) else '-':>7s}" for f in SIGNATURE_FAMILIES)
+    head = f"{'':26s}" + "".join(f"{f:>8s}" if len(f) > 6 else f"{f:>7s}" for f in families)
+    rows = [f"{name:26s}" + "".join(f"{'x' if s.count(f) else '-':>8s}" if len(f) > 6 else
+                                    f"{'x' if s.count(f) else '-':>7s}" for f in families)
             for name, s in variants.items()]
     return "\n".join([head] + rows)
 

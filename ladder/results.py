@@ -109,11 +109,16 @@ def _key(kind: str, row: dict) -> tuple:
 
 def merge(old: dict | None, new: dict) -> dict:
     """New provenance and ceilings; of the old runs, profiles and autotune reports, those about a
-    rung (or tuner) that `new` has none of are kept."""
+    rung (or tuner) that `new` has none of are kept. Every row gets the date it was recorded."""
+    def dated(rows, record):  # each row says when it was recorded (the provenance is the newest run's)
+        date = record.get("provenance", {}).get("date")
+        return [r if "recorded" in r or date is None else {**r, "recorded": date} for r in rows]
+
     if not old:
         return new
     merged = dict(new)
     for kind in ("runs", "profiles", "autotune"):
         replaced = {_key(kind, r) for r in new.get(kind, [])}
-        merged[kind] = [r for r in old.get(kind, []) if _key(kind, r) not in replaced] + new.get(kind, [])
+        merged[kind] = (dated([r for r in old.get(kind, []) if _key(kind, r) not in replaced], old)
+                        + dated(new.get(kind, []), new))
     return merged

@@ -44,6 +44,18 @@ def points(rows: list[dict], problem, shape: tuple | None = None) -> list[Point]
             for r in rows if r["problem"] == problem.name and r["shape"] == shape]
 
 
+def measured_points(runs: list[dict], profiles: list[dict], problem, shape: tuple) -> list[Point]:
+    """Roofline points whose intensity counts the DRAM bytes ncu measured for each rung (read +
+    written) instead of the problem's minimum: where each rung really sits. Rungs with no profile
+    at `shape` are left out."""
+    moved = {f"{p['backend']}:{p['rung']}": (p["metrics"].get("dram_bytes_read") or 0)
+             + (p["metrics"].get("dram_bytes_write") or 0)
+             for p in profiles if p["problem"] == problem.name and tuple(p["shape"]) == tuple(shape)}
+    return [Point(label, problem.flops(tuple(shape)) / moved[label], r["tflops"], r["backend"])
+            for r in runs if r["problem"] == problem.name and tuple(r["shape"]) == tuple(shape)
+            and moved.get(label := f"{r['backend']}:{r['rung']}")]
+
+
 def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source: str = "",
          ax=None, title: str | None = None, arrows: bool = True):
     """Draw the roofs and the points; returns the matplotlib Axes."""

@@ -95,9 +95,10 @@ def test_merge_replaces_only_the_rungs_recorded_again():
     old = {"runs": [run("a", "1", 1), run("a", "2", 1), run("b", "1", 1)], "profiles": [run("a", "1", 1)],
            "autotune": [{"problem": "a", "tuner": "cuda:6", "x": 1}]}
     new = {"runs": [run("a", "1", 2)], "profiles": [], "autotune": [{"problem": "a", "tuner": "triton:6", "x": 2}]}
-    merged = results.merge(old, new)
-    assert merged["runs"] == [run("a", "2", 1), run("b", "1", 1), run("a", "1", 2)]
-    assert merged["profiles"] == [run("a", "1", 1)]  # none new for it: the old one stays
+    merged = results.merge(dict(old, provenance={"date": "then"}), dict(new, provenance={"date": "now"}))
+    assert [(r["problem"], r["rung"], r["x"], r["recorded"]) for r in merged["runs"]] == [
+        ("a", "2", 1, "then"), ("b", "1", 1, "then"), ("a", "1", 2, "now")]
+    assert [r["x"] for r in merged["profiles"]] == [1]  # none new for it: the old one stays
     assert [r["tuner"] for r in merged["autotune"]] == ["cuda:6", "triton:6"]
 
 
@@ -121,3 +122,13 @@ def test_fallback_note_names_the_missing_feature():
     h100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
     assert rung.fallback_note(t4) == "sm_75 has no cp.async: runs a register-staged double buffer"
     assert rung.fallback_note(h100) is None
+
+
+def test_power_samples_are_parsed_and_throttle_reasons_named(tmp_path):
+    from ladder import power
+    log = tmp_path / "smi.csv"
+    log.write_text("2026/11/21 20:40:00.100, 700.12 W, 700.00 W, 1315 MHz, 1980 MHz, 0x0000000000000004\n"
+                   "2026/11/21 20:40:00.2")  # cut short when sampling stopped
+    [row] = power._samples(str(log))
+    assert (row["W"], row["MHz"], row["max_MHz"]) == (700.12, 1315.0, 1980.0)
+    assert [why for bit, why in power.THROTTLE.items() if row["throttle"] & bit] == ["SW power cap"]

@@ -177,3 +177,11 @@ def test_tma_persistent_rung_loads_by_tma_on_hopper():
     s = compiled("7_tma_persistent", "sm_90")
     assert s.count("UTMALDG") > 0 and s.count("HGMMA") > 0
     assert s.count("LDGSTS") == s.count("LDG") == 0             # no thread computes a load address
+
+
+def test_on_a_t4_the_tensor_core_rungs_say_tl_dot_runs_on_cuda_cores():
+    s = compiled("4_tensor_core", "sm_75")
+    assert s.count("HMMA") == 0 and s.count("FFMA") > 0
+    for rung in RUNGS[3:6]:
+        assert "CUDA cores" in rung.fallback_note(T4) and rung.fallback_note(A100) is None
+    assert RUNGS[-1].unavailable_reason(T4).startswith("N/A on this GPU")

@@ -426,13 +426,20 @@ SASS_CASES = {
 }
 
 
+# On sm_75 (T4) Triton's tl.dot is FMAs on CUDA cores: the rungs run, and say so.
+CUDA_CORE_DOT = ("triton_mma", "tl.dot on CUDA cores (FFMA): Triton emits no tensor-core MMA before sm_80")
+
+
 def rungs() -> list[Rung]:
     return [
         Rung("triton", "1_naive", naive, SOURCE, slow=True),
         Rung("triton", "2_coalesced", coalesced, SOURCE, slow=True),
         Rung("triton", "3_tiled", tiled, SOURCE, slow=True),
-        Rung("triton", "4_tensor_core", tensor_core, SOURCE, needs="tensor_cores"),
-        Rung("triton", "5_pipelined", pipelined, SOURCE, needs="tensor_cores"),
-        Rung("triton", "6_autotuned", autotuned, SOURCE, needs="tensor_cores"),
+        Rung("triton", "4_tensor_core", tensor_core, SOURCE, needs="tensor_cores",
+             fallback=CUDA_CORE_DOT),
+        Rung("triton", "5_pipelined", pipelined, SOURCE, needs="tensor_cores",
+             fallback=CUDA_CORE_DOT),
+        Rung("triton", "6_autotuned", autotuned, SOURCE, needs="tensor_cores",
+             fallback=CUDA_CORE_DOT),
         Rung("triton", "7_tma_persistent", tma_persistent, SOURCE, needs="tma"),
     ]

@@ -1,14 +1,17 @@
-"""CUDA matmul ladder on a GPU: correctness on ragged shapes with fresh data, bad inputs, edge cases,
+"""CUDA and Triton matmul ladders (and the fused matmul + bias + ReLU) on a GPU: correctness on ragged shapes with fresh data, bad inputs, edge cases,
 and one autotuning search. Run with `pytest tests/gpu -o addopts=""`."""
 import pytest
 import torch
 
 import kernels.matmul as mm
+import kernels.matmul_bias_relu as mbr
+from kernels.triton import matmul as tm
 from ladder.check import compare
 from ladder.runner import check_rung, unavailable
 
 PROBLEM = mm.PROBLEM
 RUNNABLE = [r for r in PROBLEM.rungs if unavailable(r) is None]
+KERNELS = [r for r in RUNNABLE if r.backend != "torch"]
 
 
 @pytest.mark.parametrize("rung", RUNNABLE, ids=lambda r: r.label)
@@ -18,7 +21,7 @@ def test_every_rung_correct_on_ragged_shapes(rung):
             assert result.ok, (rung.label, shape, str(result))
 
 
-@pytest.mark.parametrize("rung", [r for r in RUNNABLE if r.backend == "cuda"], ids=lambda r: r.label)
+@pytest.mark.parametrize("rung", KERNELS, ids=lambda r: r.label)
 def test_bad_inputs_are_named(rung):
     a = torch.randn(64, 32, device="cuda").half()
     b = torch.randn(32, 48, device="cuda").half()
@@ -32,7 +35,7 @@ def test_bad_inputs_are_named(rung):
         rung.run(a.cpu(), b.cpu())
 
 
-@pytest.mark.parametrize("rung", [r for r in RUNNABLE if r.backend == "cuda"], ids=lambda r: r.label)
+@pytest.mark.parametrize("rung", KERNELS, ids=lambda r: r.label)
 def test_views_that_do_not_start_on_16_bytes_and_empty_dimensions(rung):
     base = torch.randn(65 * 40 + 1, device="cuda").half()
     a = base[1:].view(65, 40)  # starts 2 bytes into an allocation
@@ -49,3 +52,16 @@ def test_autotune_search_reports_and_caches_its_winner():
     assert report.tried + len(report.pruned) == len(mm.TUNER.configs())
     assert not report.failed and report.timed[0]["ms"] <= report.timed[-1]["ms"]
     assert mm.TUNER.best(shape) == report.best
+
+
+def test_triton_search_reports_what_it_did():
+    [report] = tm.tune([(512, 512, 512)])
+    assert report.tried + len(report.pruned) == len(tm.autotuned_kernel.configs)
+    assert not report.failed and report.timed[0]["ms"] <= report.timed[-1]["ms"]
+    assert report.best == tm.config_dict(tm.autotuned_kernel.best_config)
+
+
+@pytest.mark.parametrize("rung", [r for r in mbr.PROBLEM.rungs if unavailable(r) is None], ids=lambda r: r.label)
+def test_bias_relu_rungs_correct_on_ragged_shapes(rung):
+    for shape, result in check_rung(mbr.PROBLEM, rung, seed=3):
+        assert result.ok, (rung.label, shape, str(result))
