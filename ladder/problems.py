@@ -15,7 +15,7 @@ import torch
 from ladder.hardware import GPU
 
 # Kernel modules that register problems, in lesson order.
-KERNEL_MODULES = ["kernels.vector_add", "kernels.matmul", "kernels.matmul_bias_relu"]
+KERNEL_MODULES = ["kernels.vector_add", "kernels.matmul", "kernels.matmul_bias_relu", "kernels.attention"]
 
 
 @dataclass

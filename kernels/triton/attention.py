@@ -1,0 +1,274 @@
+"""Attention forward in Triton, O = softmax(Q·Kᵀ/√D)·V: the ladder from three kernels to one.
+
+Q, K, V, O are fp16 (B, H, S, D), contiguous; scores, softmax statistics and sums in fp32.
+
+1_naive        three kernels, a program per element: S = Q·Kᵀ to DRAM (fp32), softmax in place, P·V
+2_coalesced    the same three passes with vector loads along D and along rows, the softmax a program per
+               row with block reductions; still S×S fp32 in DRAM
+3_fused        one kernel (FlashAttention's reformulation): a program per BLOCK_M queries walks the keys in
+               BLOCK_N blocks with an online softmax; S and P never leave the chip; fp32 dots: CUDA cores
+4_tensor_core  the same kernel with fp16 dots (Q·Kᵀ and P·V on tensor cores), num_stages=1
+5_pipelined    the same kernel, num_stages=3: the next K and V blocks load while this one computes
+
+Rungs 3-5 are one kernel switched by constants, as in the matmul ladder. Causal attention masks keys
+after the query (and the fused rungs stop their key loop at the diagonal block). Ragged S is masked.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ladder import validate
+from ladder.problems import Rung
+from ladder.world import WORLD, device
+
+SOURCE = "kernels/triton/attention.py"
+LOG2E = 1.4426950408889634  # softmax in base 2: exp(x) = exp2(x · log2 e), exp2 is one instruction
+
+
+# ------------------------------------------------------------- rung 1: three kernels, a program per element
+
+@triton.jit
+def naive_scores_kernel(q_ptr, k_ptr, s_ptr, S, D, scale, CAUSAL: tl.constexpr):
+    ij, bh = tl.program_id(0), tl.program_id(1)        # one program per score (i, j) of head bh
+    i, j = ij // S, ij % S
+    q_row = q_ptr + (bh * S + i).to(tl.int64) * D
+    k_row = k_ptr + (bh * S + j).to(tl.int64) * D
+    acc = 0.0
+    for d in range(D):
+        acc += tl.load(q_row + d).to(tl.float32) * tl.load(k_row + d).to(tl.float32)
+    score = acc * scale
+    if CAUSAL:                                          # a key after the query: weight 0 after softmax
+        score = tl.where(j > i, float("-inf"), score)
+    tl.store(s_ptr + bh.to(tl.int64) * S * S + ij, score)
+
+
+@triton.jit
+def naive_softmax_kernel(s_ptr, S):
+    i, bh = tl.program_id(0), tl.program_id(1)         # one program per row, three scalar passes over it
+    row = s_ptr + (bh.to(tl.int64) * S + i) * S
+    top = float("-inf")
+    for j in range(S):
+        top = tl.maximum(top, tl.load(row + j))
+    total = 0.0
+    for j in range(S):
+        total += tl.exp(tl.load(row + j) - top)
+    for j in range(S):
+        tl.store(row + j, tl.exp(tl.load(row + j) - top) / total)
+
+
+@triton.jit
+def naive_pv_kernel(p_ptr, v_ptr, o_ptr, S, D):
+    idd, bh = tl.program_id(0), tl.program_id(1)       # one program per output element (i, d)
+    i, d = idd // D, idd % D
+    p_row = p_ptr + (bh.to(tl.int64) * S + i) * S
+    v_col = v_ptr + bh.to(tl.int64) * S * D + d
+    acc = 0.0
+    for j in range(S):
+        acc += tl.load(p_row + j) * tl.load(v_col + j * D).to(tl.float32)
+    tl.store(o_ptr + (bh * S + i).to(tl.int64) * D + d, acc.to(tl.float16))
+
+
+# ------------------------------------------------------------- rung 2: the same passes, coalesced
+
+@triton.jit
+def coalesced_scores_kernel(q_ptr, k_ptr, s_ptr, S, scale, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+                            CAUSAL: tl.constexpr):
+    jb, i, bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)  # BLOCK_N scores of row i
+    head = bh.to(tl.int64) * S * HEAD_DIM
+    dims = tl.arange(0, HEAD_DIM)
+    keys = jb * BLOCK_N + tl.arange(0, BLOCK_N)
+    q = tl.load(q_ptr + head + i * HEAD_DIM + dims).to(tl.float32)                  # one row: a vector
+    k = tl.load(k_ptr + head + keys[:, None] * HEAD_DIM + dims[None, :], mask=keys[:, None] < S, other=0.0)
+    s = tl.sum(q[None, :] * k.to(tl.float32), axis=1) * scale                      # BLOCK_N dot products
+    if CAUSAL:
+        s = tl.where(keys > i, float("-inf"), s)
+    tl.store(s_ptr + (bh.to(tl.int64) * S + i) * S + keys, s, mask=keys < S)
+
+
+@triton.jit
+def coalesced_softmax_kernel(s_ptr, S, BLOCK: tl.constexpr):
+    i, bh = tl.program_id(0), tl.program_id(1)         # one program per row, BLOCK elements per step
+    row = s_ptr + (bh.to(tl.int64) * S + i) * S
+    cols = tl.arange(0, BLOCK)
+    # pass 1: per lane, a running max and the sum of exp(x - max), rescaled when the max grows. The max
+    # starts at -1e30, not -inf: masked scores are -inf, and -inf - -inf would be NaN.
+    top = tl.full((BLOCK,), -1e30, tl.float32)
+    total = tl.zeros((BLOCK,), tl.float32)
+    for start in range(0, S, BLOCK):
+        x = tl.load(row + start + cols, mask=start + cols < S, other=float("-inf"))
+        new_top = tl.maximum(top, x)
+        total = total * tl.exp(top - new_top) + tl.exp(x - new_top)
+        top = new_top
+    row_top = tl.max(top, axis=0)                      # then the lanes combine: block reductions
+    row_total = tl.sum(total * tl.exp(top - row_top), axis=0)
+    for start in range(0, S, BLOCK):                   # pass 2: the probabilities, in place
+        x = tl.load(row + start + cols, mask=start + cols < S, other=float("-inf"))
+        tl.store(row + start + cols, tl.exp(x - row_top) / row_total, mask=start + cols < S)
+
+
+@triton.jit
+def coalesced_pv_kernel(p_ptr, v_ptr, o_ptr, S, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr):
+    i, bh = tl.program_id(0), tl.program_id(1)         # one program per output row: D sums at once
+    head = bh.to(tl.int64) * S * HEAD_DIM
+    dims = tl.arange(0, HEAD_DIM)
+    acc = tl.zeros((HEAD_DIM,), tl.float32)
+    for start in range(0, S, BLOCK_N):
+        keys = start + tl.arange(0, BLOCK_N)
+        p = tl.load(p_ptr + (bh.to(tl.int64) * S + i) * S + keys, mask=keys < S, other=0.0)
+        v = tl.load(v_ptr + head + keys[:, None] * HEAD_DIM + dims[None, :], mask=keys[:, None] < S, other=0.0)
+        acc += tl.sum(p[:, None] * v.to(tl.float32), axis=0)
+    tl.store(o_ptr + head + i * HEAD_DIM + dims, acc.to(tl.float16))
+
+
+# ------------------------------------------------------------- rungs 3-5: one fused kernel
+
+@triton.jit
+def flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, TENSOR_CORES: tl.constexpr):
+    start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
+    head = bh.to(tl.int64) * S * HEAD_DIM
+    rows = start_m + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + head + rows[:, None] * HEAD_DIM + dims[None, :], mask=rows[:, None] < S, other=0.0)
+    if not TENSOR_CORES:
+        q = q.to(tl.float32)
+    # Online softmax: for each query, the largest score so far (m), the sum of exp2(score - m) so far
+    # (l), and the output so far, unnormalized (acc). A new block rescales them by exp2(m_old - m_new).
+    m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    end = tl.minimum(S, start_m + BLOCK_M) if CAUSAL else S   # causal: no key after the last query
+    for start_n in range(0, end, BLOCK_N):
+        keys = start_n + tl.arange(0, BLOCK_N)
+        kt = tl.load(k_ptr + head + keys[None, :] * HEAD_DIM + dims[:, None], mask=keys[None, :] < S, other=0.0)
+        v = tl.load(v_ptr + head + keys[:, None] * HEAD_DIM + dims[None, :], mask=keys[:, None] < S, other=0.0)
+        if TENSOR_CORES:
+            s = tl.dot(q, kt)
+        else:  # fp32 operands at full precision: FFMA on CUDA cores
+            s = tl.dot(q, kt.to(tl.float32), input_precision="ieee")
+        keep = keys[None, :] < S
+        if CAUSAL:
+            keep = keep & (keys[None, :] <= rows[:, None])
+        s = tl.where(keep, s * qk_scale, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, axis=1))
+        alpha = tl.exp2(m - m_new)          # 0 on the first block (m = -inf): nothing to rescale yet
+        p = tl.exp2(s - m_new[:, None])
+        l = l * alpha + tl.sum(p, axis=1)
+        if TENSOR_CORES:
+            acc = tl.dot(p.to(tl.float16), v, acc * alpha[:, None])
+        else:
+            acc = tl.dot(p, v.to(tl.float32), acc * alpha[:, None], input_precision="ieee")
+        m = m_new
+    o = acc / l[:, None]
+    tl.store(o_ptr + head + rows[:, None] * HEAD_DIM + dims[None, :], o.to(tl.float16), mask=rows[:, None] < S)
+
+
+# ------------------------------------------------------------- launchers
+
+HEAD_DIMS = (64, 128)
+GPU_TILES = {  # BLOCK_M, BLOCK_N, num_warps, num_stages
+    "3_fused": dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=1),
+    "4_tensor_core": dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=1),
+    "5_pipelined": dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3),
+}
+INTERPRETER_TILES = {rung: dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1) for rung in GPU_TILES}
+TILES = GPU_TILES if WORLD.gpu else INTERPRETER_TILES
+BLOCK_N_STRIP = 128 if WORLD.gpu else 16   # rung 2's vector length along a row of S
+SOFTMAX_BLOCK = 1024 if WORLD.gpu else 16
+
+
+def operands(q, k, v, out):
+    """Check Q, K, V (fp16, (B, H, S, D), contiguous, same shape, D 64 or 128); returns (B, H, S, D, out)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        validate.tensor(name, t, dtype=torch.float16, ndim=4, device=device())
+    validate.same_shape(q=q, k=k, v=v)
+    B, H, S, D = q.shape
+    if D not in HEAD_DIMS:
+        raise ValueError(f"head dimension D={D} is not supported: these kernels take D in {HEAD_DIMS}")
+    if out is None:
+        out = torch.empty_like(q)
+    validate.tensor("out", out, dtype=torch.float16, ndim=4, device=device())
+    validate.same_shape(q=q, out=out)
+    return B, H, S, D, out
+
+
+def score_matrix_bytes(B: int, H: int, S: int) -> int:
+    """Rungs 1-2 keep S = Q·Kᵀ (then P, in place) in DRAM: B·H·S² fp32."""
+    return 4 * B * H * S * S
+
+
+def _materialized(scores, softmax, pv):
+    def run(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+        B, H, S, D, out = operands(q, k, v, out)
+        if out.numel():
+            s = torch.empty((B, H, S, S), dtype=torch.float32, device=q.device)
+            scores(q, k, s, B * H, S, D, 1 / math.sqrt(D), causal)
+            softmax(s, B * H, S)
+            pv(s, v, out, B * H, S, D)
+        return out
+    return run
+
+
+naive = _materialized(
+    lambda q, k, s, BH, S, D, scale, causal: naive_scores_kernel[(S * S, BH)](q, k, s, S, D, scale, causal,
+                                                                               num_warps=1),
+    lambda s, BH, S: naive_softmax_kernel[(S, BH)](s, S, num_warps=1),
+    lambda p, v, o, BH, S, D: naive_pv_kernel[(S * D, BH)](p, v, o, S, D, num_warps=1))
+naive.__name__ = "naive"
+
+coalesced = _materialized(
+    lambda q, k, s, BH, S, D, scale, causal: coalesced_scores_kernel[(triton.cdiv(S, BLOCK_N_STRIP), S, BH)](
+        q, k, s, S, scale, D, BLOCK_N_STRIP, causal),
+    lambda s, BH, S: coalesced_softmax_kernel[(S, BH)](s, S, SOFTMAX_BLOCK),
+    lambda p, v, o, BH, S, D: coalesced_pv_kernel[(S, BH)](p, v, o, S, D, BLOCK_N_STRIP))
+coalesced.__name__ = "coalesced"
+
+
+def _fused_launcher(rung: str, tensor_cores: bool):
+    def run(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+        B, H, S, D, out = operands(q, k, v, out)
+        t = TILES[rung]
+        if out.numel():
+            flash_kernel[(triton.cdiv(S, t["BLOCK_M"]), B * H)](
+                q, k, v, out, S, LOG2E / math.sqrt(D), D, t["BLOCK_M"], t["BLOCK_N"], causal, tensor_cores,
+                num_warps=t["num_warps"], num_stages=t["num_stages"])
+        return out
+    run.__name__ = rung.split("_", 1)[1]
+    return run
+
+
+fused = _fused_launcher("3_fused", tensor_cores=False)
+tensor_core = _fused_launcher("4_tensor_core", tensor_cores=True)
+pipelined = _fused_launcher("5_pipelined", tensor_cores=True)
+
+
+# ------------------------------------------------------------- compiling ahead of time (ladder.sass)
+
+_PTRS = {"q_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "o_ptr": "*fp16"}
+_ALIGNED = ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "S")
+
+
+def flash_sass_case(rung: str, head_dim: int = 64, causal: bool = False) -> dict:
+    """ladder.sass.triton_sass's arguments for flash_kernel as rung 3, 4 or 5 launches it on a GPU."""
+    t = GPU_TILES[rung]
+    return dict(kernel=flash_kernel,
+                signature={**_PTRS, "S": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr",
+                           "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "TENSOR_CORES": "constexpr"},
+                constexprs=dict(HEAD_DIM=head_dim, BLOCK_M=t["BLOCK_M"], BLOCK_N=t["BLOCK_N"], CAUSAL=causal,
+                                TENSOR_CORES=rung != "3_fused"),
+                divisible_by_16=_ALIGNED, num_warps=t["num_warps"], num_stages=t["num_stages"])
+
+
+def rungs() -> list[Rung]:
+    from kernels.triton.matmul import CUDA_CORE_DOT
+    return [
+        Rung("triton", "1_naive", naive, SOURCE, slow=True),
+        Rung("triton", "2_coalesced", coalesced, SOURCE, slow=True),
+        Rung("triton", "3_fused", fused, SOURCE),
+        Rung("triton", "4_tensor_core", tensor_core, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT),
+        Rung("triton", "5_pipelined", pipelined, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT),
+    ]

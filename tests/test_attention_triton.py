@@ -1,0 +1,67 @@
+"""The Triton attention ladder without a GPU: every rung in the interpreter on ragged S, causal and not;
+bad inputs named; the fused rungs' signatures in the SASS compiled for sm_80 and sm_90."""
+import pytest
+import torch
+
+import kernels.attention as at
+from kernels.triton import attention as ta
+from ladder import sass
+from ladder.runner import check_rung, unavailable
+
+RUNGS = [r for r in at.PROBLEM.rungs if r.backend == "triton"]
+
+
+def test_the_ladder():
+    assert [r.name for r in RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined"]
+    assert at.flops((4, 32, 4096, 64, 0)) == 4 * 4 * 32 * 4096 ** 2 * 64 == 2 * at.flops((4, 32, 4096, 64, 1))
+
+
+@pytest.mark.parametrize("rung", at.PROBLEM.rungs, ids=lambda r: r.label)
+def test_rung_correct_on_ragged_s_in_the_interpreter(rung):
+    if rung.needs == "gpu":
+        assert "needs a GPU" in unavailable(rung)
+        return
+    report = check_rung(at.PROBLEM, rung, seed=2)
+    assert [s for s, _ in report] == at.PROBLEM.interpret_shapes
+    for shape, result in report:
+        assert result.ok, (shape, str(result))
+
+
+@pytest.mark.parametrize("rung", [r for r in RUNGS if not r.slow], ids=lambda r: r.label)
+def test_causal_rows_see_only_earlier_keys(rung):
+    q, k, v = (torch.randn(1, 1, 20, 64).half() for _ in range(3))
+    v2 = v.clone()
+    v2[:, :, 10:] = 0  # later values: must not change the first 10 rows of a causal result
+    first, second = rung.run(q, k, v, True), rung.run(q, k, v2, True)
+    assert torch.equal(first[:, :, :10], second[:, :, :10])
+
+
+@pytest.mark.parametrize("rung", RUNGS, ids=lambda r: r.label)
+def test_bad_inputs_are_named(rung):
+    q = torch.randn(1, 2, 8, 64).half()
+    with pytest.raises(ValueError, match="q must be torch.float16"):
+        rung.run(q.float(), q, q, False)
+    with pytest.raises(ValueError, match="shape mismatch"):
+        rung.run(q, torch.randn(1, 2, 4, 64).half(), q, False)
+    with pytest.raises(ValueError, match="D=32 is not supported"):
+        rung.run(q[..., :32].contiguous(), q[..., :32].contiguous(), q[..., :32].contiguous(), False)
+    with pytest.raises(ValueError, match="k is not contiguous"):
+        rung.run(q, q.transpose(2, 3).contiguous().transpose(2, 3), q, False)
+    with pytest.raises(ValueError, match="must have 4 dimension"):
+        rung.run(q[0], q[0], q[0], False)
+
+
+def test_materialized_rungs_need_the_score_matrix():
+    assert ta.score_matrix_bytes(4, 32, 16384) == 4 * 4 * 32 * 16384 ** 2   # 137 GB: more than an H100 has
+    assert at.min_bytes((4, 32, 16384, 64, 0)) == 8 * 4 * 32 * 16384 * 64   # what the fused rungs move
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_fused_rungs_in_the_sass(arch):
+    fused, tc, pipe = (sass.triton_sass(**ta.flash_sass_case(r), arch=arch)
+                       for r in ("3_fused", "4_tensor_core", "5_pipelined"))
+    mma = "HMMA" if arch == "sm_80" else "HGMMA"
+    assert fused.count("HMMA") == fused.count("HGMMA") == 0 and fused.count("FFMA") > 0
+    assert tc.count(mma) > 0 and tc.count("LDGSTS") == 0
+    assert pipe.count(mma) > 0 and pipe.count("LDGSTS") > 0
+    assert fused.count("MUFU.EX2") > 0   # the softmax's exp2, one instruction
