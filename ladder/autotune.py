@@ -1,4 +1,6 @@
-"""A small autotuner for CUDA C++ kernels whose tile parameters are preprocessor defines.
+"""Autotuning: a small tuner for CUDA C++ kernels, and a log of what @triton.autotune does.
+
+A small autotuner for CUDA C++ kernels whose tile parameters are preprocessor defines.
 
 A `Tuner` knows a search space (every combination of some values), a prune rule (configurations
 that cannot run on this GPU, or are not worth timing, with the reason), and how to run one
@@ -7,6 +9,9 @@ the GIL), checks each against the reference, times it, and keeps the winner in a
 (~/.cache/kernel-ladder/autotune.json). `best(shape)` answers from that cache, then from the
 recorded results of this GPU, then with the default: it never searches on its own, so a call
 never takes minutes by surprise.
+
+For Triton kernels, `@triton.autotune` searches; a `TritonSearchLog` is plugged in as its prune hook
+and its timer, so each search leaves the same `Report`: what was pruned and why, timed, or failed.
 """
 from __future__ import annotations
 
@@ -207,3 +212,91 @@ def holds_table(reports: list[Report]) -> str:
         lines.append(f"{_key(r.shape):>16s}  " + "".join(cells))
     lines += [""] + [f"{_key(r.shape):>16s}: {format_config(r.best)}" for r in reports]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- @triton.autotune, logged
+
+def triton_configs(space: dict) -> list:
+    """Every combination of `space` (constexprs, plus num_warps and num_stages) as triton.Configs."""
+    import triton
+    launch = ("num_warps", "num_stages")
+    configs = []
+    for values in itertools.product(*space.values()):
+        c = dict(zip(space, values))
+        configs.append(triton.Config({k: v for k, v in c.items() if k not in launch},
+                                     num_warps=c["num_warps"], num_stages=c["num_stages"]))
+    return configs
+
+
+def triton_config_dict(c) -> dict:
+    return {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
+
+
+class TritonSearchLog:
+    """What @triton.autotune did at each new key: pass `prune` as its early_config_prune hook and `bench`
+    as its do_bench; after a launch that searched, `finish` turns what they saw into a Report.
+
+    shape_of(args) -> the shape a launch works on; label_of(args) -> (problem, tuner name);
+    flops(problem, shape) -> its FLOPs; reason(config, shape, gpu, configs) -> why a config is pruned or None.
+    """
+
+    def __init__(self, shape_of: Callable, label_of: Callable, flops: Callable, reason: Callable):
+        self.shape_of, self.label_of, self.flops, self.reason = shape_of, label_of, flops, reason
+        self.reports: list[Report] = []
+        self.current: dict | None = None
+
+    def prune(self, configs, named_args, **kwargs):
+        args = {**named_args, **kwargs}
+        shape, gpu = self.shape_of(args), detect()
+        dicts = [triton_config_dict(c) for c in configs]
+        kept, pruned = [], []
+        for c, d in zip(configs, dicts):
+            why = self.reason(d, shape, gpu, dicts)
+            (pruned.append({"config": d, "reason": why}) if why else kept.append(c))
+        self.current = dict(shape=shape, label=self.label_of(args), start=time.time(), kept=kept, pruned=pruned,
+                            times=[])
+        return kept
+
+    def bench(self, kernel_call, quantiles):
+        """Time one configuration: Triton's do_bench on a GPU, one timed call in the interpreter."""
+        import triton
+        from ladder.world import WORLD
+        try:
+            if WORLD.gpu:
+                ms = triton.testing.do_bench(kernel_call, quantiles=quantiles)
+            else:
+                start = time.perf_counter()
+                kernel_call()
+                ms = [(time.perf_counter() - start) * 1e3] * len(quantiles)
+        except Exception as e:  # the autotuner rules out what does not compile (e.g. OutOfResources)
+            self.current["times"].append(f"{type(e).__name__}: {str(e).strip()[:200]}")
+            raise
+        self.current["times"].append(ms[0])
+        return ms
+
+    def start(self) -> None:
+        """Before a launch: the prune hook runs (and sets `current`) only if the launch searches."""
+        self.current = None
+
+    def finish(self, best) -> None:
+        """After a launch: if it searched, its Report (the autotuner times the survivors in order)."""
+        if self.current is None:
+            return
+        s, self.current = self.current, None
+        (problem, tuner), shape = s["label"], s["shape"]
+        timed, failed = [], []
+        for c, t in zip(s["kept"], s["times"]):
+            if isinstance(t, str):
+                failed.append({"config": triton_config_dict(c), "reason": t})
+            else:
+                timed.append({"config": triton_config_dict(c), "ms": t, "tflops": self.flops(problem, shape) / t / 1e9})
+        timed.sort(key=lambda t: t["ms"])
+        best_ms = timed[0]["ms"] if timed else float("nan")  # nothing timed: one configuration survived
+        gpu = detect()
+        self.reports.append(Report(problem, tuner, shape, gpu.name if gpu else "CPU (Triton interpreter)",
+                                   triton_config_dict(best), best_ms, time.time() - s["start"], timed,
+                                   s["pruned"], failed))
+
+    def latest(self, tuner: str) -> dict[tuple, Report]:
+        """The newest report per shape of one tuner."""
+        return {r.shape: r for r in self.reports if r.tuner == tuner}

@@ -6,13 +6,15 @@ import torch
 import kernels.attention as at
 from kernels.triton import attention as ta
 from ladder import sass
+from ladder.hardware import GPU
 from ladder.runner import check_rung, unavailable
 
 RUNGS = [r for r in at.PROBLEM.rungs if r.backend == "triton"]
 
 
 def test_the_ladder():
-    assert [r.name for r in RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined"]
+    assert [r.name for r in RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined",
+                                       "6_autotuned"]
     assert at.flops((4, 32, 4096, 64, 0)) == 4 * 4 * 32 * 4096 ** 2 * 64 == 2 * at.flops((4, 32, 4096, 64, 1))
 
 
@@ -65,3 +67,23 @@ def test_fused_rungs_in_the_sass(arch):
     assert tc.count(mma) > 0 and tc.count("LDGSTS") == 0
     assert pipe.count(mma) > 0 and pipe.count("LDGSTS") > 0
     assert fused.count("MUFU.EX2") > 0   # the softmax's exp2, one instruction
+
+
+H100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
+T4 = GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, None)
+
+
+def test_prune_reasons():
+    big = dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)
+    assert ta.prune_reason(big, (4, 32, 4096, 128, 1), H100) is None
+    assert "multiple of BLOCK_N" in ta.prune_reason(dict(big, BLOCK_M=64, BLOCK_N=128), (1, 1, 64, 64, 0), H100)
+    assert "registers spill" in ta.prune_reason(dict(big, num_warps=4, BLOCK_N=128), (1, 1, 64, 128, 0), H100)
+    assert ta.prune_reason(big, (1, 1, 64, 128, 0), T4) == "128 KiB of shared memory > 64 KiB on sm_75"
+
+
+def test_the_search_reports_in_the_interpreter():
+    q, k, v = (torch.randn(1, 2, 24, 64).half() for _ in range(3))
+    ta.autotuned(q, k, v, True)
+    [report] = ta.tune([(1, 2, 24, 64, 1)])   # already searched at this key: that search's report
+    assert report.problem == "attention" and report.shape == (1, 2, 24, 64, 1)
+    assert len(report.timed) == 2 and not report.pruned and not report.failed

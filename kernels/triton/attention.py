@@ -9,8 +9,9 @@ Q, K, V, O are fp16 (B, H, S, D), contiguous; scores, softmax statistics and sum
                BLOCK_N blocks with an online softmax; S and P never leave the chip; fp32 dots: CUDA cores
 4_tensor_core  the same kernel with fp16 dots (Q·Kᵀ and P·V on tensor cores), num_stages=1
 5_pipelined    the same kernel, num_stages=3: the next K and V blocks load while this one computes
+6_autotuned    the same kernel, @triton.autotune over BLOCK_M, BLOCK_N, warps and stages per (S, D, causal)
 
-Rungs 3-5 are one kernel switched by constants, as in the matmul ladder. Causal attention masks keys
+Rungs 3-6 are one kernel switched by constants, as in the matmul ladder. Causal attention masks keys
 after the query (and the fused rungs stop their key loop at the diagonal block). Ragged S is masked.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ladder import validate
+from ladder import autotune, validate
 from ladder.problems import Rung
 from ladder.world import WORLD, device
 
@@ -124,7 +125,46 @@ def coalesced_pv_kernel(p_ptr, v_ptr, o_ptr, S, HEAD_DIM: tl.constexpr, BLOCK_N:
     tl.store(o_ptr + head + i * HEAD_DIM + dims, acc.to(tl.float16))
 
 
-# ------------------------------------------------------------- rungs 3-5: one fused kernel
+# ------------------------------------------------------------- rungs 3-6: one fused kernel
+
+@triton.jit
+def attend(q, m, l, acc, k_ptr, v_ptr, rows, S, qk_scale, lo, hi, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+           MASKED: tl.constexpr, CAUSAL: tl.constexpr, TENSOR_CORES: tl.constexpr):
+    """Keys lo..hi (in BLOCK_N blocks) into the online softmax of the queries `rows`: for each query the
+    largest score so far (m), the sum of exp2(score - m) (l) and the output so far, unnormalized (acc).
+    A block that raises m first rescales l and acc by exp2(m_old - m_new). MASKED: blocks that may hold
+    keys past S or (causal) after a query; the others skip the compares."""
+    dims = tl.arange(0, HEAD_DIM)
+    for start_n in range(lo, hi, BLOCK_N):
+        keys = start_n + tl.arange(0, BLOCK_N)
+        kt_ptrs = k_ptr + keys[None, :] * HEAD_DIM + dims[:, None]      # Kᵀ: a D x BLOCK_N view of K
+        v_ptrs = v_ptr + keys[:, None] * HEAD_DIM + dims[None, :]
+        if MASKED:
+            kt = tl.load(kt_ptrs, mask=keys[None, :] < S, other=0.0)
+            v = tl.load(v_ptrs, mask=keys[:, None] < S, other=0.0)
+        else:
+            kt = tl.load(kt_ptrs)
+            v = tl.load(v_ptrs)
+        if TENSOR_CORES:
+            s = tl.dot(q, kt) * qk_scale
+        else:  # fp32 operands at full precision: FFMA on CUDA cores
+            s = tl.dot(q, kt.to(tl.float32), input_precision="ieee") * qk_scale
+        if MASKED:
+            keep = keys[None, :] < S
+            if CAUSAL:
+                keep = keep & (keys[None, :] <= rows[:, None])
+            s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, axis=1))
+        alpha = tl.exp2(m - m_new)          # 0 on the first block (m = -inf): nothing to rescale yet
+        p = tl.exp2(s - m_new[:, None])
+        l = l * alpha + tl.sum(p, axis=1)
+        if TENSOR_CORES:
+            acc = tl.dot(p.to(tl.float16), v, acc * alpha[:, None])
+        else:
+            acc = tl.dot(p, v.to(tl.float32), acc * alpha[:, None], input_precision="ieee")
+        m = m_new
+    return m, l, acc
+
 
 @triton.jit
 def flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -136,33 +176,20 @@ def flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, qk_scale, HEAD_DIM: tl.constexpr
     q = tl.load(q_ptr + head + rows[:, None] * HEAD_DIM + dims[None, :], mask=rows[:, None] < S, other=0.0)
     if not TENSOR_CORES:
         q = q.to(tl.float32)
-    # Online softmax: for each query, the largest score so far (m), the sum of exp2(score - m) so far
-    # (l), and the output so far, unnormalized (acc). A new block rescales them by exp2(m_old - m_new).
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
-    end = tl.minimum(S, start_m + BLOCK_M) if CAUSAL else S   # causal: no key after the last query
-    for start_n in range(0, end, BLOCK_N):
-        keys = start_n + tl.arange(0, BLOCK_N)
-        kt = tl.load(k_ptr + head + keys[None, :] * HEAD_DIM + dims[:, None], mask=keys[None, :] < S, other=0.0)
-        v = tl.load(v_ptr + head + keys[:, None] * HEAD_DIM + dims[None, :], mask=keys[:, None] < S, other=0.0)
-        if TENSOR_CORES:
-            s = tl.dot(q, kt)
-        else:  # fp32 operands at full precision: FFMA on CUDA cores
-            s = tl.dot(q, kt.to(tl.float32), input_precision="ieee")
-        keep = keys[None, :] < S
-        if CAUSAL:
-            keep = keep & (keys[None, :] <= rows[:, None])
-        s = tl.where(keep, s * qk_scale, float("-inf"))
-        m_new = tl.maximum(m, tl.max(s, axis=1))
-        alpha = tl.exp2(m - m_new)          # 0 on the first block (m = -inf): nothing to rescale yet
-        p = tl.exp2(s - m_new[:, None])
-        l = l * alpha + tl.sum(p, axis=1)
-        if TENSOR_CORES:
-            acc = tl.dot(p.to(tl.float16), v, acc * alpha[:, None])
-        else:
-            acc = tl.dot(p, v.to(tl.float32), acc * alpha[:, None], input_precision="ieee")
-        m = m_new
+    # Two passes over the keys: blocks that need no mask (wholly before the diagonal if causal, wholly
+    # inside S), then the rest with masks: the diagonal block(s), or S's ragged last block.
+    if CAUSAL:
+        unmasked_end, end = start_m, tl.minimum(S, start_m + BLOCK_M)   # no key after the last query
+    else:
+        unmasked_end, end = (S // BLOCK_N) * BLOCK_N, S
+    k_head, v_head = k_ptr + head, v_ptr + head
+    m, l, acc = attend(q, m, l, acc, k_head, v_head, rows, S, qk_scale, 0, unmasked_end, HEAD_DIM, BLOCK_N,
+                       False, CAUSAL, TENSOR_CORES)
+    m, l, acc = attend(q, m, l, acc, k_head, v_head, rows, S, qk_scale, unmasked_end, end, HEAD_DIM, BLOCK_N,
+                       True, CAUSAL, TENSOR_CORES)
     o = acc / l[:, None]
     tl.store(o_ptr + head + rows[:, None] * HEAD_DIM + dims[None, :], o.to(tl.float16), mask=rows[:, None] < S)
 
@@ -263,6 +290,65 @@ def flash_sass_case(rung: str, head_dim: int = 64, causal: bool = False) -> dict
                 divisible_by_16=_ALIGNED, num_warps=t["num_warps"], num_stages=t["num_stages"])
 
 
+# ------------------------------------------------------------- rung 6: the search
+
+SEARCH_SPACE = dict(BLOCK_M=[64, 128], BLOCK_N=[32, 64, 128], num_warps=[4, 8], num_stages=[2, 3, 4])
+INTERPRETER_SPACE = dict(BLOCK_M=[16, 32], BLOCK_N=[16], num_warps=[4], num_stages=[1])
+MAX_REGISTERS = 192  # fp32 values per thread for the output tile and the score tile; more spill
+
+
+def shared_bytes(c: dict, head_dim: int) -> int:
+    """A K and a V block (fp16) per stage, and Q's tile."""
+    return 2 * head_dim * (2 * c["num_stages"] * c["BLOCK_N"] + c["BLOCK_M"])
+
+
+def prune_reason(c: dict, shape: tuple, gpu) -> str | None:
+    """Why configuration `c` is not timed at `shape` = (B, H, S, D, causal) on `gpu` (None: it is timed)."""
+    D = shape[3]
+    if c["BLOCK_M"] % c["BLOCK_N"]:
+        return "BLOCK_M not a multiple of BLOCK_N: the causal split works in whole key blocks"
+    per_thread = c["BLOCK_M"] * (D + c["BLOCK_N"]) // (32 * c["num_warps"])
+    if per_thread > MAX_REGISTERS:
+        return f"{per_thread} fp32 values per thread for O and S tiles (> {MAX_REGISTERS}): registers spill"
+    if gpu is not None and shared_bytes(c, D) > gpu.smem_per_block_bytes:
+        return f"{shared_bytes(c, D) // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB on {gpu.arch}"
+    return None
+
+
+SEARCHES = autotune.TritonSearchLog(
+    shape_of=lambda args: (*args["q_ptr"].shape, int(bool(args["CAUSAL"]))),
+    label_of=lambda args: ("attention", "triton:6_autotuned"),
+    flops=lambda problem, s: 4 * s[0] * s[1] * s[2] ** 2 * s[3] * (0.5 if s[4] else 1.0),
+    reason=lambda c, shape, gpu, configs: prune_reason(c, shape, gpu))
+autotuned_kernel = triton.autotune(
+    configs=autotune.triton_configs(SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE),
+    key=["S", "HEAD_DIM", "CAUSAL"],   # a new search per sequence length, head size and mask
+    prune_configs_by={"early_config_prune": SEARCHES.prune},
+    do_bench=SEARCHES.bench,
+)(flash_kernel)
+
+
+def autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 6: the first call at each new (S, D, causal) runs the search (see SEARCHES.reports)."""
+    B, H, S, D, out = operands(q, k, v, out)
+    if out.numel():
+        SEARCHES.start()
+        autotuned_kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)](
+            q, k, v, out, S, LOG2E / math.sqrt(D), D, CAUSAL=causal, TENSOR_CORES=True)
+        SEARCHES.finish(autotuned_kernel.best_config)
+    return out
+
+
+def tune(shapes: list[tuple]) -> list[autotune.Report]:
+    """Rung 6's search at each shape (B, H, S, D, causal) on random inputs; its reports."""
+    for B, H, S, D, causal in shapes:
+        gen = torch.Generator(device()).manual_seed(7)
+        q, k, v = (torch.randn(B, H, S, D, generator=gen, device=device()).half() for _ in range(3))
+        autotuned(q, k, v, bool(causal))
+    latest = SEARCHES.latest("triton:6_autotuned")
+    return [latest[tuple(s)] for s in shapes if tuple(s) in latest]
+
+
 def rungs() -> list[Rung]:
     from kernels.triton.matmul import CUDA_CORE_DOT
     return [
@@ -271,4 +357,5 @@ def rungs() -> list[Rung]:
         Rung("triton", "3_fused", fused, SOURCE),
         Rung("triton", "4_tensor_core", tensor_core, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT),
         Rung("triton", "5_pipelined", pipelined, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT),
+        Rung("triton", "6_autotuned", autotuned, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT),
     ]

@@ -87,3 +87,113 @@ def tile_masks_used(masks_fn, shape: tuple, block=(16, 16, 16)) -> tuple[torch.T
     return (a.permute(1, 0, 3, 2, 4).reshape(tn, tm * BM, steps * BK).bool().cpu(),
             b.permute(0, 2, 3, 1, 4).reshape(tm, steps * BK, tn * BN).bool().cpu(),
             c.permute(0, 2, 1, 3).reshape(tm * BM, tn * BN).bool().cpu())
+
+
+# ------------------------------------------------------------- assignment 05: the online softmax
+
+# Assignment 05's kernel: fused attention whose online-softmax update is the student's.
+#
+# O = softmax(Q·Kᵀ/√D)·V for Q, K, V fp16 (B, H, S, D), D a power of two >= 16; one program per
+# BLOCK_M queries of one head walks the keys in BLOCK_N blocks, as flash_kernel (kernels/triton/
+# attention.py, rung 3) does, but the update of the softmax statistics is a @triton.jit function passed
+# in as a constexpr:
+#
+#     update(m, l, acc, s, v) -> (m, l, acc)
+#
+# m [BLOCK_M] is the running max of the scores, l [BLOCK_M] the sum of exp2(score - m) so far, acc
+# [BLOCK_M, D] the unnormalized output so far (fp32, starting at -inf, 0, 0); s [BLOCK_M, BLOCK_N] is
+# this block's scores in base 2 (Q·Kᵀ · log2(e)/√D, fp32), -inf where a key is masked; v [BLOCK_N, D]
+# this block's values in fp32. The kernel divides acc by l once, at the end.
+#
+# Keys are masked past S, after the query when causal, and outside a sliding window of WINDOW keys
+# (query i sees key j when i - WINDOW < j, as in sliding-window attention). The loop stops at the
+# diagonal when causal but, unlike a real kernel, does not start at the window: the key blocks wholly
+# before it come through as all -inf, so the update must survive a block with no key at all.
+
+
+@triton.jit
+def online_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, qk_scale, WINDOW, update: tl.constexpr,
+                            HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                            CAUSAL: tl.constexpr):
+    start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
+    head = bh.to(tl.int64) * S * HEAD_DIM
+    rows = start_m + tl.arange(0, BLOCK_M)
+    # rows past S (a ragged last block) compute copies of row S - 1, whose keys exist; their store is masked
+    rows = tl.minimum(rows, S - 1)
+    dims = tl.arange(0, HEAD_DIM)
+    q = tl.load(q_ptr + head + rows[:, None] * HEAD_DIM + dims[None, :]).to(tl.float32)
+    m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    end = tl.minimum(S, start_m + BLOCK_M) if CAUSAL else S   # causal: no key after the last query
+    for start_n in range(0, end, BLOCK_N):
+        keys = start_n + tl.arange(0, BLOCK_N)
+        kt = tl.load(k_ptr + head + keys[None, :] * HEAD_DIM + dims[:, None], mask=keys[None, :] < S, other=0.0)
+        v = tl.load(v_ptr + head + keys[:, None] * HEAD_DIM + dims[None, :], mask=keys[:, None] < S, other=0.0)
+        s = tl.dot(q, kt.to(tl.float32), input_precision="ieee") * qk_scale
+        keep = (keys[None, :] < S) & (rows[:, None] - keys[None, :] < WINDOW)
+        if CAUSAL:
+            keep = keep & (keys[None, :] <= rows[:, None])
+        s = tl.where(keep, s, float("-inf"))
+        m, l, acc = update(m, l, acc, s, v.to(tl.float32))   # the student's function, inlined
+    o = acc / l[:, None]
+    out_rows = start_m + tl.arange(0, BLOCK_M)
+    tl.store(o_ptr + head + out_rows[:, None] * HEAD_DIM + dims[None, :], o.to(tl.float16),
+             mask=out_rows[:, None] < S)
+
+
+@triton.jit
+def online_update_probe_kernel(m_ptr, l_ptr, acc_ptr, s_ptr, v_ptr, update: tl.constexpr,
+                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """For the checker: one call of `update` on given fp32 tiles, the new m, l, acc stored in place."""
+    i = tl.arange(0, BLOCK_M)
+    j = tl.arange(0, BLOCK_N)
+    d = tl.arange(0, HEAD_DIM)
+    m = tl.load(m_ptr + i)
+    l = tl.load(l_ptr + i)
+    acc = tl.load(acc_ptr + i[:, None] * HEAD_DIM + d[None, :])
+    s = tl.load(s_ptr + i[:, None] * BLOCK_N + j[None, :])
+    v = tl.load(v_ptr + j[:, None] * HEAD_DIM + d[None, :])
+    m, l, acc = update(m, l, acc, s, v)
+    tl.store(m_ptr + i, m)
+    tl.store(l_ptr + i, l)
+    tl.store(acc_ptr + i[:, None] * HEAD_DIM + d[None, :], acc)
+
+
+LOG2E = 1.4426950408889634  # exp(x) = exp2(x · log2 e): folded into the scale of the scores
+
+
+def online_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, update_fn, causal: bool = False,
+                     window: int | None = None, out: torch.Tensor | None = None, block=(16, 16)) -> torch.Tensor:
+    """Attention with online_attention_kernel, its softmax update from `update_fn` (a @triton.jit function).
+    `window`: query i sees keys j > i - window (None: every key, or every earlier key when causal)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        validate.tensor(name, t, dtype=torch.float16, ndim=4, device=device())
+    validate.same_shape(q=q, k=k, v=v)
+    B, H, S, D = q.shape
+    if D < 16 or D & (D - 1):
+        raise ValueError(f"head dimension D={D}: this kernel takes a power of two >= 16")
+    if window is not None and window < 1:
+        raise ValueError(f"window={window}: a query must see at least itself (window >= 1)")
+    out = torch.empty_like(q) if out is None else out
+    validate.tensor("out", out, dtype=torch.float16, ndim=4, device=device())
+    validate.same_shape(q=q, out=out)
+    if out.numel():
+        grid = (triton.cdiv(S, block[0]), B * H)
+        online_attention_kernel[grid](q, k, v, out, S, LOG2E / D ** 0.5, 2 ** 30 if window is None else window,
+                                      update_fn, D, block[0], block[1], causal)
+    return out
+
+
+def online_update_step(update_fn, m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, s: torch.Tensor,
+                       v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One call of `update_fn` on fp32 tiles m [BM], l [BM], acc [BM, D], s [BM, BN], v [BN, D]:
+    the new (m, l, acc), as new tensors (the inputs are left as they are)."""
+    m, l, acc = (t.to(device=device(), dtype=torch.float32).contiguous().clone() for t in (m, l, acc))
+    s, v = (t.to(device=device(), dtype=torch.float32).contiguous() for t in (s, v))
+    (BM, BN), D = s.shape, v.shape[1]
+    if m.shape != (BM,) or l.shape != (BM,) or acc.shape != (BM, D) or v.shape[0] != BN:
+        raise ValueError(f"tiles do not agree: m {tuple(m.shape)}, l {tuple(l.shape)}, acc {tuple(acc.shape)}, "
+                         f"s {tuple(s.shape)}, v {tuple(v.shape)}")
+    online_update_probe_kernel[(1,)](m, l, acc, s, v, update_fn, BM, BN, D)
+    return m, l, acc

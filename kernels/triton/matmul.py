@@ -20,8 +20,6 @@ edges and groups even on small shapes.
 """
 from __future__ import annotations
 
-import itertools
-import time
 
 import torch
 import triton
@@ -29,6 +27,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ladder import autotune, validate
+from ladder.autotune import triton_config_dict as config_dict, triton_configs as _configs  # noqa: F401 (lesson 03)
 from ladder.hardware import detect
 from ladder.problems import Rung
 from ladder.world import WORLD, device
@@ -193,20 +192,6 @@ INTERPRETER_SPACE = dict(BLOCK_M=[16, 32], BLOCK_N=[16], BLOCK_K=[16], num_warps
 MAX_ACCUMULATORS = 128  # fp32 accumulator registers per thread; more spill (of 255 registers in all)
 
 
-def _configs(space: dict) -> list[triton.Config]:
-    launch = ("num_warps", "num_stages")
-    configs = []
-    for values in itertools.product(*space.values()):
-        c = dict(zip(space, values))
-        configs.append(triton.Config({k: v for k, v in c.items() if k not in launch},
-                                     num_warps=c["num_warps"], num_stages=c["num_stages"]))
-    return configs
-
-
-def config_dict(c: triton.Config) -> dict:
-    return {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
-
-
 def shared_bytes(c: dict, capability: tuple[int, int]) -> int:
     """Shared memory of the pipeline's buffers, each an fp16 A tile and B tile, as Triton 3.7 allocates
     them: num_stages buffers on Hopper (wgmma reads its operands from them while the next loads land),
@@ -231,60 +216,15 @@ def prune_reason(c: dict, shape: tuple, gpu, smallest: dict) -> str | None:
     return None
 
 
-class _SearchLog:
-    """What the autotuner did at each new shape: its prune hook and timer write here."""
-
-    def __init__(self):
-        self.reports: list[autotune.Report] = []
-        self.current: dict | None = None
-
-    def prune(self, configs, named_args, **kwargs):
-        shape = (named_args["M"], named_args["N"], named_args["K"])
-        smallest = {d: min(c.kwargs[f"BLOCK_{d}"] for c in configs) for d in "MNK"}
-        gpu = detect()
-        kept, pruned = [], []
-        for c in configs:
-            reason = prune_reason(config_dict(c), shape, gpu, smallest)
-            (pruned.append({"config": config_dict(c), "reason": reason}) if reason else kept.append(c))
-        self.current = dict(shape=shape, bias_relu=kwargs.get("BIAS_RELU", False), start=time.time(),
-                            kept=kept, pruned=pruned, times=[])
-        return kept
-
-    def bench(self, kernel_call, quantiles):
-        """Time one configuration: Triton's do_bench on a GPU, one timed call in the interpreter."""
-        try:
-            if WORLD.gpu:
-                ms = triton.testing.do_bench(kernel_call, quantiles=quantiles)
-            else:
-                start = time.perf_counter()
-                kernel_call()
-                ms = [(time.perf_counter() - start) * 1e3] * len(quantiles)
-        except Exception as e:  # the autotuner rules out what does not compile (e.g. OutOfResources)
-            self.current["times"].append(f"{type(e).__name__}: {str(e).strip()[:200]}")
-            raise
-        self.current["times"].append(ms[0])
-        return ms
-
-    def finish(self, best: triton.Config) -> None:
-        """After the call that searched: one Report (the autotuner times the survivors in order)."""
-        s, self.current = self.current, None
-        timed, failed = [], []
-        M, N, K = s["shape"]
-        for c, t in zip(s["kept"], s["times"]):
-            if isinstance(t, str):
-                failed.append({"config": config_dict(c), "reason": t})
-            else:
-                timed.append({"config": config_dict(c), "ms": t, "tflops": 2 * M * N * K / t / 1e9})
-        timed.sort(key=lambda t: t["ms"])
-        best_ms = timed[0]["ms"] if timed else float("nan")  # nothing timed: one configuration survived
-        gpu = detect()
-        problem, tuner = ("matmul_bias_relu", "triton:fused") if s["bias_relu"] else ("matmul", "triton:6_autotuned")
-        self.reports.append(autotune.Report(problem, tuner, s["shape"], gpu.name if gpu else "CPU (Triton interpreter)",
-                                            config_dict(best), best_ms, time.time() - s["start"], timed,
-                                            s["pruned"], failed))
+def _prune(c: dict, shape: tuple, gpu, configs: list[dict]) -> str | None:
+    return prune_reason(c, shape, gpu, {d: min(x[f"BLOCK_{d}"] for x in configs) for d in "MNK"})
 
 
-SEARCHES = _SearchLog()
+SEARCHES = autotune.TritonSearchLog(
+    shape_of=lambda args: (args["M"], args["N"], args["K"]),
+    label_of=lambda args: ("matmul_bias_relu", "triton:fused") if args.get("BIAS_RELU") else
+    ("matmul", "triton:6_autotuned"),
+    flops=lambda problem, s: 2 * s[0] * s[1] * s[2], reason=_prune)
 autotuned_kernel = triton.autotune(
     configs=_configs(SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE),
     key=["M", "N", "K", "BIAS_RELU"],    # a new search for every new shape (and for the fused epilogue)
@@ -301,11 +241,10 @@ def launch_autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
     """
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
     if out.numel():
-        SEARCHES.current = None  # the prune hook sets it if this call searches
+        SEARCHES.start()
         grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
         autotuned_kernel[grid](a, b, out, bias, M, N, K, TENSOR_CORES=True, BIAS_RELU=bias is not None)
-        if SEARCHES.current is not None:
-            SEARCHES.finish(autotuned_kernel.best_config)
+        SEARCHES.finish(autotuned_kernel.best_config)
     return out
 
 
@@ -323,7 +262,7 @@ def tune(shapes: list[tuple], bias_relu: bool = False) -> list[autotune.Report]:
         b = torch.randn(K, N, generator=gen, device=device()).half()
         bias = torch.randn(N, generator=gen, device=device()).half() if bias_relu else None
         launch_autotuned(a, b, torch.empty(M, N, dtype=torch.float16, device=device()), bias)
-    latest = {r.shape: r for r in SEARCHES.reports if r.tuner == tuner}
+    latest = SEARCHES.latest(tuner)
     return [latest[tuple(s)] for s in shapes if tuple(s) in latest]
 
 
