@@ -74,14 +74,6 @@ def sdpa_flash(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.
 
 # ------------------------------------------------------------- CUDA C++ rungs (kernels/cuda/attention/)
 
-def _dims(*values) -> tuple:
-    return tuple(np.int32(v) for v in values)
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _cuda_operands(q, k, v, out, align_bytes: int = 0):
     """triton_attention.operands for a CUDA kernel: first each tensor must be fp16, 4-D, on the GPU (and
     `align_bytes`-aligned where the kernel loads vectors); then the shared checks (shapes, D)."""
@@ -104,10 +96,10 @@ def cuda_naive(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.
         _grid_fits(S=S, BH=B * H)
         scores = torch.empty((B, H, S, S), dtype=torch.float32, device=q.device)
         module, T = cuda.load("attention/1_naive.cu"), NAIVE_THREADS
-        cuda.launch(module, "scores", (_cdiv(S, T), S, B * H), T,
-                    (q, k, scores) + _dims(S, D) + (np.float32(1 / math.sqrt(D)),) + _dims(causal))
-        cuda.launch(module, "softmax", (_cdiv(S, T), B * H), T, (scores,) + _dims(S))
-        cuda.launch(module, "pv", (_cdiv(S, T), D, B * H), T, (scores, v, out) + _dims(S, D))
+        cuda.launch(module, "scores", (cuda.cdiv(S, T), S, B * H), T,
+                    (q, k, scores) + cuda.int32s(S, D) + (np.float32(1 / math.sqrt(D)),) + cuda.int32s(causal))
+        cuda.launch(module, "softmax", (cuda.cdiv(S, T), B * H), T, (scores,) + cuda.int32s(S))
+        cuda.launch(module, "pv", (cuda.cdiv(S, T), D, B * H), T, (scores, v, out) + cuda.int32s(S, D))
     return out
 
 
@@ -120,10 +112,10 @@ def cuda_coalesced(q, k, v, causal: bool, out: torch.Tensor | None = None) -> to
         scores = torch.empty((B, H, S, S), dtype=torch.float32, device=q.device)
         module = cuda.load("attention/2_coalesced.cu", dict(HEAD_DIM=D))
         T, rows = COALESCED_THREADS, PV_THREADS // D
-        cuda.launch(module, "scores", (_cdiv(S, T), S, B * H), T,
-                    (q, k, scores) + _dims(S) + (np.float32(1 / math.sqrt(D)),) + _dims(causal))
-        cuda.launch(module, "softmax", (_cdiv(S, T // 32), B * H), T, (scores,) + _dims(S))
-        cuda.launch(module, "pv", (_cdiv(S, rows), B * H), (D, rows), (scores, v, out) + _dims(S))
+        cuda.launch(module, "scores", (cuda.cdiv(S, T), S, B * H), T,
+                    (q, k, scores) + cuda.int32s(S) + (np.float32(1 / math.sqrt(D)),) + cuda.int32s(causal))
+        cuda.launch(module, "softmax", (cuda.cdiv(S, T // 32), B * H), T, (scores,) + cuda.int32s(S))
+        cuda.launch(module, "pv", (cuda.cdiv(S, rows), B * H), (D, rows), (scores, v, out) + cuda.int32s(S))
     return out
 
 
@@ -135,9 +127,9 @@ def cuda_fused(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.
         _grid_fits(BH=B * H)
         tiles = FUSED_TILES[D]
         module = cuda.load("attention/3_fused.cu", dict(HEAD_DIM=D, **tiles))
-        cuda.launch(module, "attention", (_cdiv(S, tiles["BLOCK_M"]), B * H), FUSED_THREADS,
-                    (q, k, v, out) + _dims(S) + (np.float32(triton_attention.LOG2E / math.sqrt(D)),)
-                    + _dims(causal))
+        cuda.launch(module, "attention", (cuda.cdiv(S, tiles["BLOCK_M"]), B * H), FUSED_THREADS,
+                    (q, k, v, out) + cuda.int32s(S) + (np.float32(triton_attention.LOG2E / math.sqrt(D)),)
+                    + cuda.int32s(causal))
     return out
 
 

@@ -11,7 +11,6 @@ M and N edges are handled inside the kernels.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from ladder import autotune, cuda, validate
@@ -32,14 +31,6 @@ def _operands(a, b, out, where="cuda"):
     return validate.matmul_operands(a, b, out, device=where)
 
 
-def _dims(*values) -> tuple:
-    return tuple(np.int32(v) for v in values)
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 # ------------------------------------------------------------- rungs 1-3b: CUDA cores, any shape
 
 def _scalar_launcher(filename: str, grid, threads):
@@ -48,19 +39,19 @@ def _scalar_launcher(filename: str, grid, threads):
         M, N, K, out = _operands(a, b, out)
         if out.numel():
             module = cuda.load(f"matmul/{filename}")
-            cuda.launch(module, "matmul", grid(M, N), threads, (a, b, out) + _dims(M, N, K))
+            cuda.launch(module, "matmul", grid(M, N), threads, (a, b, out) + cuda.int32s(M, N, K))
         return out
     run.__name__ = filename.removesuffix(".cu")
     return run
 
 
 T = SCALAR_TILE
-naive = _scalar_launcher("1_naive.cu", lambda M, N: (_cdiv(M, T), _cdiv(N, T)), (T, T))
-coalesced = _scalar_launcher("2_coalesced.cu", lambda M, N: (_cdiv(N, T), _cdiv(M, T)), (T, T))
-smem_tiled = _scalar_launcher("3_smem_tiled.cu", lambda M, N: (_cdiv(N, T), _cdiv(M, T)), (T, T))
+naive = _scalar_launcher("1_naive.cu", lambda M, N: (cuda.cdiv(M, T), cuda.cdiv(N, T)), (T, T))
+coalesced = _scalar_launcher("2_coalesced.cu", lambda M, N: (cuda.cdiv(N, T), cuda.cdiv(M, T)), (T, T))
+smem_tiled = _scalar_launcher("3_smem_tiled.cu", lambda M, N: (cuda.cdiv(N, T), cuda.cdiv(M, T)), (T, T))
 register_blocked = _scalar_launcher(
     "3b_register_blocked.cu",
-    lambda M, N: (_cdiv(N, REGISTER_BLOCK[1]), _cdiv(M, REGISTER_BLOCK[0])), 256)
+    lambda M, N: (cuda.cdiv(N, REGISTER_BLOCK[1]), cuda.cdiv(M, REGISTER_BLOCK[0])), 256)
 
 
 # ------------------------------------------------------------- rungs 4-6: tensor cores, 16-byte rows
@@ -69,7 +60,7 @@ def pad_note(M: int, N: int, K: int) -> str | None:
     """Why a tensor-core launcher copies its inputs for this shape, or None."""
     if K % 8 or N % 8:
         return (f"K={K} or N={N} is not a multiple of 8: A and B are zero-padded to "
-                f"K={_cdiv(K, 8) * 8}, N={_cdiv(N, 8) * 8} so every row starts on 16 bytes")
+                f"K={cuda.cdiv(K, 8) * 8}, N={cuda.cdiv(N, 8) * 8} so every row starts on 16 bytes")
     return None
 
 
@@ -91,12 +82,12 @@ def _tensor_core_launch(filename, kernel, defines, grid, n_threads, a, b, out, s
             return out.zero_()
         a, b, Kp, Np = validate.padded_rows(a, b)
         module = cuda.load(f"matmul/{filename}", defines, arch)
-        cuda.launch(module, kernel, grid(M, N), n_threads, (a, b, out) + _dims(M, N, Kp, Np), smem)
+        cuda.launch(module, kernel, grid(M, N), n_threads, (a, b, out) + cuda.int32s(M, N, Kp, Np), smem)
     return out
 
 
 def _tile_grid(c: dict):
-    return lambda M, N: (_cdiv(N, c["BN"]), _cdiv(M, c["BM"]))
+    return lambda M, N: (cuda.cdiv(N, c["BN"]), cuda.cdiv(M, c["BM"]))
 
 
 def tensor_core(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -119,7 +110,7 @@ def pipelined(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None)
 def run_config(c: dict, a, b, out=None):
     """Rung 6's kernel with one configuration (what the search times): a 1-D grid, grouped inside."""
     return _tensor_core_launch("6_autotuned.cu", "matmul_grouped", c,
-                               lambda M, N: _cdiv(M, c["BM"]) * _cdiv(N, c["BN"]), threads(c),
+                               lambda M, N: cuda.cdiv(M, c["BM"]) * cuda.cdiv(N, c["BN"]), threads(c),
                                a, b, out, shared_bytes(c))
 
 

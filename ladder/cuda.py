@@ -152,6 +152,16 @@ def load(path: str | os.PathLike, defines: dict | None = None, arch: str | None 
 _STREAMS: dict[int, object] = {}
 
 
+def int32s(*values) -> tuple:
+    """Integer kernel arguments as the int32 the kernels declare (a Python int would not say its width)."""
+    import numpy as np
+    return tuple(np.int32(v) for v in values)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 def launch(module, kernel: str, grid: int | tuple, block: int | tuple, args: tuple, shared_bytes: int = 0):
     """Launch a kernel of `module` on torch's current stream (so torch and CuPy work stay ordered).
 
