@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ladder import cuda, validate
+from ladder import autotune, cuda, validate
+from ladder.hardware import detect
 from ladder.problems import Problem, Rung, register
 from kernels.triton import attention as triton_attention
 
@@ -30,6 +31,9 @@ PV_THREADS = 256             # rung 2's P·V: HEAD_DIM threads along D x 256/HEA
 FUSED_THREADS = 128          # rung 3: 4 warps, fixed in 3_fused.cu
 # Rung 3's tiles per head dimension: Q (fp32) + K, V (fp16) + P (fp32) within 48 KiB of static shared memory.
 FUSED_TILES = {64: dict(BLOCK_M=64, BLOCK_N=32), 128: dict(BLOCK_M=32, BLOCK_N=32)}
+# Rungs 4-5's tiles (flash_mma.cuh): 4 warps of 16 queries, 64 keys a tile; rung 5 double-buffers K and V.
+TENSOR_CORE = dict(BLOCK_M=64, BLOCK_N=64, WARPS=4)
+PIPELINED = dict(TENSOR_CORE, STAGES=2)
 GRID_YZ_MAX = 65535          # a grid's y and z dimensions (x goes to 2^31 - 1)
 
 
@@ -133,13 +137,127 @@ def cuda_fused(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.
     return out
 
 
+def flash_shared_bytes(c: dict, head_dim: int, gpu=None) -> int:
+    """Rungs 4-6's dynamic shared memory: the Q tile and STAGES K and V tiles (one of each without cp.async),
+    rows of head_dim + 8 halves."""
+    gpu = gpu or detect()
+    stages = c.get("STAGES", 1) if gpu is None or gpu.has("cp.async") else 1
+    return 2 * (head_dim + 8) * (c["BLOCK_M"] + 2 * stages * c["BLOCK_N"])
+
+
+def _flash_launch(filename: str, kernel: str, config: dict, q, k, v, causal: bool, out):
+    """Rungs 4-6: kernel(Q, K, V, O, S, scale_log2, causal) with `config`'s tiles, a block per BLOCK_M
+    queries of a head; tiles are copied in 16-byte pieces, so every tensor must start on 16 bytes."""
+    B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
+    if out.numel():
+        _grid_fits(BH=B * H)
+        module = cuda.load(f"attention/{filename}", dict(HEAD_DIM=D, **config))
+        cuda.launch(module, kernel, (cuda.cdiv(S, config["BLOCK_M"]), B * H), 32 * config["WARPS"],
+                    (q, k, v, out) + cuda.int32s(S) + (np.float32(triton_attention.LOG2E / math.sqrt(D)),)
+                    + cuda.int32s(causal), flash_shared_bytes(config, D))
+    return out
+
+
+def cuda_tensor_core(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 4: Q·Kᵀ and P·V on mma.sync, the softmax on the accumulators; K, V tiles loaded synchronously."""
+    return _flash_launch("4_tensor_core.cu", "attention", TENSOR_CORE, q, k, v, causal, out)
+
+
+def cuda_pipelined(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 5: rung 4 with cp.async double buffering of K and V (rung 4's loads on GPUs without cp.async)."""
+    return _flash_launch("5_pipelined.cu", "attention", PIPELINED, q, k, v, causal, out)
+
+
+# ------------------------------------------------------------- CUDA rung 6: the search
+
+SEARCH_SPACE = dict(BLOCK_M=[64, 128], BLOCK_N=[32, 64, 128], WARPS=[4, 8], STAGES=[2, 3])
+MAX_FRAGMENT_REGISTERS = 160  # fp32 S and O fragments per thread; the rest of 255 holds addresses, P, m, l
+
+
+def prune_reason(c: dict, gpu, head_dim: int) -> str | None:
+    """Why CUDA rung 6 does not time configuration `c` for `head_dim` on `gpu` (None: it is timed)."""
+    rows = c["BLOCK_M"] // c["WARPS"]
+    if rows % 16:
+        return f"{rows} queries per warp: mma.sync needs whole 16-row tiles"
+    fragments = rows // 16 * 4 * (head_dim + c["BLOCK_N"]) // 8
+    if fragments > MAX_FRAGMENT_REGISTERS:
+        return f"{fragments} fp32 fragment registers per thread for S and O (> {MAX_FRAGMENT_REGISTERS}): spills"
+    if c["BLOCK_N"] * head_dim // 8 % (32 * c["WARPS"]):
+        return "K and V tile copies do not split evenly over the threads"
+    if gpu is not None and flash_shared_bytes(c, head_dim, gpu) > gpu.smem_per_block_bytes:
+        return (f"{flash_shared_bytes(c, head_dim, gpu) // 1024} KiB of shared memory > "
+                f"{gpu.smem_per_block_bytes // 1024} KiB")
+    if gpu is not None and not gpu.has("cp.async") and c["STAGES"] != 2:
+        return "no cp.async: only rung 4's synchronous loads run, one build is enough"
+    return None
+
+
+def run_config(c: dict, q, k, v, causal: bool, out=None):
+    """Rung 6's kernel with configuration `c` (what the search times): heaviest causal blocks first."""
+    return _flash_launch("6_autotuned.cu", "attention_heavy_first", c, q, k, v, causal, out)
+
+
+TUNERS = {D: autotune.Tuner(problem="attention", name="cuda:6_autotuned", space=SEARCH_SPACE,
+                            prune=lambda c, gpu, D=D: prune_reason(c, gpu, D),
+                            compile=lambda c, D=D: cuda.load("attention/6_autotuned.cu", dict(HEAD_DIM=D, **c)),
+                            run=run_config, default=PIPELINED)
+          for D in (64, 128)}
+
+
+def tune_cuda(shapes: list[tuple]) -> list[autotune.Report]:
+    """CUDA rung 6's search at each shape (B, H, S, D, causal), fresh random inputs; winners are cached."""
+    reports = []
+    for shape in shapes:
+        q, k, v, causal = _make_inputs(shape, "cuda", torch.Generator("cuda").manual_seed(7))
+        reports.append(TUNERS[shape[3]].search((q, k, v, causal), reference(q, k, v, causal), flops(shape),
+                                               lambda: torch.empty(shape[:4], dtype=torch.float16, device="cuda"),
+                                               shape=tuple(shape)))
+    return reports
+
+
+def cuda_autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 6 with the configuration searched for the nearest shape (same D and mask) on this GPU."""
+    B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
+    config = TUNERS[D].best((B, H, S, D, int(causal)))
+    if prune_reason(config, detect(), D):  # a winner recorded for another D or GPU: rung 5's tiles
+        config = PIPELINED
+    return run_config(config, q, k, v, causal, out)
+
+
 def _cuda(name: str, run, **kw) -> Rung:
     return Rung("cuda", name, run, f"{CUDA_DIR}/{name}.cu", **kw)
 
 
 def _tune(labels: list[str]) -> list:
-    """Triton rung 6's searches at the headline shapes, before they are timed (for `record`)."""
-    return triton_attention.tune(HEADLINE) if "triton:6_autotuned" in labels else []
+    """The rung 6 searches at the headline shapes, before they are timed (for `record`)."""
+    return ((tune_cuda(HEADLINE) if "cuda:6_autotuned" in labels else [])
+            + (triton_attention.tune(HEADLINE) if "triton:6_autotuned" in labels else []))
+
+
+
+# ------------------------------------------------------------- memory: what a call allocates (lesson 04)
+
+MATERIALIZED = ("1_naive", "2_coalesced")   # the rungs, in both languages, that keep S = Q·Kᵀ (then P) in DRAM
+
+
+def workspace_bytes(label: str, shape: tuple) -> int | None:
+    """DRAM a rung allocates on top of Q, K, V and O at `shape` = (B, H, S, D, causal): the B·H·S² fp32 score
+    matrix for the materialized rungs (1 and 2, CUDA and Triton; causal or not, all of it), nothing for the
+    fused ones (3 and up); None for PyTorch's SDPA, whose backends allocate what they choose (measure it)."""
+    backend, name = label.split(":", 1)
+    if backend == "torch":
+        return None
+    if backend not in ("cuda", "triton"):
+        raise ValueError(f"label {label!r}: the backend must be cuda, triton or torch")
+    B, H, S, _, _ = shape
+    return triton_attention.score_matrix_bytes(B, H, S) if name in MATERIALIZED else 0
+
+
+def peak_bytes(label: str, shape: tuple) -> int | None:
+    """What one call holds at its peak: Q, K, V and O (four fp16 B·H·S·D tensors) and the rung's workspace."""
+    workspace = workspace_bytes(label, shape)
+    B, H, S, D, _ = shape
+    return None if workspace is None else 4 * 2 * B * H * S * D + workspace
 
 
 HEADLINE = [(4, 32, 4096, D, causal) for D in (64, 128) for causal in (0, 1)]
@@ -161,6 +279,11 @@ PROBLEM = register(Problem(
         _cuda("1_naive", cuda_naive, slow=True),
         _cuda("2_coalesced", cuda_coalesced, slow=True),
         _cuda("3_fused", cuda_fused),
+        _cuda("4_tensor_core", cuda_tensor_core, needs="tensor_cores"),
+        _cuda("5_pipelined", cuda_pipelined, needs="tensor_cores",
+              fallback=("cp.async", "rung 4's synchronous loads (no copies in flight)")),
+        _cuda("6_autotuned", cuda_autotuned, needs="tensor_cores",
+              fallback=("cp.async", "rung 4's synchronous loads, tuned")),
         *triton_attention.rungs(),
         Rung("torch", "sdpa", sdpa),
         Rung("torch", "sdpa_flash", sdpa_flash, needs="gpu"),

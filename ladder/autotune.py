@@ -102,12 +102,13 @@ class Tuner:
         return [dict(zip(keys, values)) for values in itertools.product(*self.space.values())]
 
     def search(self, inputs: tuple, reference: torch.Tensor, flops: float, new_output: Callable,
-               warmup_ms: int = 25, rep_ms: int = 100) -> Report:
-        """Time every configuration that survives pruning on `inputs`; cache and return the report."""
+               warmup_ms: int = 25, rep_ms: int = 100, shape: tuple | None = None) -> Report:
+        """Time every configuration that survives pruning on `inputs`; cache and return the report.
+        `shape` names the problem's shape in the report (default: a matmul's (M, N, K) of inputs a, b)."""
         gpu = detect()
         if gpu is None:
             raise NotAvailable("autotuning runs kernels: it needs a GPU")
-        shape = (inputs[0].shape[0], inputs[1].shape[1], inputs[0].shape[1])
+        shape = shape or (inputs[0].shape[0], inputs[1].shape[1], inputs[0].shape[1])
         start = time.time()
         pruned, alive = [], []
         for c in self.configs():
@@ -140,10 +141,10 @@ class Tuner:
 
     def best(self, shape: tuple) -> dict:
         """The winner for the tuned shape nearest to `shape` on this GPU (cache, then recording), else the default."""
-        key = (self.name, tuple(shape))
+        key = (self.problem, self.name, tuple(shape))
         if key not in _BEST:  # launchers ask on every call: read the cache once per shape
             gpu = detect()
-            reports = [r for r in cached_reports(gpu.slug if gpu else None) if r.tuner == self.name]
+            reports = cached_reports(gpu.slug if gpu else None, self.problem, self.name)
             _BEST[key] = min(reports, key=lambda r: _distance(r.shape, shape)).best if reports else self.default
         return _BEST[key]
 
@@ -162,7 +163,8 @@ def _error(fn, *args, **kwargs) -> str | None:
 
 
 def _distance(a: tuple, b: tuple) -> float:
-    return sum(abs(math.log(max(x, 1)) - math.log(max(y, 1))) for x, y in zip(a, b))
+    """How far two shapes are: log-ratios per dimension; any difference counts (flags: causal 0 vs 1)."""
+    return sum(abs(math.log(max(x, 1)) - math.log(max(y, 1))) + 1e-3 * (x != y) for x, y in zip(a, b))
 
 
 def _read_cache() -> dict:
@@ -180,14 +182,16 @@ def _store(slug: str, report: Report) -> None:
     _BEST.clear()
 
 
-def cached_reports(slug: str | None) -> list[Report]:
-    """Searches done on this GPU (local cache first), else those recorded in results/ for it."""
+def cached_reports(slug: str | None, problem: str | None = None, tuner: str | None = None) -> list[Report]:
+    """Searches done on this GPU (local cache first), else those recorded in results/ for it; of `problem`
+    and `tuner` only if given (a local search of one tuner does not hide the recorded searches of another)."""
     if slug is None:
         return []
+
+    def wanted(reports):
+        return [r for r in reports if problem in (None, r.problem) and tuner in (None, r.tuner)]
     local = [Report.from_dict(d) for per_shape in _read_cache().get(slug, {}).values() for d in per_shape.values()]
-    if local:
-        return local
-    return recorded_reports(slug)
+    return wanted(local) or wanted(recorded_reports(slug))
 
 
 def recorded_reports(slug: str | None = None) -> list[Report]:

@@ -61,25 +61,31 @@ SIGNATURE_FAMILIES = ("LDG", "LDS", "BAR", "HMMA", "LDSM", "LDGSTS", "HGMMA")
 
 def signature_table(variants: dict[str, sass.Sass], families: tuple[str, ...] = SIGNATURE_FAMILIES) -> str:
     """Which opcode families each variant's SASS contains ('x' = present): compiler-version stable."""
-    head = f"{'':26s}" + "".join(f"{f:>8s}" if len(f) > 6 else f"{f:>7s}" for f in families)
-    rows = [f"{name:26s}" + "".join(f"{'x' if s.count(f) else '-':>8s}" if len(f) > 6 else
-                                    f"{'x' if s.count(f) else '-':>7s}" for f in families)
+    widths = [max(7, len(f) + 1) for f in families]   # a column: the family's name and a space, at least 7
+    head = f"{'':26s}" + "".join(f"{f:>{w}s}" for f, w in zip(families, widths))
+    rows = [f"{name:26s}" + "".join(f"{'x' if s.count(f) else '-':>{w}s}" for f, w in zip(families, widths))
             for name, s in variants.items()]
     return "\n".join([head] + rows)
 
 
-def speed_table(rows: list[dict], shape: tuple, anchor: str = "torch:cublas") -> str:
-    """TFLOP/s per rung at `shape`, its % of the anchor, and its speed-up over the rung before."""
+def speed_table(rows: list[dict], shape: tuple, anchor: str | tuple[str, ...] = "torch:cublas") -> str:
+    """TFLOP/s per rung at `shape`, its % of the anchor (one column per anchor if several), and its
+    speed-up over the rung before. An anchor not run at `shape` leaves its column blank."""
     at = [r for r in rows if tuple(r["shape"]) == tuple(shape)]
-    ref = next((r["tflops"] for r in at if f"{r['backend']}:{r['rung']}" == anchor), None)
-    lines = [f"{'rung':26s} {'ms':>9s} {'TFLOP/s':>8s} {'% ' + anchor.split(':')[1]:>9s} {'vs previous':>12s}"]
+    anchors = (anchor,) if isinstance(anchor, str) else tuple(anchor)
+    refs = [next((r["tflops"] for r in at if f"{r['backend']}:{r['rung']}" == a), None) for a in anchors]
+    titles = ["% " + a.split(":")[1] for a in anchors]
+    widths = [max(9, len(t)) for t in titles]
+    lines = [f"{'rung':26s} {'ms':>9s} {'TFLOP/s':>8s} " + " ".join(f"{t:>{w}s}" for t, w in zip(titles, widths))
+             + f" {'vs previous':>12s}"]
     previous = {}
     for r in at:
         label = f"{r['backend']}:{r['rung']}"
         before = previous.get(r["backend"])
         step = f"{r['tflops'] / before:11.2f}x" if before else ""
-        pct = f"{100 * r['tflops'] / ref:8.1f}%" if ref else ""
-        lines.append(f"{label:26s} {r['ms']:9.3f} {r['tflops']:8.1f} {pct:>9s} {step:>12s}"
+        pcts = [f"{100 * r['tflops'] / ref:8.1f}%" if ref else "" for ref in refs]
+        lines.append(f"{label:26s} {r['ms']:9.3f} {r['tflops']:8.1f} "
+                     + " ".join(f"{p:>{w}s}" for p, w in zip(pcts, widths)) + f" {step:>12s}"
                      + ("" if r["correct"] else "  WRONG"))
         previous[r["backend"]] = r["tflops"]
     return "\n".join(lines)

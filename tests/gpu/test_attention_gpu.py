@@ -23,3 +23,13 @@ def test_bad_inputs_are_named(rung):
     with pytest.raises(ValueError, match="D=96 is not supported"):
         x = torch.randn(1, 2, 64, 96, device="cuda").half()
         rung.run(x, x, x, False)
+
+
+def test_cuda_search_times_what_fits_and_the_winner_is_used():
+    shape = (1, 4, 1000, 128, 1)
+    report, = at.tune_cuda([shape])
+    assert report.failed == [] and len(report.timed) >= 10, report.summary()
+    assert report.best == at.TUNERS[128].best(shape)
+    autotuned = next(r for r in RUNNABLE if r.label == "cuda:6_autotuned")
+    for shape_, result in check_rung(at.PROBLEM, autotuned, [shape, (2, 3, 333, 128, 0)], seed=3):
+        assert result.ok, (shape_, str(result))
