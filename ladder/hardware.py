@@ -70,7 +70,8 @@ class GPU:
         """Architecture features the rungs depend on."""
         need = {"gpu": (0, 0), "cp.async": (8, 0), "bf16": (8, 0), "tma": (9, 0), "wgmma": (9, 0),
                 "tensor_cores": (7, 0),
-                "triton_mma": (8, 0)}[feature]   # Triton's tl.dot emits no tensor-core MMA before sm_80
+                "triton_mma": (8, 0),   # Triton's tl.dot emits no tensor-core MMA before sm_80
+                "flash_attention": (8, 0)}[feature]   # PyTorch's FlashAttention backend: sm_80 and newer
         return self.capability >= need
 
     def as_dict(self) -> dict:

@@ -25,8 +25,8 @@ def unavailable(rung: Rung) -> str | None:
     if not WORLD.gpu:
         if rung.backend == "cuda":
             return "CUDA C++ needs a GPU to run: here it is compiled (ladder.sass) instead"
-        if rung.needs == "gpu":
-            return "needs a GPU (there is no CPU version of it here)"
+        if rung.needs == "gpu" or (rung.backend == "torch" and rung.needs):  # Triton rungs: the interpreter
+            return f"needs a GPU{'' if rung.needs == 'gpu' else ' with ' + rung.needs} (there is no CPU version of it here)"
         return None
     return rung.unavailable_reason(detect())
 

@@ -6,6 +6,7 @@ import torch
 import kernels.attention as at
 from kernels.triton import attention as ta
 from ladder import sass
+from ladder.check import compare
 from ladder.hardware import GPU
 from ladder.runner import check_rung, unavailable
 
@@ -87,3 +88,16 @@ def test_the_search_reports_in_the_interpreter():
     [report] = ta.tune([(1, 2, 24, 64, 1)])   # already searched at this key: that search's report
     assert report.problem == "attention" and report.shape == (1, 2, 24, 64, 1)
     assert len(report.timed) == 2 and not report.pruned and not report.failed
+
+
+def test_naive_scores_launch_a_few_heads_at_a_time(monkeypatch):
+    """Triton launches nothing, silently, for a grid of 2^31 programs or more (S = 4096, B·H = 128): rung 1
+    splits the heads over launches. Here the limit is lowered so that the split shows at interpreter sizes."""
+    monkeypatch.setattr(ta, "MAX_PROGRAMS", 300)   # 17² = 289 programs a head: one head per launch
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 3, 17, 64, generator=gen).half() for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    ta.naive(q, k, v, True, out=out)
+    assert compare(out, at.reference(q, k, v, True)).ok
+    with pytest.raises(ValueError, match="S=18: S² = 324 programs"):
+        ta.naive(*(torch.randn(1, 1, 18, 64).half() for _ in range(3)), False)

@@ -146,17 +146,18 @@ def attend(q, m, l, acc, k_ptr, v_ptr, rows, S, qk_scale, lo, hi, HEAD_DIM: tl.c
             kt = tl.load(kt_ptrs)
             v = tl.load(v_ptrs)
         if TENSOR_CORES:
-            s = tl.dot(q, kt) * qk_scale
+            s = tl.dot(q, kt)
         else:  # fp32 operands at full precision: FFMA on CUDA cores
-            s = tl.dot(q, kt.to(tl.float32), input_precision="ieee") * qk_scale
+            s = tl.dot(q, kt.to(tl.float32), input_precision="ieee")
         if MASKED:
             keep = keys[None, :] < S
             if CAUSAL:
                 keep = keep & (keys[None, :] <= rows[:, None])
             s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m, tl.max(s, axis=1))
+        # the scale is applied inside the exponent: s·scale - m is one FFMA per score, not a multiply and a subtract
+        m_new = tl.maximum(m, tl.max(s, axis=1) * qk_scale)
         alpha = tl.exp2(m - m_new)          # 0 on the first block (m = -inf): nothing to rescale yet
-        p = tl.exp2(s - m_new[:, None])
+        p = tl.exp2(s * qk_scale - m_new[:, None])
         l = l * alpha + tl.sum(p, axis=1)
         if TENSOR_CORES:
             acc = tl.dot(p.to(tl.float16), v, acc * alpha[:, None])
@@ -240,9 +241,23 @@ def _materialized(scores, softmax, pv):
     return run
 
 
+# Triton's launcher multiplies the grid's three dimensions in a 32-bit int and launches nothing when the
+# product is not positive: 2^31 programs or more are silently skipped (S = 4096, B·H = 128 is exactly 2^31).
+MAX_PROGRAMS = 2**31 - 1
+
+
+def _naive_scores(q, k, s, BH, S, D, scale, causal):
+    """Rung 1's scores, a program per score: a few heads per launch, so a launch stays under 2^31 programs."""
+    if S * S > MAX_PROGRAMS:
+        raise ValueError(f"S={S}: S² = {S * S} programs for one head's scores, over the {MAX_PROGRAMS} of a launch")
+    heads = MAX_PROGRAMS // (S * S)
+    q, k, s = q.view(BH, S, D), k.view(BH, S, D), s.view(BH, S, S)
+    for h in range(0, BH, heads):  # the slices start further on: same kernel, fewer programs
+        naive_scores_kernel[(S * S, min(heads, BH - h))](q[h:], k[h:], s[h:], S, D, scale, causal, num_warps=1)
+
+
 naive = _materialized(
-    lambda q, k, s, BH, S, D, scale, causal: naive_scores_kernel[(S * S, BH)](q, k, s, S, D, scale, causal,
-                                                                               num_warps=1),
+    _naive_scores,
     lambda s, BH, S: naive_softmax_kernel[(S, BH)](s, S, num_warps=1),
     lambda p, v, o, BH, S, D: naive_pv_kernel[(S * D, BH)](p, v, o, S, D, num_warps=1))
 naive.__name__ = "naive"
