@@ -35,6 +35,10 @@ from ladder.timing import bench
 from ladder.world import NotAvailable
 
 CACHE = CACHE_DIR / "autotune.json"
+# Each configuration runs this long (ms) before and while it is timed. Triton's default (25 / 100) is a short
+# burst: on a power-capped GPU (an H100 at 700 W) the clocks are still high then, and configurations that
+# tie in a burst differ by 5% once the clocks settle, as they do when the winner is timed and used.
+SEARCH_WARMUP_MS, SEARCH_REP_MS = 100, 300
 
 
 def _key(shape: tuple) -> str:
@@ -102,7 +106,7 @@ class Tuner:
         return [dict(zip(keys, values)) for values in itertools.product(*self.space.values())]
 
     def search(self, inputs: tuple, reference: torch.Tensor, flops: float, new_output: Callable,
-               warmup_ms: int = 25, rep_ms: int = 100, shape: tuple | None = None) -> Report:
+               warmup_ms: int = SEARCH_WARMUP_MS, rep_ms: int = SEARCH_REP_MS, shape: tuple | None = None) -> Report:
         """Time every configuration that survives pruning on `inputs`; cache and return the report.
         `shape` names the problem's shape in the report (default: a matmul's (M, N, K) of inputs a, b)."""
         gpu = detect()
@@ -267,7 +271,7 @@ class TritonSearchLog:
         from ladder.world import WORLD
         try:
             if WORLD.gpu:
-                ms = triton.testing.do_bench(kernel_call, quantiles=quantiles)
+                ms = triton.testing.do_bench(kernel_call, warmup=SEARCH_WARMUP_MS, rep=SEARCH_REP_MS, quantiles=quantiles)
             else:
                 start = time.perf_counter()
                 kernel_call()

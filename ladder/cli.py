@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-profile", action="store_true", help="no ncu profiles")
     p.add_argument("--no-time", action="store_true", help="profiles only, added to the recording")
     p.add_argument("--backends", nargs="+", default=["cuda", "triton", "torch"],
-                   help="record only these backends' rungs (the others' recorded rows are kept)")
+                   help="record only these backends' rungs, or these rungs (e.g. triton:6_autotuned torch); "
+                        "the others' recorded rows are kept")
     p.set_defaults(fn=cmd_record)
     p = sub.add_parser("notebooks")
     p.add_argument("paths", nargs="*")

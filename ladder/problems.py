@@ -61,8 +61,9 @@ class Problem:
     rungs: list[Rung] = field(default_factory=list)
 
     def only(self, *backends: str) -> "Problem":
-        """The same problem with only the rungs of these backends ("cuda", "triton", "torch")."""
-        return replace(self, rungs=[r for r in self.rungs if r.backend in backends])
+        """The same problem with only the rungs of these backends ("cuda", "triton", "torch") or labels
+        ("triton:6_autotuned")."""
+        return replace(self, rungs=[r for r in self.rungs if r.backend in backends or r.label in backends])
 
     def intensity(self, shape: tuple) -> float:
         return self.flops(shape) / self.min_bytes(shape)
