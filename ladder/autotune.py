@@ -31,13 +31,14 @@ from ladder import results as results_mod
 from ladder.ceilings import CACHE_DIR
 from ladder.check import compare
 from ladder.hardware import detect
-from ladder.timing import bench
+from ladder.timing import search_bench
 from ladder.world import NotAvailable
 
 CACHE = CACHE_DIR / "autotune.json"
 # Each configuration runs this long (ms) before and while it is timed. Triton's default (25 / 100) is a short
 # burst: on a power-capped GPU (an H100 at 700 W) the clocks are still high then, and configurations that
 # tie in a burst differ by 5% once the clocks settle, as they do when the winner is timed and used.
+# (Shorter for short kernels: see ladder.timing.search_bench.)
 SEARCH_WARMUP_MS, SEARCH_REP_MS = 100, 300
 
 
@@ -133,7 +134,7 @@ class Tuner:
             if error:
                 failed.append({"config": c, "reason": error})
                 continue
-            ms = bench(lambda: self.run(c, *inputs, out=out), warmup_ms, rep_ms).median_ms
+            ms = search_bench(lambda: self.run(c, *inputs, out=out), warmup_ms, rep_ms, [0.5])[0]
             timed.append({"config": c, "ms": ms, "tflops": flops / ms / 1e9})
         if not timed:
             raise RuntimeError(f"{self.name}: no configuration ran correctly at {_key(shape)}: {failed[:3]}")
@@ -266,12 +267,11 @@ class TritonSearchLog:
         return kept
 
     def bench(self, kernel_call, quantiles):
-        """Time one configuration: Triton's do_bench on a GPU, one timed call in the interpreter."""
-        import triton
+        """Time one configuration: Triton's do_bench on a GPU (search_bench), one timed call in the interpreter."""
         from ladder.world import WORLD
         try:
             if WORLD.gpu:
-                ms = triton.testing.do_bench(kernel_call, warmup=SEARCH_WARMUP_MS, rep=SEARCH_REP_MS, quantiles=quantiles)
+                ms = search_bench(kernel_call, SEARCH_WARMUP_MS, SEARCH_REP_MS, quantiles)
             else:
                 start = time.perf_counter()
                 kernel_call()

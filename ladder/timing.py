@@ -29,6 +29,17 @@ def bench(fn, warmup_ms: int = 200, rep_ms: int = 500) -> Timing:
     return Timing(median, p20, p80)
 
 
+def search_bench(fn, warmup_ms: float, rep_ms: float, quantiles: list[float]) -> list[float]:
+    """do_bench for an autotuning search: windows of warmup_ms and rep_ms, shortened for short kernels so
+    that a configuration costs at most ~250 runs (each run also flushes L2: on a 10 µs kernel Triton's
+    time windows would mean tens of thousands of flushes per configuration, seconds each)."""
+    require_gpu("Timing")
+    import triton.testing
+    first_look = triton.testing.do_bench(fn, warmup=1, rep=1)
+    return triton.testing.do_bench(fn, warmup=min(warmup_ms, 50 * first_look), rep=min(rep_ms, 200 * first_look),
+                                   quantiles=quantiles)
+
+
 def rates(flops: float, nbytes: float, ms: float) -> dict:
     """Achieved TFLOP/s and TB/s (counting the problem's minimum bytes) for a time in ms."""
     seconds = ms * 1e-3
