@@ -36,8 +36,9 @@ def search_bench(fn, warmup_ms: float, rep_ms: float, quantiles: list[float]) ->
     require_gpu("Timing")
     import triton.testing
     first_look = triton.testing.do_bench(fn, warmup=1, rep=1)
-    return triton.testing.do_bench(fn, warmup=min(warmup_ms, 50 * first_look), rep=min(rep_ms, 200 * first_look),
-                                   quantiles=quantiles)
+    ms = triton.testing.do_bench(fn, warmup=min(warmup_ms, 50 * first_look), rep=min(rep_ms, 200 * first_look),
+                                 quantiles=quantiles)
+    return ms if isinstance(ms, list) else [ms]  # do_bench gives a bare float for a single quantile
 
 
 def rates(flops: float, nbytes: float, ms: float) -> dict:
