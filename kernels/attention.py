@@ -4,7 +4,14 @@ Q, K, V, O fp16 of shape (B, H, S, D), contiguous; D is 64 or 128. A shape is (B
 with causal 0 or 1. FLOPs: 4·B·H·S²·D (two matmuls), half of it when causal. Reference: PyTorch's
 math attention in fp32. The rungs: CUDA C++ (kernels/cuda/attention/, one file per rung, launched
 here), kernels/triton/attention.py (Triton), torch:sdpa (PyTorch's default backend) and
-torch:sdpa_flash (its FlashAttention backend, forced).
+torch:sdpa_flash (its FlashAttention backend, forced). The CUDA ladder:
+
+1_naive        scores, softmax, P·V as three kernels, a thread per element; S×S fp32 in DRAM
+2_coalesced    the same passes, a warp along D (shuffle dot products), a warp per softmax row
+3_fused        one kernel, online softmax, Q/K/V tiles in shared memory, FFMA on CUDA cores
+4_tensor_core  Q·Kᵀ and P·V on mma.sync, the softmax on the accumulator fragments (flash_mma.cuh)
+5_pipelined    rung 4 with cp.async: the next K and V tiles in flight while this one computes
+6_autotuned    rung 5 with searched tiles (BLOCK_M, BLOCK_N, warps, stages), heaviest causal blocks first
 
 Every launcher takes (q, k, v, causal, out=None) and returns out; a bad argument raises a ValueError
 that names it. The CUDA launchers check that the tensors are on the GPU before anything else, so a
@@ -239,7 +246,6 @@ def _tune(labels: list[str]) -> list:
     """The rung 6 searches at the headline shapes, before they are timed (for `record`)."""
     return ((tune_cuda(HEADLINE) if "cuda:6_autotuned" in labels else [])
             + (triton_attention.tune(HEADLINE) if "triton:6_autotuned" in labels else []))
-
 
 
 # ------------------------------------------------------------- memory: what a call allocates (lesson 04)
