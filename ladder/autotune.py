@@ -241,29 +241,47 @@ def triton_config_dict(c) -> dict:
     return {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
 
 
+def compile_ahead(kernel, configs, named_args: dict, launch_kwargs: dict) -> None:
+    """Compile `kernel` for each of `configs` in parallel threads (Triton's AsyncCompileMode), so that the
+    autotuner, which compiles each configuration only when it comes to time it, finds them all compiled:
+    on a fresh machine a search's time is mostly compilation. A compilation that fails fails again, as
+    before, when the autotuner launches it. Without AsyncCompileMode (older Triton) the autotuner compiles."""
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:
+        return
+    launch = {k: v for k, v in launch_kwargs.items() if k not in ("grid", "warmup")}
+    with ThreadPoolExecutor(max_workers=16) as pool, AsyncCompileMode(pool, ignore_errors=True):
+        for c in configs:
+            kernel.warmup(*named_args.values(), grid=(1,), **launch, **c.all_kwargs())
+
+
 class TritonSearchLog:
     """What @triton.autotune did at each new key: pass `prune` as its early_config_prune hook and `bench`
     as its do_bench; after a launch that searched, `finish` turns what they saw into a Report.
 
     shape_of(args) -> the shape a launch works on; label_of(args) -> (problem, tuner name);
-    flops(problem, shape) -> its FLOPs; reason(config, shape, gpu, configs) -> why a config is pruned or None.
+    flops(problem, shape) -> its FLOPs; reason(config, shape, gpu, configs) -> why a config is pruned or None;
+    kernel: the @triton.jit function tuned, to compile the kept configurations ahead, all at once.
     """
 
-    def __init__(self, shape_of: Callable, label_of: Callable, flops: Callable, reason: Callable):
+    def __init__(self, shape_of: Callable, label_of: Callable, flops: Callable, reason: Callable, kernel=None):
         self.shape_of, self.label_of, self.flops, self.reason = shape_of, label_of, flops, reason
+        self.kernel = kernel
         self.reports: list[Report] = []
         self.current: dict | None = None
 
     def prune(self, configs, named_args, **kwargs):
-        args = {**named_args, **kwargs}
+        start, args = time.time(), {**named_args, **kwargs}
         shape, gpu = self.shape_of(args), detect()
         dicts = [triton_config_dict(c) for c in configs]
         kept, pruned = [], []
         for c, d in zip(configs, dicts):
             why = self.reason(d, shape, gpu, dicts)
             (pruned.append({"config": d, "reason": why}) if why else kept.append(c))
-        self.current = dict(shape=shape, label=self.label_of(args), start=time.time(), kept=kept, pruned=pruned,
-                            times=[])
+        self.current = dict(shape=shape, label=self.label_of(args), start=start, kept=kept, pruned=pruned, times=[])
+        if self.kernel is not None and gpu is not None:
+            compile_ahead(self.kernel, kept, named_args, kwargs)
         return kept
 
     def bench(self, kernel_call, quantiles):

@@ -69,11 +69,19 @@ def cmd_notebooks(args) -> None:
     paths = [Path(p) for p in args.paths] or [p for d in NOTEBOOK_DIRS for p in sorted((ROOT / d).glob("*.ipynb"))]
     for path in tqdm(paths, desc="notebooks"):
         nb = nbformat.read(path, as_version=4)
-        start = time.time()
-        nbclient.NotebookClient(nb, timeout=args.timeout, kernel_name="python3",
+        start = last = time.time()
+
+        def cell_time(cell, cell_index, **_):  # where a notebook spends its minutes, printed as it goes
+            nonlocal last
+            if args.cell_times:
+                first = next((line for line in cell.source.splitlines() if not line.startswith("#")), "")
+                tqdm.write(f"  cell {cell_index:3d}: {time.time() - last:6.1f} s  {first[:60]}")
+            last = time.time()
+
+        nbclient.NotebookClient(nb, timeout=args.timeout, kernel_name="python3", on_cell_executed=cell_time,
                                 resources={"metadata": {"path": str(path.parent)}}).execute()
         nbformat.write(nb, path)
-        tqdm.write(f"{path.relative_to(ROOT) if path.is_absolute() else path}: {time.time() - start:.0f} s")
+        tqdm.write(f"{path}: {time.time() - start:.0f} s")
 
 
 def cmd_exercises(args) -> None:
@@ -129,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("notebooks")
     p.add_argument("paths", nargs="*")
     p.add_argument("--timeout", type=int, default=900)
+    p.add_argument("--cell-times", action="store_true", help="print each cell's seconds as it finishes")
     p.set_defaults(fn=cmd_notebooks)
     sub.add_parser("exercises").set_defaults(fn=cmd_exercises)
     for name, fn in (("profile", cmd_profile), ("run-once", cmd_run_once)):

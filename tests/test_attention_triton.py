@@ -80,6 +80,7 @@ def test_prune_reasons():
     assert "multiple of BLOCK_N" in ta.prune_reason(dict(big, BLOCK_M=64, BLOCK_N=128), (1, 1, 64, 64, 0), H100)
     assert "registers spill" in ta.prune_reason(dict(big, num_warps=4, BLOCK_N=128), (1, 1, 64, 128, 0), H100)
     assert ta.prune_reason(big, (1, 1, 64, 128, 0), T4) == "128 KiB of shared memory > 64 KiB on sm_75"
+    assert "16 query rows a warp" in ta.prune_reason(dict(big, BLOCK_M=64, BLOCK_N=64), (1, 1, 64, 64, 0), H100)
 
 
 def test_the_search_reports_in_the_interpreter():

@@ -322,6 +322,8 @@ def prune_reason(c: dict, shape: tuple, gpu) -> str | None:
     D = shape[3]
     if c["BLOCK_M"] % c["BLOCK_N"]:
         return "BLOCK_M not a multiple of BLOCK_N: the causal split works in whole key blocks"
+    if gpu is not None and c["BLOCK_M"] < 16 * c["num_warps"]:
+        return "under 16 query rows a warp: warps split the key block, row max and sum cross warps"
     per_thread = c["BLOCK_M"] * (D + c["BLOCK_N"]) // (32 * c["num_warps"])
     if per_thread > MAX_REGISTERS:
         return f"{per_thread} fp32 values per thread for O and S tiles (> {MAX_REGISTERS}): registers spill"
@@ -334,7 +336,7 @@ SEARCHES = autotune.TritonSearchLog(
     shape_of=lambda args: (*args["q_ptr"].shape, int(bool(args["CAUSAL"]))),
     label_of=lambda args: ("attention", "triton:6_autotuned"),
     flops=lambda problem, s: 4 * s[0] * s[1] * s[2] ** 2 * s[3] * (0.5 if s[4] else 1.0),
-    reason=lambda c, shape, gpu, configs: prune_reason(c, shape, gpu))
+    reason=lambda c, shape, gpu, configs: prune_reason(c, shape, gpu), kernel=flash_kernel)
 autotuned_kernel = triton.autotune(
     configs=autotune.triton_configs(SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE),
     key=["S", "HEAD_DIM", "CAUSAL"],   # a new search per sequence length, head size and mask

@@ -224,7 +224,7 @@ SEARCHES = autotune.TritonSearchLog(
     shape_of=lambda args: (args["M"], args["N"], args["K"]),
     label_of=lambda args: ("matmul_bias_relu", "triton:fused") if args.get("BIAS_RELU") else
     ("matmul", "triton:6_autotuned"),
-    flops=lambda problem, s: 2 * s[0] * s[1] * s[2], reason=_prune)
+    flops=lambda problem, s: 2 * s[0] * s[1] * s[2], reason=_prune, kernel=matmul_kernel)
 autotuned_kernel = triton.autotune(
     configs=_configs(SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE),
     key=["M", "N", "K", "BIAS_RELU"],    # a new search for every new shape (and for the fused epilogue)
