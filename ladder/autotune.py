@@ -40,6 +40,7 @@ CACHE = CACHE_DIR / "autotune.json"
 # tie in a burst differ by 5% once the clocks settle, as they do when the winner is timed and used.
 # (Shorter for short kernels: see ladder.timing.search_bench.)
 SEARCH_WARMUP_MS, SEARCH_REP_MS = 100, 300
+COMPILE_THREADS = 16  # a search compiles its configurations in parallel, then times them one at a time
 
 
 def _key(shape: tuple) -> str:
@@ -120,7 +121,7 @@ class Tuner:
             reason = self.prune(c, gpu)
             (pruned.append({"config": c, "reason": reason}) if reason else alive.append(c))
         failed, timed = [], []
-        with ThreadPoolExecutor(max_workers=16) as pool:     # compile in parallel, run one at a time
+        with ThreadPoolExecutor(max_workers=COMPILE_THREADS) as pool:
             compiled = list(pool.map(lambda c: _error(self.compile, c), alive))
         out = new_output()
         for c, error in zip(alive, compiled):
@@ -251,7 +252,7 @@ def compile_ahead(kernel, configs, named_args: dict, launch_kwargs: dict) -> Non
     except ImportError:
         return
     launch = {k: v for k, v in launch_kwargs.items() if k not in ("grid", "warmup")}
-    with ThreadPoolExecutor(max_workers=16) as pool, AsyncCompileMode(pool, ignore_errors=True):
+    with ThreadPoolExecutor(max_workers=COMPILE_THREADS) as pool, AsyncCompileMode(pool, ignore_errors=True):
         for c in configs:
             kernel.warmup(*named_args.values(), grid=(1,), **launch, **c.all_kwargs())
 
