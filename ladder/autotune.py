@@ -15,6 +15,7 @@ and its timer, so each search leaves the same `Report`: what was pruned and why,
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 import math
@@ -246,10 +247,14 @@ def compile_ahead(kernel, configs, named_args: dict, launch_kwargs: dict) -> Non
     """Compile `kernel` for each of `configs` in parallel threads (Triton's AsyncCompileMode), so that the
     autotuner, which compiles each configuration only when it comes to time it, finds them all compiled:
     on a fresh machine a search's time is mostly compilation. A compilation that fails fails again, as
-    before, when the autotuner launches it. Without AsyncCompileMode (older Triton) the autotuner compiles."""
+    before, when the autotuner launches it. Where Triton has no AsyncCompileMode, or one without
+    ignore_errors (its first versions: a failed compilation there raises out of the block), the
+    autotuner compiles them itself, one at a time."""
     try:
         from triton.runtime._async_compile import AsyncCompileMode
     except ImportError:
+        return
+    if "ignore_errors" not in inspect.signature(AsyncCompileMode).parameters:
         return
     launch = {k: v for k, v in launch_kwargs.items() if k not in ("grid", "warmup")}
     with ThreadPoolExecutor(max_workers=COMPILE_THREADS) as pool, AsyncCompileMode(pool, ignore_errors=True):

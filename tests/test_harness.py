@@ -132,3 +132,52 @@ def test_power_samples_are_parsed_and_throttle_reasons_named(tmp_path):
     [row] = power._samples(str(log))
     assert (row["W"], row["MHz"], row["max_MHz"]) == (700.12, 1315.0, 1980.0)
     assert [why for bit, why in power.THROTTLE.items() if row["throttle"] & bit] == ["SW power cap"]
+
+
+class _RecordingKernel:
+    def __init__(self):
+        self.warmed = []
+
+    def warmup(self, *args, grid, **kwargs):
+        self.warmed.append((args, kwargs))
+
+
+def test_compile_ahead_warms_each_kept_configuration(monkeypatch):
+    import triton
+    import triton.runtime._async_compile as async_compile
+    from ladder import autotune
+    entered = []
+
+    class Mode:  # records that the warm-ups ran inside Triton's asynchronous compile mode
+        def __init__(self, executor, *, ignore_errors=False):
+            self.ignore_errors = ignore_errors
+
+        def __enter__(self):
+            entered.append(self.ignore_errors)
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(async_compile, "AsyncCompileMode", Mode)
+    kernel = _RecordingKernel()
+    configs = [triton.Config({"BLOCK": 16}, num_warps=4, num_stages=2), triton.Config({"BLOCK": 32}, num_warps=8)]
+    autotune.compile_ahead(kernel, configs, {"x_ptr": "x", "n": 7}, {"grid": (1,), "warmup": False, "FLAG": True})
+    assert entered == [True]
+    assert [args for args, _ in kernel.warmed] == [("x", 7), ("x", 7)]
+    assert [kw["BLOCK"] for _, kw in kernel.warmed] == [16, 32] and all(kw["FLAG"] for _, kw in kernel.warmed)
+    assert [kw["num_warps"] for _, kw in kernel.warmed] == [4, 8] and not any("warmup" in kw for _, kw in kernel.warmed)
+
+
+def test_compile_ahead_leaves_an_older_triton_to_the_autotuner(monkeypatch):
+    import triton
+    import triton.runtime._async_compile as async_compile
+    from ladder import autotune
+
+    class FirstMode:  # Triton's first AsyncCompileMode: no ignore_errors, a failed compilation raises
+        def __init__(self, executor):
+            raise AssertionError("used")
+
+    monkeypatch.setattr(async_compile, "AsyncCompileMode", FirstMode)
+    kernel = _RecordingKernel()
+    autotune.compile_ahead(kernel, [triton.Config({"BLOCK": 16})], {"n": 7}, {"grid": (1,), "warmup": False})
+    assert kernel.warmed == []
