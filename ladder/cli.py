@@ -73,12 +73,12 @@ def cmd_notebooks(args) -> None:
 
         def cell_time(cell, cell_index, **_):  # where a notebook spends its minutes, printed as it goes
             nonlocal last
-            if args.cell_times:
-                first = next((line for line in cell.source.splitlines() if not line.startswith("#")), "")
-                tqdm.write(f"  cell {cell_index:3d}: {time.time() - last:6.1f} s  {first[:60]}")
+            first = next((line for line in cell.source.splitlines() if not line.startswith("#")), "")
+            tqdm.write(f"  cell {cell_index:3d}: {time.time() - last:6.1f} s  {first[:60]}")
             last = time.time()
 
-        nbclient.NotebookClient(nb, timeout=args.timeout, kernel_name="python3", on_cell_executed=cell_time,
+        nbclient.NotebookClient(nb, timeout=args.timeout, kernel_name="python3",
+                                on_cell_executed=cell_time if args.cell_times else None,
                                 resources={"metadata": {"path": str(path.parent)}}).execute()
         nbformat.write(nb, path)
         tqdm.write(f"{path}: {time.time() - start:.0f} s")
