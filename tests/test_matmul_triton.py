@@ -96,6 +96,12 @@ def test_fusion_saves_two_round_trips_of_the_intermediate():
 
 # ------------------------------------------------------------- the autotuner
 
+def test_persistent_grids_give_every_program_the_same_number_of_tiles():
+    assert tm.programs(512, sms=132) == 128 and tm.programs(2048, sms=132) == 128   # 4 and 16 rounds
+    assert tm.programs(100, sms=132) == 100 and tm.programs(133, sms=132) == 67    # 1 round; 2 rounds
+    assert tm.programs(1) == 1 and tm.programs(5) == 2                             # interpreter: 2 programs
+
+
 def test_prune_reasons():
     smallest = dict(M=64, N=64, K=32)
     big = dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
@@ -168,9 +174,14 @@ def test_pipelined_rungs_copy_asynchronously(rung, arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_shared_memory_estimate_matches_the_compiler(arch):
     capability = (int(arch[3]), 0)
-    for c in (dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=8, num_warps=4, num_stages=4),
-              dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)):
+    for c in (dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=4, num_stages=4),
+              dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3)):
         assert sass.triton_sass(**tm.tile_sass_case(c), arch=arch).shared_bytes == tm.shared_bytes(c, capability), c
+    # rung 6: the buffers, plus the epilogue's scratch (at most the fp16 tile)
+    for c in (dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4),
+              dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3)):
+        scratch = sass.triton_sass(**tm.persistent_sass_case(c), arch=arch).shared_bytes - tm.shared_bytes(c, capability)
+        assert 0 < scratch <= 2 * c["BLOCK_M"] * c["BLOCK_N"], c
 
 
 def test_tma_persistent_rung_loads_by_tma_on_hopper():

@@ -5,12 +5,16 @@
 3_tiled        one program per BLOCK_M×BLOCK_N tile, K in BLOCK_K steps, the product in fp32 FMAs
 4_tensor_core  the same kernel with fp16 operands: tl.dot runs on tensor cores; num_stages=1 (no overlap)
 5_pipelined    the same kernel, num_stages=4: the compiler prefetches the next tiles (cp.async) during the math
-6_autotuned    the same kernel in grouped tile order (L2 reuse), @triton.autotune over tiles, warps and stages
+6_autotuned    the same tile on a persistent grid: one program per SM walks the tiles in grouped order
+               (L2 reuse), its next tile's loads overlapping this tile's store; @triton.autotune over
+               tiles, warps and stages
+7_tma_persistent  (Hopper) rung 6 with its tiles loaded by TMA descriptors instead of per-thread copies
 fused          rung 6 with BIAS_RELU: relu(A·B + bias) on the fp32 tile before its one fp16 store
 
-Rungs 3-6 are one kernel: in Triton the tile is the unit of work, and shared-memory staging, register
-blocking, vector loads and pipelining are the compiler's; what is left to the programmer is a few
-constants (which unit does the math, how many stages, which tile order, which sizes).
+Rungs 3-5 are one kernel, and rung 6 runs the same tile in a loop: in Triton the tile is the unit of
+work, and shared-memory staging, register blocking, vector loads and pipelining are the compiler's;
+what is left to the programmer is a few constants (which unit does the math, how many stages, which
+sizes) and which program computes which tile, in what order.
 
 Every kernel masks its edges, so any shape runs: no padding, unlike the CUDA rungs 4-7. Triton
 specializes each launch on whether the pointers and sizes are multiples of 16; only then are the loads
@@ -84,13 +88,10 @@ def tile_coords(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_
     group_rows = min(tiles_m - first_m, GROUP_M)      # the last group may be shorter
     return first_m + (tile % per_group) % group_rows, (tile % per_group) // group_rows
 
-@triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr, TENSOR_CORES: tl.constexpr, BIAS_RELU: tl.constexpr,
-                  EVEN_K: tl.constexpr):
-    tile_m, tile_n = tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+def tile_product(a_ptr, b_ptr, M, N, K, tile_m, tile_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr, TENSOR_CORES: tl.constexpr, EVEN_K: tl.constexpr):
+    """Tile (tile_m, tile_n) of A·B as fp32 sums: BLOCK_M rows of A times BLOCK_N columns of B."""
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
@@ -114,12 +115,50 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
         a_tile += BLOCK_K
         b_tile += BLOCK_K * N
+    return acc
 
+
+@triton.jit
+def store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BIAS_RELU: tl.constexpr):
+    """C's tile (tile_m, tile_n) = the fp32 sums `acc` in fp16, the part inside C only."""
+    rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     if BIAS_RELU:  # the epilogue works on the fp32 tile in registers: no trip through memory
         bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0)
         acc = tl.maximum(acc + bias[None, :].to(tl.float32), 0.0)
     c_tile = c_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
     tl.store(c_tile, acc.to(tl.float16), mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+EVEN_K = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
+
+
+@EVEN_K
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  TENSOR_CORES: tl.constexpr, EVEN_K: tl.constexpr):
+    """Rungs 3-5: one program per tile of C, in row-major order."""
+    tile_m, tile_n = tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, 1)
+    acc = tile_product(a_ptr, b_ptr, M, N, K, tile_m, tile_n, BLOCK_M, BLOCK_N, BLOCK_K, TENSOR_CORES, EVEN_K)
+    store_tile(c_ptr, None, acc, tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, False)
+
+
+@EVEN_K
+@triton.jit
+def persistent_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      GROUP_M: tl.constexpr, BIAS_RELU: tl.constexpr, EVEN_K: tl.constexpr):
+    """Rung 6 (and the fused kernel): one program per SM walks C's tiles in grouped order, a grid
+    apart. Flattening the tile loop and the K loop into one pipelined loop lets the loads of the next
+    tile's first K steps fly while this tile's sums are stored: with a program per tile, those loads
+    would wait for the next program to start."""
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
+        tile_m, tile_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tile_product(a_ptr, b_ptr, M, N, K, tile_m, tile_n, BLOCK_M, BLOCK_N, BLOCK_K, True, EVEN_K)
+        store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BIAS_RELU)
 
 
 # Tile sizes per rung on a GPU; on CPU every rung uses 16-wide tiles (see the module docstring).
@@ -169,8 +208,7 @@ def _tiled_launcher(rung: str, tensor_cores: bool):
         t = TILES[rung]
         if out.numel():  # K = 0 needs no special case: the loop does not run and zeros are stored
             grid = (triton.cdiv(M, t["BLOCK_M"]) * triton.cdiv(N, t["BLOCK_N"]),)
-            matmul_kernel[grid](a, b, out, None, M, N, K, **t, GROUP_M=1, TENSOR_CORES=tensor_cores,
-                                BIAS_RELU=False, **LAUNCH[rung])
+            matmul_kernel[grid](a, b, out, M, N, K, **t, TENSOR_CORES=tensor_cores, **LAUNCH[rung])
         return out
     run.__name__ = rung.split("_", 1)[1]
     return run
@@ -182,6 +220,15 @@ pipelined = _tiled_launcher("5_pipelined", tensor_cores=True)
 
 
 # ------------------------------------------------------------- rung 6: the search
+
+def programs(tiles: int, sms: int | None = None) -> int:
+    """Programs in a persistent grid over `tiles` tiles: at most one per SM (default: this GPU's; two in the
+    interpreter, so that each walks several tiles), and no more than it takes to finish in the same number
+    of rounds: 512 tiles on 132 SMs take 4 rounds either way, and 128 programs walk exactly 4 tiles each
+    (measured 0-1% faster than 132 on the H100)."""
+    rounds = triton.cdiv(tiles, sms or (detect().sm_count if WORLD.gpu else 2))
+    return triton.cdiv(tiles, rounds)
+
 
 # Every combination is offered to the autotuner; `prune_reason` rules out (and the report says why)
 # those that cannot run or cannot win on this GPU at this shape, before any is compiled.
@@ -195,7 +242,11 @@ MAX_ACCUMULATORS = 128  # fp32 accumulator registers per thread; more spill (of 
 def shared_bytes(c: dict, capability: tuple[int, int]) -> int:
     """Shared memory of the pipeline's buffers, each an fp16 A tile and B tile, as Triton 3.7 allocates
     them: num_stages buffers on Hopper (wgmma reads its operands from them while the next loads land),
-    num_stages - 1 before it (tests/test_matmul_triton.py checks both against the compiler)."""
+    num_stages - 1 before it. That is all rungs 3-5 use. Rung 6's persistent kernel needs more: its
+    epilogue changes the sums' layout through shared memory, and the flattened loop keeps that scratch
+    beside the buffers (8-64 KiB, by tile and warps). A configuration whose buffers fit but not with the
+    scratch fails to compile, and the search report lists it as failed (tests/test_matmul_triton.py
+    checks both against the compiler)."""
     buffers = c["num_stages"] if capability >= (9, 0) else max(1, c["num_stages"] - 1)
     return 2 * buffers * c["BLOCK_K"] * (c["BLOCK_M"] + c["BLOCK_N"])
 
@@ -224,13 +275,13 @@ SEARCHES = autotune.TritonSearchLog(
     shape_of=lambda args: (args["M"], args["N"], args["K"]),
     label_of=lambda args: ("matmul_bias_relu", "triton:fused") if args.get("BIAS_RELU") else
     ("matmul", "triton:6_autotuned"),
-    flops=lambda problem, s: 2 * s[0] * s[1] * s[2], reason=_prune, kernel=matmul_kernel)
+    flops=lambda problem, s: 2 * s[0] * s[1] * s[2], reason=_prune, kernel=persistent_kernel)
 autotuned_kernel = triton.autotune(
     configs=_configs(SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE),
     key=["M", "N", "K", "BIAS_RELU"],    # a new search for every new shape (and for the fused epilogue)
     prune_configs_by={"early_config_prune": SEARCHES.prune},
     do_bench=SEARCHES.bench,             # its default timer needs a GPU; this one also records
-)(matmul_kernel)
+)(persistent_kernel)
 
 
 def launch_autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
@@ -242,8 +293,8 @@ def launch_autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
     if out.numel():
         SEARCHES.start()
-        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-        autotuned_kernel[grid](a, b, out, bias, M, N, K, TENSOR_CORES=True, BIAS_RELU=bias is not None)
+        grid = lambda meta: (programs(triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+        autotuned_kernel[grid](a, b, out, bias, M, N, K, BIAS_RELU=bias is not None)
         SEARCHES.finish(autotuned_kernel.best_config)
     return out
 
@@ -277,29 +328,24 @@ def autotune_report() -> str:
     return "\n\n".join(head + [r.summary() for r in SEARCHES.reports])
 
 
-# ------------------------------------------------------------- rung 7 (Hopper): TMA and a persistent grid
+# ------------------------------------------------------------- rung 7 (Hopper): tiles loaded by TMA
 
 @triton.jit
 def tma_persistent_kernel(a_desc, b_desc, c_ptr, M, N, K,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                          GROUP_M: tl.constexpr, PROGRAMS: tl.constexpr):
-    # Tiles arrive by TMA: one instruction per tile, out-of-range elements filled with zeros by the
-    # copy engine, no address arithmetic or masks in the loop. One program per SM walks the tiles
-    # PROGRAMS apart; flattening the two loops lets the pipeline fetch the next tile's first K steps
-    # while this tile's sums are stored.
+                          GROUP_M: tl.constexpr):
+    # Rung 6's persistent kernel, but the tiles arrive by TMA: one instruction per tile, out-of-range
+    # elements filled with zeros by the copy engine, no address arithmetic or masks in the loop.
     k_steps = tl.cdiv(K, BLOCK_K)
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
-    for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=True):
+    for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
         tile_m, tile_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
         for k in range(k_steps):
             a = a_desc.load([tile_m * BLOCK_M, k * BLOCK_K])
             b = b_desc.load([k * BLOCK_K, tile_n * BLOCK_N])
             acc = tl.dot(a, b, acc)
-        rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        c_tile = c_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
-        tl.store(c_tile, acc.to(tl.float16), mask=(rows[:, None] < M) & (cols[None, :] < N))
+        store_tile(c_ptr, None, acc, tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, False)
 
 
 TMA_PERSISTENT = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
@@ -317,29 +363,40 @@ def tma_persistent(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
         a_desc = TensorDescriptor.from_tensor(a, [c["BLOCK_M"], c["BLOCK_K"]])
         b_desc = TensorDescriptor.from_tensor(b, [c["BLOCK_K"], c["BLOCK_N"]])
         tiles = triton.cdiv(M, c["BLOCK_M"]) * triton.cdiv(N, c["BLOCK_N"])
-        programs = min(tiles, detect().sm_count if WORLD.gpu else 2)
-        tma_persistent_kernel[(programs,)](a_desc, b_desc, out, M, N, a.shape[1], PROGRAMS=programs, **c)
+        tma_persistent_kernel[(programs(tiles),)](a_desc, b_desc, out, M, N, a.shape[1], **c)
     return out
 
 
 # ------------------------------------------------------------- compiling ahead of time (ladder.sass)
 
 SIGNATURE = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
-TILE_SIGNATURE = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "bias_ptr": "*fp16",
-                  "M": "i32", "N": "i32", "K": "i32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
-                  "BLOCK_K": "constexpr", "GROUP_M": "constexpr", "TENSOR_CORES": "constexpr",
-                  "BIAS_RELU": "constexpr", "EVEN_K": "constexpr"}
+_TILES = {"BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
+TILE_SIGNATURE = {**SIGNATURE, **_TILES, "TENSOR_CORES": "constexpr", "EVEN_K": "constexpr"}
+PERSISTENT_SIGNATURE = {**SIGNATURE, "bias_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32", **_TILES,
+                        "GROUP_M": "constexpr", "BIAS_RELU": "constexpr", "EVEN_K": "constexpr"}
 AUTOTUNED_EXAMPLE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
 # What Triton may assume at the benchmark shapes: 16-byte aligned pointers, sizes multiples of 16.
 _ALIGNED = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K")
 
 
+def _launch(config: dict) -> dict:
+    return {k: config[k] for k in ("num_warps", "num_stages")}
+
+
+def _constexprs(config: dict) -> dict:
+    return {k: v for k, v in config.items() if k not in ("num_warps", "num_stages")}
+
+
 def tile_sass_case(config: dict, tensor_cores: bool = True) -> dict:
-    """triton_sass's arguments for matmul_kernel with `config`: tiles, GROUP_M, num_warps, num_stages."""
-    launch = {k: config[k] for k in ("num_warps", "num_stages")}
-    constexprs = {k: v for k, v in config.items() if k not in launch}
-    return dict(kernel=matmul_kernel, signature=TILE_SIGNATURE, divisible_by_16=_ALIGNED + ("bias_ptr",),
-                constexprs=dict(constexprs, TENSOR_CORES=tensor_cores, BIAS_RELU=False, EVEN_K=True), **launch)
+    """triton_sass's arguments for matmul_kernel (rungs 3-5) with `config`: tiles, num_warps, num_stages."""
+    return dict(kernel=matmul_kernel, signature=TILE_SIGNATURE, divisible_by_16=_ALIGNED, **_launch(config),
+                constexprs=dict(_constexprs(config), TENSOR_CORES=tensor_cores, EVEN_K=True))
+
+
+def persistent_sass_case(config: dict) -> dict:
+    """triton_sass's arguments for persistent_kernel (rung 6) with one of its search's configurations."""
+    return dict(kernel=persistent_kernel, signature=PERSISTENT_SIGNATURE, divisible_by_16=_ALIGNED + ("bias_ptr",),
+                constexprs=dict(_constexprs(config), BIAS_RELU=False, EVEN_K=True), **_launch(config))
 
 
 # Per rung, the keyword arguments of ladder.sass.triton_sass that compile it as a GPU launch at the
@@ -349,19 +406,16 @@ SASS_CASES = {
                     **LAUNCH["1_naive"]),
     "2_coalesced": dict(kernel=coalesced_kernel, signature=dict(SIGNATURE, BLOCK_N="constexpr"),
                         constexprs=GPU_TILES["2_coalesced"], divisible_by_16=_ALIGNED, **LAUNCH["2_coalesced"]),
-    **{rung: tile_sass_case(dict(GPU_TILES[rung], GROUP_M=1, **LAUNCH[rung]), tensor_cores=rung != "3_tiled")
+    **{rung: tile_sass_case(dict(GPU_TILES[rung], **LAUNCH[rung]), tensor_cores=rung != "3_tiled")
        for rung in ("3_tiled", "4_tensor_core", "5_pipelined")},
-    "6_autotuned": tile_sass_case(AUTOTUNED_EXAMPLE),
-    "7_tma_persistent": dict(  # descriptors: the block shape is part of the type; an H100's 132 SMs
+    "6_autotuned": persistent_sass_case(AUTOTUNED_EXAMPLE),
+    "7_tma_persistent": dict(  # descriptors: the block shape is part of the type
         kernel=tma_persistent_kernel,
         signature={"a_desc": "tensordesc<fp16[{BLOCK_M},{BLOCK_K}]>".format(**TMA_PERSISTENT),
                    "b_desc": "tensordesc<fp16[{BLOCK_K},{BLOCK_N}]>".format(**TMA_PERSISTENT),
-                   **{k: v for k, v in TILE_SIGNATURE.items() if k in ("c_ptr", "M", "N", "K", "BLOCK_M", "BLOCK_N",
-                                                                        "BLOCK_K", "GROUP_M")},
-                   "PROGRAMS": "constexpr"},
-        constexprs={**{k: TMA_PERSISTENT[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}, "PROGRAMS": 132},
-        divisible_by_16=("c_ptr", "M", "N", "K"),
-        num_warps=TMA_PERSISTENT["num_warps"], num_stages=TMA_PERSISTENT["num_stages"]),
+                   **{k: v for k, v in PERSISTENT_SIGNATURE.items() if k in ("c_ptr", "M", "N", "K", "BLOCK_M",
+                                                                             "BLOCK_N", "BLOCK_K", "GROUP_M")}},
+        constexprs=_constexprs(TMA_PERSISTENT), divisible_by_16=("c_ptr", "M", "N", "K"), **_launch(TMA_PERSISTENT)),
 }
 
 
