@@ -102,6 +102,18 @@ def test_persistent_grids_give_every_program_the_same_number_of_tiles():
     assert tm.programs(1) == 1 and tm.programs(5) == 2                             # interpreter: 2 programs
 
 
+def test_the_schedules_lesson_03_compares_all_compute_the_product():
+    a, b = torch.randn(70, 50).half(), torch.randn(50, 90).half()
+    out = torch.empty(70, 90).half()
+    config = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=1)
+    variants = tm.schedules(a, b, out, config)
+    assert list(variants) == ["a program per tile", "persistent, loop not flattened", "persistent, flattened (rung 6)"]
+    for name, run in variants.items():
+        out.fill_(float("nan"))
+        run()
+        assert compare(out, a.double() @ b.double()).ok, name
+
+
 def test_prune_reasons():
     smallest = dict(M=64, N=64, K=32)
     big = dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)

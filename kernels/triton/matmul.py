@@ -149,13 +149,14 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 @triton.jit
 def persistent_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      GROUP_M: tl.constexpr, BIAS_RELU: tl.constexpr, EVEN_K: tl.constexpr):
+                      GROUP_M: tl.constexpr, BIAS_RELU: tl.constexpr, EVEN_K: tl.constexpr,
+                      FLATTEN: tl.constexpr = True):
     """Rung 6 (and the fused kernel): one program per SM walks C's tiles in grouped order, a grid
     apart. Flattening the tile loop and the K loop into one pipelined loop lets the loads of the next
     tile's first K steps fly while this tile's sums are stored: with a program per tile, those loads
-    would wait for the next program to start."""
+    would wait for the next program to start. (FLATTEN=False only for lesson 03's comparison.)"""
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
-    for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
+    for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=FLATTEN):
         tile_m, tile_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tile_product(a_ptr, b_ptr, M, N, K, tile_m, tile_n, BLOCK_M, BLOCK_N, BLOCK_K, True, EVEN_K)
         store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BIAS_RELU)
@@ -304,6 +305,20 @@ def autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None)
     return launch_autotuned(a, b, out)
 
 
+def schedules(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: dict) -> dict:
+    """Rung 6's kernel with one `config` under three schedules, as callables that write a @ b to `out`
+    (lesson 03 times them): a program per tile, a persistent grid whose tile loop is not flattened, and
+    rung 6's own (persistent, flattened)."""
+    M, N, K, out = _operands(a, b, out)
+    tiles = triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])
+
+    def launch(grid: int, flatten: bool):
+        return lambda: persistent_kernel[(grid,)](a, b, out, None, M, N, K, BIAS_RELU=False, FLATTEN=flatten, **config)
+    return {"a program per tile": launch(tiles, True),
+            "persistent, loop not flattened": launch(programs(tiles), False),
+            "persistent, flattened (rung 6)": launch(programs(tiles), True)}
+
+
 def tune(shapes: list[tuple], bias_relu: bool = False) -> list[autotune.Report]:
     """Rung 6's search (or the fused kernel's) at each shape (M, N, K) on random inputs; its reports."""
     tuner = "triton:fused" if bias_relu else "triton:6_autotuned"
@@ -373,7 +388,8 @@ SIGNATURE = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "
 _TILES = {"BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
 TILE_SIGNATURE = {**SIGNATURE, **_TILES, "TENSOR_CORES": "constexpr", "EVEN_K": "constexpr"}
 PERSISTENT_SIGNATURE = {**SIGNATURE, "bias_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32", **_TILES,
-                        "GROUP_M": "constexpr", "BIAS_RELU": "constexpr", "EVEN_K": "constexpr"}
+                        "GROUP_M": "constexpr", "BIAS_RELU": "constexpr", "EVEN_K": "constexpr",
+                        "FLATTEN": "constexpr"}
 AUTOTUNED_EXAMPLE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
 # What Triton may assume at the benchmark shapes: 16-byte aligned pointers, sizes multiples of 16.
 _ALIGNED = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K")
@@ -396,7 +412,7 @@ def tile_sass_case(config: dict, tensor_cores: bool = True) -> dict:
 def persistent_sass_case(config: dict) -> dict:
     """triton_sass's arguments for persistent_kernel (rung 6) with one of its search's configurations."""
     return dict(kernel=persistent_kernel, signature=PERSISTENT_SIGNATURE, divisible_by_16=_ALIGNED + ("bias_ptr",),
-                constexprs=dict(_constexprs(config), BIAS_RELU=False, EVEN_K=True), **_launch(config))
+                constexprs=dict(_constexprs(config), BIAS_RELU=False, EVEN_K=True, FLATTEN=True), **_launch(config))
 
 
 # Per rung, the keyword arguments of ladder.sass.triton_sass that compile it as a GPU launch at the
