@@ -226,7 +226,7 @@ def programs(tiles: int, sms: int | None = None) -> int:
     """Programs in a persistent grid over `tiles` tiles: at most one per SM (default: this GPU's; two in the
     interpreter, so that each walks several tiles), and no more than it takes to finish in the same number
     of rounds: 512 tiles on 132 SMs take 4 rounds either way, and 128 programs walk exactly 4 tiles each
-    (measured 0-1% faster than 132 on the H100)."""
+    (measured 0-1.5% faster than 132 on the H100)."""
     rounds = triton.cdiv(tiles, sms or (detect().sm_count if WORLD.gpu else 2))
     return triton.cdiv(tiles, rounds)
 
