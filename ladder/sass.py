@@ -153,8 +153,7 @@ def triton_sass(kernel, signature: dict[str, str], constexprs: dict, arch: str,
     while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):  # heuristics, autotune, interpreter
         kernel = kernel.fn
     fn = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel)
-    names = list(signature)
-    attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in divisible_by_16}
+    attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in divisible_by_16}  # by the kernel's order
     sig = {k: ("constexpr" if k in constexprs else v) for k, v in signature.items()}
     src = ASTSource(fn, signature=sig, constexprs=constexprs, attrs=attrs)
     capability = int(arch.removeprefix("sm_").rstrip("a"))

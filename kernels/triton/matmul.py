@@ -384,12 +384,13 @@ def tma_persistent(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
 
 # ------------------------------------------------------------- compiling ahead of time (ladder.sass)
 
-SIGNATURE = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
+_POINTERS = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16"}
+_SIZES = {"M": "i32", "N": "i32", "K": "i32"}
 _TILES = {"BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
+SIGNATURE = {**_POINTERS, **_SIZES}
 TILE_SIGNATURE = {**SIGNATURE, **_TILES, "TENSOR_CORES": "constexpr", "EVEN_K": "constexpr"}
-PERSISTENT_SIGNATURE = {**SIGNATURE, "bias_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32", **_TILES,
-                        "GROUP_M": "constexpr", "BIAS_RELU": "constexpr", "EVEN_K": "constexpr",
-                        "FLATTEN": "constexpr"}
+PERSISTENT_SIGNATURE = {**_POINTERS, "bias_ptr": "*fp16", **_SIZES, **_TILES, "GROUP_M": "constexpr",
+                        "BIAS_RELU": "constexpr", "EVEN_K": "constexpr", "FLATTEN": "constexpr"}
 AUTOTUNED_EXAMPLE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
 # What Triton may assume at the benchmark shapes: 16-byte aligned pointers, sizes multiples of 16.
 _ALIGNED = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K")
