@@ -1,9 +1,12 @@
 """Power draw and SM clock while a kernel runs: is a GPU compute-bound, or power-bound?
 
-    python -m ladder.power [SIZE ...]    cuBLAS and Triton matmul rungs 6 and 7, 4 s each per size
+    python -m ladder.power [SIZE ...] [--record]   cuBLAS and Triton matmul rungs 6 and 7
 
-`nvidia-smi` is sampled every 100 ms while the kernel runs back to back; the first second (clocks
-settling) is left out. Needs a GPU and nvidia-smi; changes no setting.
+Each kernel runs back to back for 4 s, three times, the order rotated each round; `nvidia-smi` is
+sampled every 100 ms and the first second of each run (clocks settling) is left out. From power,
+clock and speed follow what a power cap makes matter: the energy per FLOP (pJ) and the work per SM
+clock (GFLOP per cycle: the kernel's own efficiency, whatever the clock). `--record` adds the table
+to the GPU's recording (results/). Needs a GPU and nvidia-smi; changes no setting.
 """
 from __future__ import annotations
 
@@ -63,22 +66,60 @@ def sample(kernels: dict, seconds: float = 4.0, settle: float = 1.0) -> dict[str
     return out
 
 
-def main(sizes: list[int]) -> None:
+def compare(kernels: dict, flop: float, rounds: int = 3, seconds: float = 4.0) -> dict[str, dict]:
+    """sample() of each kernel `rounds` times, the order rotated each round (the clock drifts as the
+    GPU warms); per name the means, pJ per FLOP and GFLOP per SM clock, and the throttle reasons."""
+    names, runs = list(kernels), {name: [] for name in kernels}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            runs[name].append(sample({name: kernels[name]}, seconds)[name])
+    out = {}
+    for name, ss in runs.items():
+        mean = {k: sum(s[k] for s in ss) / len(ss) for k in ("calls_per_s", "W", "MHz")}
+        tflops = flop * mean["calls_per_s"] / 1e12
+        out[name] = {"tflops": tflops, "W": mean["W"], "limit_W": ss[0]["limit_W"], "MHz": mean["MHz"],
+                     "max_MHz": ss[0]["max_MHz"], "pj_per_flop": mean["W"] / tflops,
+                     "gflop_per_clock": tflops * 1e3 / mean["MHz"], "rounds": len(ss),
+                     "throttle": sorted({why for s in ss for why in s["throttle"]})}
+    return out
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'size':>6s} {'kernel':26s} {'TFLOP/s':>8s} {'W':>5s} {'SM MHz':>7s} {'pJ/FLOP':>8s} {'GFLOP/clk':>9s}  throttle"]
+    for r in rows:
+        lines.append(f"{r['shape'][0]:>5d}³ {r['backend'] + ':' + r['rung']:26s} {r['tflops']:8.1f} {r['W']:5.0f} "
+                     f"{r['MHz']:7.0f} {r['pj_per_flop']:8.3f} {r['gflop_per_clock']:9.1f}  {', '.join(r['throttle']) or 'none'}")
+    return "\n".join(lines)
+
+
+def main(sizes: list[int], record: bool = False) -> None:
     import torch
     import kernels.matmul as mm
     from kernels.triton import matmul as tm
+    from ladder import hardware, results
+    rows = []
     for n in sizes:
         a, b = mm.PROBLEM.make_inputs((n, n, n), "cuda", torch.Generator("cuda").manual_seed(1))
         out = torch.empty(n, n, dtype=torch.float16, device="cuda")
         tm.autotuned(a, b, out)  # the search, before anything is sampled
-        found = sample({"torch:cublas": lambda: torch.matmul(a, b, out=out),
-                        "triton:6_autotuned": lambda: tm.autotuned(a, b, out),
-                        "triton:7_tma_persistent": lambda: tm.tma_persistent(a, b, out)})
-        for name, s in found.items():
-            print(f"{n}^3 {name:24s} {2 * n ** 3 * s['calls_per_s'] / 1e12:6.1f} TFLOP/s  "
-                  f"{s['W']:4.0f} W (max {s['max_W']:.0f}, limit {s['limit_W']:.0f})  SM clock {s['MHz']:5.0f} MHz "
-                  f"(min {s['min_MHz']:.0f}, max {s['max_MHz']:.0f})  throttle: {', '.join(s['throttle']) or 'none'}")
+        found = compare({("torch", "cublas"): lambda: torch.matmul(a, b, out=out),
+                         ("triton", "6_autotuned"): lambda: tm.autotuned(a, b, out),
+                         ("triton", "7_tma_persistent"): lambda: tm.tma_persistent(a, b, out)}, flop=2 * n ** 3)
+        rows += [{"problem": "matmul", "backend": be, "rung": rung, "shape": [n, n, n], **s}
+                 for (be, rung), s in found.items()]
+    limit = rows[0]["limit_W"]
+    print(f"power limit {limit:.0f} W, SM clock max {rows[0]['max_MHz']:.0f} MHz; means of {rows[0]['rounds']} rounds")
+    print(table(rows))
+    if record:
+        path = results.path_for(hardware.detect().slug)
+        if not path.exists():
+            raise SystemExit("--record needs an earlier recording for this GPU (python -m ladder record)")
+        old = results.load(path.stem).data
+        new = {k: v for k, v in old.items() if k not in results.ROW_KINDS}
+        new.update(provenance=results.provenance(hardware.detect()), power=rows)
+        print(f"wrote {results.save(results.merge(old, new))}")
 
 
 if __name__ == "__main__":
-    main([int(x) for x in sys.argv[1:]] or [8192, 4096])
+    args = sys.argv[1:]
+    main([int(x) for x in args if x != "--record"] or [8192, 4096], record="--record" in args)

@@ -19,6 +19,7 @@ METRICS = {
     "dram_bytes_read": "dram__bytes_read.sum",
     "dram_bytes_write": "dram__bytes_write.sum",
     "l2_bytes": "lts__t_bytes.sum",
+    "l2_to_sm_bytes": "l1tex__m_xbar2l1tex_read_bytes.sum",  # what the SMs receive from L2, TMA included
     "global_load_instructions": "smsp__inst_executed_op_global_ld.sum",
     "global_load_requests": "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
     "global_load_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",

@@ -4,7 +4,8 @@
  "gpu": {...}, "datasheet": {...}, "ceilings": {"copy_TBps", "fp32_TFLOPs", "fp16_tc_TFLOPs"},
  "runs": [{"problem", "backend", "rung", "shape", "ms", "ms_p20", "ms_p80", "tflops", "tbps",
            "correct", "rel_error"}],
- "profiles": [{"problem", "backend", "rung", "shape", "metrics": {...}}]}
+ "profiles": [{"problem", "backend", "rung", "shape", "metrics": {...}}],
+ "autotune": [{"problem", "tuner", ...}], "power": [{"problem", "backend", "rung", "shape", "W", "MHz", ...}]}
 """
 from __future__ import annotations
 
@@ -77,6 +78,10 @@ class Recording:
     def profiles(self, problem: str | None = None) -> list[dict]:
         return [p for p in self.data.get("profiles", []) if problem is None or p["problem"] == problem]
 
+    def power(self, problem: str | None = None) -> list[dict]:
+        """`python -m ladder.power --record`'s rows: speed, watts, clock, pJ/FLOP, GFLOP per clock."""
+        return [p for p in self.data.get("power", []) if problem is None or p["problem"] == problem]
+
 
 def path_for(slug: str) -> Path:
     return RESULTS_DIR / f"{slug}.json"
@@ -107,8 +112,11 @@ def _key(kind: str, row: dict) -> tuple:
     return (row["problem"], row["tuner"]) if kind == "autotune" else (row["problem"], row["backend"], row["rung"])
 
 
+ROW_KINDS = ("runs", "profiles", "autotune", "power")
+
+
 def merge(old: dict | None, new: dict) -> dict:
-    """New provenance and ceilings; of the old runs, profiles and autotune reports, those about a
+    """New provenance and ceilings; of the old runs, profiles, autotune reports and power samples, those about a
     rung (or tuner) that `new` has none of are kept. Every row gets the date it was recorded."""
     def dated(rows, record):  # each row says when it was recorded (the provenance is the newest run's)
         date = record.get("provenance", {}).get("date")
@@ -116,8 +124,9 @@ def merge(old: dict | None, new: dict) -> dict:
 
     if not old:
         return new
-    merged = dict(new)
-    for kind in ("runs", "profiles", "autotune"):
+    keys = [k for k in old if k in new or k in ROW_KINDS] + [k for k in new if k not in old]
+    merged = {k: new.get(k) for k in keys}  # the old file's order: a recording's diff shows what changed
+    for kind in ROW_KINDS:
         replaced = {_key(kind, r) for r in new.get(kind, [])}
         merged[kind] = (dated([r for r in old.get(kind, []) if _key(kind, r) not in replaced], old)
                         + dated(new.get(kind, []), new))

@@ -134,6 +134,35 @@ def test_power_samples_are_parsed_and_throttle_reasons_named(tmp_path):
     assert [why for bit, why in power.THROTTLE.items() if row["throttle"] & bit] == ["SW power cap"]
 
 
+def test_power_compare_rotates_the_order_and_derives_energy_and_work_per_clock(monkeypatch):
+    from ladder import power
+    order = []
+
+    def fake_sample(kernels, seconds):
+        [name] = kernels
+        order.append(name)
+        watts = {"a": 700.0, "b": 690.0}[name]
+        return {name: {"calls_per_s": 500.0, "W": watts, "limit_W": 700.0, "MHz": 1250.0, "max_MHz": 1980.0,
+                       "throttle": ["SW power cap"]}}
+
+    monkeypatch.setattr(power, "sample", fake_sample)
+    found = power.compare({"a": None, "b": None}, flop=2e12, rounds=3)
+    assert order == ["a", "b", "b", "a", "a", "b"]
+    assert found["a"]["tflops"] == 1000.0 and found["a"]["pj_per_flop"] == 0.7
+    assert found["b"]["gflop_per_clock"] == 800.0 and found["b"]["rounds"] == 3
+    assert found["b"]["throttle"] == ["SW power cap"]
+
+
+def test_a_new_recording_keeps_the_power_rows_it_does_not_replace():
+    from ladder import results
+    row = {"problem": "matmul", "backend": "torch", "rung": "cublas", "shape": [8192] * 3, "W": 698.0}
+    old = {"provenance": {"date": "2026-11-22 03:00 UTC"}, "runs": [], "power": [row]}
+    new = {"provenance": {"date": "2026-11-23 03:00 UTC"}, "runs": [dict(row, tflops=650.0)]}
+    merged = results.merge(old, new)
+    assert merged["power"] == [dict(row, recorded="2026-11-22 03:00 UTC")]
+    assert merged["runs"][0]["recorded"] == "2026-11-23 03:00 UTC"
+
+
 class _RecordingKernel:
     def __init__(self):
         self.warmed = []
