@@ -210,3 +210,26 @@ def test_compile_ahead_leaves_an_older_triton_to_the_autotuner(monkeypatch):
     kernel = _RecordingKernel()
     autotune.compile_ahead(kernel, [triton.Config({"BLOCK": 16})], {"n": 7}, {"grid": (1,), "warmup": False})
     assert kernel.warmed == []
+
+
+def test_profile_drops_a_counter_that_ncu_does_not_know_and_keeps_the_others(monkeypatch):
+    import subprocess
+    from ladder import profile
+    calls = []
+
+    def fake_run(cmd, **kw):
+        asked = cmd[cmd.index("--metrics") + 1].split(",")
+        calls.append(asked)
+        if "l1tex__m_xbar2l1tex_read_bytes.sum" in asked:
+            return subprocess.CompletedProcess(cmd, 1, "", "==ERROR== Failed to find metric regex:"
+                                               "^l1tex__m_xbar2l1tex_read_bytes.sum$\n")
+        header = ",".join(f'"{h}"' for h in ["Kernel Name", *asked])
+        units = ",".join('""' for _ in range(len(asked) + 1))
+        row = ",".join(f'"{v}"' for v in ["k", *("1,000" for _ in asked)])
+        return subprocess.CompletedProcess(cmd, 0, "\n".join([header, units, row]), "")
+
+    monkeypatch.setattr(profile, "available", lambda: True)
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    found = profile.profile("matmul", "torch", "cublas", (64, 64, 64))
+    assert len(calls) == 2 and "l1tex__m_xbar2l1tex_read_bytes.sum" not in calls[1]
+    assert found["l2_to_sm_bytes"] is None and found["dram_bytes_read"] == 1000.0 and found["kernels"] == ["k"]
