@@ -67,3 +67,28 @@ def test_ceilings_are_plausible():
     assert 0.5 * sheet.hbm_TBps < c["copy_TBps"] < 1.05 * sheet.hbm_TBps
     assert 0.5 * sheet.fp32_TFLOPs < c["fp32_TFLOPs"] < 1.1 * sheet.fp32_TFLOPs
     assert 0.3 * sheet.fp16_tc_TFLOPs < c["fp16_tc_TFLOPs"] < 1.1 * sheet.fp16_tc_TFLOPs
+
+
+def test_ncu_profile_counts_the_bytes_and_drops_a_counter_it_does_not_know():
+    from ladder import profile
+    from ladder.world import NotAvailable
+    n = 1 << 24
+    if not profile.available():  # the documented answer where Nsight Compute is not installed
+        with pytest.raises(NotAvailable, match="ncu"):
+            profile.profile("vector_add", "triton", "1_blocked", (n,))
+        return
+    found = profile.profile("vector_add", "triton", "1_blocked", (n,))
+    assert found["kernels"] == ["vector_add_kernel"]
+    assert found["l2_to_sm_bytes"] >= 2 * 2 * n  # A and B, fp16, at least once
+    assert found["dram_bytes_read"] >= 0.9 * 2 * 2 * n  # ncu empties L2 before the kernel
+    odd = profile.profile("vector_add", "triton", "1_blocked", (n,),
+                          {"unknown": "no_such__counter.sum", "dram_bytes_read": "dram__bytes_read.sum"})
+    assert odd["unknown"] is None and odd["dram_bytes_read"] >= 0.9 * 2 * 2 * n
+
+
+def test_power_sampling_reads_watts_and_clock():
+    from ladder import power
+    a = torch.randn(1 << 26, device="cuda").half()
+    found = power.compare({"add": lambda: torch.add(a, a)}, flop=a.numel(), rounds=1, seconds=2.0)["add"]
+    assert found["tflops"] > 0 and found["rounds"] == 1
+    assert 0 < found["W"] <= 1.2 * found["limit_W"] and 0 < found["MHz"] <= found["max_MHz"]
