@@ -102,10 +102,18 @@ def test_persistent_grids_give_every_program_the_same_number_of_tiles():
     assert tm.programs(1) == 1 and tm.programs(5) == 2                             # interpreter: 2 programs
 
 
+def test_groups_make_the_tiles_in_flight_a_square_of_c():
+    # 128 programs of 128x256 tiles: 16 tile rows x 8 tile columns = 2048 rows of A, 2048 columns of B
+    assert tm.group_rows(8192, 8192, 128, 256, sms=132) == tm.group_rows(4096, 4096, 128, 256, sms=132) == 16
+    assert tm.group_rows(4096, 4096, 256, 128, sms=132) == 8              # 8 x 16 tiles: 2048 x 2048 again
+    assert tm.group_rows(300, 8192, 128, 256, sms=132) == 3               # no more groups rows than C has
+    assert tm.group_rows(70, 90, 16, 16) == 2                             # interpreter: 2 programs, 5 tile rows
+
+
 def test_the_schedules_lesson_03_compares_all_compute_the_product():
     a, b = torch.randn(70, 50).half(), torch.randn(50, 90).half()
     out = torch.empty(70, 90).half()
-    config = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, num_warps=4, num_stages=1)
+    config = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=4, num_stages=1)
     variants = tm.schedules(a, b, out, config)
     assert list(variants) == ["a program per tile", "persistent, loop not flattened", "persistent, flattened (rung 6)"]
     for name, run in variants.items():
@@ -116,7 +124,7 @@ def test_the_schedules_lesson_03_compares_all_compute_the_product():
 
 def test_prune_reasons():
     smallest = dict(M=64, N=64, K=32)
-    big = dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)
+    big = dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=4)
     assert tm.prune_reason(big, (4096, 4096, 4096), H100, smallest) is None
     assert tm.prune_reason(big, (4096, 4096, 4096), A100, smallest) is None  # 3 buffers before Hopper: 144 KiB
     assert "shared memory > 64 KiB on sm_75" in tm.prune_reason(big, (4096, 4096, 4096), T4, smallest)
@@ -190,8 +198,8 @@ def test_shared_memory_estimate_matches_the_compiler(arch):
               dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3)):
         assert sass.triton_sass(**tm.tile_sass_case(c), arch=arch).shared_bytes == tm.shared_bytes(c, capability), c
     # rung 6: the buffers, plus the epilogue's scratch (at most the fp16 tile)
-    for c in (dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4),
-              dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3)):
+    for c in (dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4),
+              dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3)):
         scratch = sass.triton_sass(**tm.persistent_sass_case(c), arch=arch).shared_bytes - tm.shared_bytes(c, capability)
         assert 0 < scratch <= 2 * c["BLOCK_M"] * c["BLOCK_N"], c
 
