@@ -262,6 +262,18 @@ def compile_ahead(kernel, configs, named_args: dict, launch_kwargs: dict) -> Non
             kernel.warmup(*named_args.values(), grid=(1,), **launch, **c.all_kwargs())
 
 
+PIN_RECORDED = False
+
+
+def pin_recorded_winners() -> None:
+    """From now on, a Triton search whose winner this GPU has recorded (local cache or results/) times only
+    that winner. `ladder run-once`, the process ncu profiles, does this: it then runs the configuration that
+    `record` timed, not the winner of a new search run under ncu, whose instrumentation can change the ranking
+    (on the H100 it once made a 128x128 tile win rung 6's search)."""
+    global PIN_RECORDED
+    PIN_RECORDED = True
+
+
 class TritonSearchLog:
     """What @triton.autotune did at each new key: pass `prune` as its early_config_prune hook and `bench`
     as its do_bench; after a launch that searched, `finish` turns what they saw into a Report.
@@ -285,6 +297,10 @@ class TritonSearchLog:
         for c, d in zip(configs, dicts):
             why = self.reason(d, shape, gpu, dicts)
             (pruned.append({"config": d, "reason": why}) if why else kept.append(c))
+        if PIN_RECORDED and gpu is not None:
+            problem, tuner = self.label_of(args)
+            winners = [r.best for r in cached_reports(gpu.slug, problem, tuner) if tuple(r.shape) == tuple(shape)]
+            kept = [c for c in kept if winners and triton_config_dict(c) == winners[0]] or kept
         self.current = dict(shape=shape, label=self.label_of(args), start=start, kept=kept, pruned=pruned, times=[])
         if self.kernel is not None and gpu is not None:
             compile_ahead(self.kernel, kept, named_args, kwargs)

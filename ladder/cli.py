@@ -96,6 +96,8 @@ def _shape(values: list[str]) -> tuple:
 def cmd_run_once(args) -> None:
     import torch
     require_gpu("run-once")
+    from ladder import autotune
+    autotune.pin_recorded_winners()  # profile what `record` timed, not a search run under ncu
     problem = problems_mod.get(args.problem)
     rung = problem.rung(args.backend, args.rung)
     shape = _shape(args.size)

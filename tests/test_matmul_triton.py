@@ -147,6 +147,25 @@ def test_autotune_report_says_what_the_search_did():
     assert again.shape == (40, 5, 7) and len(again.timed) == 2
 
 
+def test_pinned_searches_time_only_the_recorded_winner(monkeypatch):
+    # what `ladder run-once` (under ncu) does: the configuration `record` timed, not a new search's winner
+    import triton
+    from ladder import autotune
+    configs = [triton.Config(dict(BLOCK_M=m, BLOCK_N=16, BLOCK_K=16), num_warps=4, num_stages=1) for m in (16, 32)]
+    winner = dict(BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, num_warps=4, num_stages=1)
+    recorded = autotune.Report("matmul", "triton:6_autotuned", (64, 64, 64), "H100", winner, 0.1, 1.0)
+    monkeypatch.setattr(autotune, "detect", lambda: H100)
+    monkeypatch.setattr(autotune, "compile_ahead", lambda *args: None)
+    monkeypatch.setattr(autotune, "cached_reports", lambda slug, problem, tuner: [recorded])
+    log = autotune.TritonSearchLog(shape_of=lambda a: (a["M"], a["N"], a["K"]),
+                                   label_of=lambda a: ("matmul", "triton:6_autotuned"), flops=None,
+                                   reason=lambda c, shape, gpu, dicts: None)
+    assert len(log.prune(configs, dict(M=64, N=64, K=64))) == 2          # not pinned: a search
+    monkeypatch.setattr(autotune, "PIN_RECORDED", True)
+    assert log.prune(configs, dict(M=64, N=64, K=64)) == [configs[1]]    # pinned: the recorded winner only
+    assert len(log.prune(configs, dict(M=96, N=64, K=64))) == 2          # nothing recorded at this shape
+
+
 # ------------------------------------------------------------- SASS, compiled ahead of time
 
 def compiled(rung: str, arch: str) -> sass.Sass:
