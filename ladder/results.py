@@ -127,7 +127,14 @@ def merge(old: dict | None, new: dict) -> dict:
     keys = [k for k in old if k in new or k in ROW_KINDS] + [k for k in new if k not in old]
     merged = {k: new.get(k) for k in keys}  # the old file's order: a recording's diff shows what changed
     for kind in ROW_KINDS:
-        replaced = {_key(kind, r) for r in new.get(kind, [])}
-        merged[kind] = (dated([r for r in old.get(kind, []) if _key(kind, r) not in replaced], old)
-                        + dated(new.get(kind, []), new))
+        fresh = dated(new.get(kind, []), new)
+        again, placed, rows = {_key(kind, r) for r in fresh}, set(), []
+        for r in dated(old.get(kind, []), old):  # the old order: a rung recorded again stays where it was
+            k = _key(kind, r)
+            if k not in again:
+                rows.append(r)
+            elif k not in placed:
+                rows += [x for x in fresh if _key(kind, x) == k]
+                placed.add(k)
+        merged[kind] = rows + [x for x in fresh if _key(kind, x) not in placed]
     return merged

@@ -97,7 +97,7 @@ def test_merge_replaces_only_the_rungs_recorded_again():
     new = {"runs": [run("a", "1", 2)], "profiles": [], "autotune": [{"problem": "a", "tuner": "triton:6", "x": 2}]}
     merged = results.merge(dict(old, provenance={"date": "then"}), dict(new, provenance={"date": "now"}))
     assert [(r["problem"], r["rung"], r["x"], r["recorded"]) for r in merged["runs"]] == [
-        ("a", "2", 1, "then"), ("b", "1", 1, "then"), ("a", "1", 2, "now")]
+        ("a", "1", 2, "now"), ("a", "2", 1, "then"), ("b", "1", 1, "then")]  # in the old order
     assert [r["x"] for r in merged["profiles"]] == [1]  # none new for it: the old one stays
     assert [r["tuner"] for r in merged["autotune"]] == ["cuda:6", "triton:6"]
 
