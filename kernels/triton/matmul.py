@@ -6,8 +6,8 @@
 4_tensor_core  the same kernel with fp16 operands: tl.dot runs on tensor cores; num_stages=1 (no overlap)
 5_pipelined    the same kernel, num_stages=4: the compiler prefetches the next tiles (cp.async) during the math
 6_autotuned    the same tile on a persistent grid: one program per SM walks the tiles in grouped order
-               (L2 reuse), its next tile's loads overlapping this tile's store; @triton.autotune over
-               tiles, warps and stages
+               (the tiles in flight form a square of C: the fewest bytes from DRAM), its next tile's loads
+               overlapping this tile's store; @triton.autotune over tiles, warps and stages
 7_tma_persistent  (Hopper) rung 6 with its tiles loaded by TMA descriptors instead of per-thread copies
 fused          rung 6 with BIAS_RELU: relu(A·B + bias) on the fp32 tile before its one fp16 store
 
@@ -23,7 +23,6 @@ interpreter) the launchers use 16-wide tiles instead: the checks then cover seve
 edges and groups even on small shapes.
 """
 from __future__ import annotations
-
 
 import math
 
