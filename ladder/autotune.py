@@ -300,7 +300,8 @@ class TritonSearchLog:
         if PIN_RECORDED and gpu is not None:
             problem, tuner = self.label_of(args)
             winners = [r.best for r in cached_reports(gpu.slug, problem, tuner) if tuple(r.shape) == tuple(shape)]
-            kept = [c for c in kept if winners and triton_config_dict(c) == winners[0]] or kept
+            pinned = [c for c in kept if winners and triton_config_dict(c) == winners[0]]
+            kept = pinned or kept  # nothing recorded at this shape (or no longer in the space): a search
         self.current = dict(shape=shape, label=self.label_of(args), start=start, kept=kept, pruned=pruned, times=[])
         if self.kernel is not None and gpu is not None:
             compile_ahead(self.kernel, kept, named_args, kwargs)

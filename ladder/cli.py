@@ -46,8 +46,7 @@ def cmd_record(args) -> None:
     if args.no_time:
         if old is None:
             raise SystemExit("--no-time needs an earlier recording for this GPU to add profiles to")
-        record = {k: v for k, v in old.items() if k not in results_mod.ROW_KINDS}
-        record["provenance"] = results_mod.provenance(hardware.detect())
+        record = results_mod.fresh_record(old, hardware.detect())
     else:
         res, record = runner.measure_live(chosen)
     if profile.available() and not args.no_profile:

@@ -107,17 +107,14 @@ def main(sizes: list[int], record: bool = False) -> None:
                          ("triton", "7_tma_persistent"): lambda: tm.tma_persistent(a, b, out)}, flop=2 * n ** 3)
         rows += [{"problem": "matmul", "backend": be, "rung": rung, "shape": [n, n, n], **s}
                  for (be, rung), s in found.items()]
-    limit = rows[0]["limit_W"]
-    print(f"power limit {limit:.0f} W, SM clock max {rows[0]['max_MHz']:.0f} MHz; means of {rows[0]['rounds']} rounds")
+    print(f"power limit {rows[0]['limit_W']:.0f} W, SM clock max {rows[0]['max_MHz']:.0f} MHz; means of {rows[0]['rounds']} rounds")
     print(table(rows))
     if record:
         path = results.path_for(hardware.detect().slug)
         if not path.exists():
             raise SystemExit("--record needs an earlier recording for this GPU (python -m ladder record)")
         old = results.load(path.stem).data
-        new = {k: v for k, v in old.items() if k not in results.ROW_KINDS}
-        new.update(provenance=results.provenance(hardware.detect()), power=rows)
-        print(f"wrote {results.save(results.merge(old, new))}")
+        print(f"wrote {results.save(results.merge(old, {**results.fresh_record(old, hardware.detect()), 'power': rows}))}")
 
 
 if __name__ == "__main__":

@@ -115,6 +115,11 @@ def _key(kind: str, row: dict) -> tuple:
 ROW_KINDS = ("runs", "profiles", "autotune", "power")
 
 
+def fresh_record(old: dict, gpu) -> dict:
+    """A recording to add rows to, to be merged into `old`: its GPU facts and ceilings, today's provenance."""
+    return {**{k: v for k, v in old.items() if k not in ROW_KINDS}, "provenance": provenance(gpu)}
+
+
 def merge(old: dict | None, new: dict) -> dict:
     """New provenance and ceilings; of the old runs, profiles, autotune reports and power samples, those about a
     rung (or tuner) that `new` has none of are kept. Every row gets the date it was recorded."""

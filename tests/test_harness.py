@@ -153,6 +153,13 @@ def test_power_compare_rotates_the_order_and_derives_energy_and_work_per_clock(m
     assert found["b"]["throttle"] == ["SW power cap"]
 
 
+def test_rows_added_to_a_recording_start_from_its_gpu_facts_and_todays_provenance(monkeypatch):
+    from ladder import results
+    monkeypatch.setattr(results, "provenance", lambda gpu: {"date": "now"})
+    old = {"provenance": {"date": "then"}, "ceilings": {"copy_TBps": 3.0}, "runs": [{"x": 1}], "power": [{"x": 2}]}
+    assert results.fresh_record(old, None) == {"provenance": {"date": "now"}, "ceilings": {"copy_TBps": 3.0}}
+
+
 def test_a_new_recording_keeps_the_power_rows_it_does_not_replace():
     from ladder import results
     row = {"problem": "matmul", "backend": "torch", "rung": "cublas", "shape": [8192] * 3, "W": 698.0}
