@@ -291,18 +291,17 @@ class TritonSearchLog:
 
     def prune(self, configs, named_args, **kwargs):
         start, args = time.time(), {**named_args, **kwargs}
-        shape, gpu = self.shape_of(args), detect()
+        shape, label, gpu = self.shape_of(args), self.label_of(args), detect()
         dicts = [triton_config_dict(c) for c in configs]
         kept, pruned = [], []
         for c, d in zip(configs, dicts):
             why = self.reason(d, shape, gpu, dicts)
             (pruned.append({"config": d, "reason": why}) if why else kept.append(c))
         if PIN_RECORDED and gpu is not None:
-            problem, tuner = self.label_of(args)
-            winners = [r.best for r in cached_reports(gpu.slug, problem, tuner) if tuple(r.shape) == tuple(shape)]
+            winners = [r.best for r in cached_reports(gpu.slug, *label) if tuple(r.shape) == tuple(shape)]
             pinned = [c for c in kept if winners and triton_config_dict(c) == winners[0]]
             kept = pinned or kept  # nothing recorded at this shape (or no longer in the space): a search
-        self.current = dict(shape=shape, label=self.label_of(args), start=start, kept=kept, pruned=pruned, times=[])
+        self.current = dict(shape=shape, label=label, start=start, kept=kept, pruned=pruned, times=[])
         if self.kernel is not None and gpu is not None:
             compile_ahead(self.kernel, kept, named_args, kwargs)
         return kept

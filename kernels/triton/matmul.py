@@ -453,7 +453,8 @@ SASS_CASES = {
                    "b_desc": "tensordesc<fp16[{BLOCK_K},{BLOCK_N}]>".format(**TMA_PERSISTENT),
                    **{k: v for k, v in PERSISTENT_SIGNATURE.items() if k in ("c_ptr", "M", "N", "K", "BLOCK_M",
                                                                              "BLOCK_N", "BLOCK_K", "GROUP_M")}},
-        constexprs=dict(_constexprs(TMA_PERSISTENT), GROUP_M=BENCH_GROUP_M), divisible_by_16=("c_ptr", "M", "N", "K"), **_launch(TMA_PERSISTENT)),
+        constexprs=dict(_constexprs(TMA_PERSISTENT), GROUP_M=BENCH_GROUP_M), divisible_by_16=("c_ptr", "M", "N", "K"),
+        **_launch(TMA_PERSISTENT)),
 }
 
 
