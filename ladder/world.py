@@ -38,6 +38,9 @@ class World:
 
 
 def _decide() -> World:
+    # Triton 3.9 warns on every first compile that its FP-fusion default (a*b+c -> FMA) will flip in 3.10
+    # unless this is set. Our recordings were made with fusion on, so we keep it on and say so explicitly.
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     gpu = has_gpu()
     if not gpu:
         os.environ.setdefault("TRITON_INTERPRET", "1")
