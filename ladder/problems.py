@@ -72,8 +72,15 @@ class Problem:
         for r in self.rungs:
             if r.backend == backend and r.name == name:
                 return r
-        raise KeyError(f"{self.name} has no rung {backend}:{name}; it has "
+        raise UnknownName(f"{self.name} has no rung {backend}:{name}; it has "
                        + ", ".join(r.label for r in self.rungs))
+
+
+class UnknownName(KeyError):
+    """A problem or rung name that does not exist; its message lists the names that do."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
 
 
 _REGISTRY: dict[str, Problem] = {}
@@ -93,5 +100,5 @@ def problems() -> dict[str, Problem]:
 def get(name: str) -> Problem:
     found = problems()
     if name not in found:
-        raise KeyError(f"no problem {name!r}; known: {', '.join(found)}")
+        raise UnknownName(f"no problem {name!r}; known: {', '.join(found)}")
     return found[name]
