@@ -61,6 +61,7 @@ class Report:
     timed: list[dict] = field(default_factory=list)      # {"config", "ms", "tflops"}
     pruned: list[dict] = field(default_factory=list)     # {"config", "reason"}
     failed: list[dict] = field(default_factory=list)     # {"config", "reason"}
+    untimed: list[dict] = field(default_factory=list)    # kept but never timed: Triton >= 3.9 takes a lone survivor as is
 
     @property
     def tried(self) -> int:
@@ -71,23 +72,24 @@ class Report:
         return Counter(re.sub(r"\b\d+\b", "N", p["reason"]) for p in self.pruned)
 
     def summary(self) -> str:
-        n = len(self.timed) + len(self.pruned) + len(self.failed)
+        n = len(self.timed) + len(self.pruned) + len(self.failed) + len(self.untimed)
         lines = [f"{self.tuner} at {_key(self.shape)} on {self.gpu}: {n} configurations, {len(self.pruned)} pruned, "
                  f"{self.tried} compiled and run, {len(self.failed)} failed; search took {self.seconds:.0f} s"]
         lines += [f"  pruned {k:3d}: {reason}" for reason, k in self.pruned_by_reason().most_common()]
         lines += [f"  failed: {format_config(f['config'])}: {f['reason']}" for f in self.failed]
-        lines.append(f"winner: {format_config(self.best)}  {self.best_ms:.3f} ms")
+        timing = f"{self.best_ms:.3f} ms" if self.timed else "not timed: the only configuration left"
+        lines.append(f"winner: {format_config(self.best)}  {timing}")
         return "\n".join(lines)
 
     def as_dict(self) -> dict:
         return {"problem": self.problem, "tuner": self.tuner, "shape": list(self.shape), "gpu": self.gpu, "best": self.best,
                 "best_ms": self.best_ms, "seconds": self.seconds, "timed": self.timed,
-                "pruned": self.pruned, "failed": self.failed}
+                "pruned": self.pruned, "failed": self.failed, "untimed": self.untimed}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Report":
         return cls(d["problem"], d["tuner"], tuple(d["shape"]), d["gpu"], d["best"], d["best_ms"], d["seconds"],
-                   d["timed"], d["pruned"], d["failed"])
+                   d["timed"], d["pruned"], d["failed"], d.get("untimed", []))
 
 
 def format_config(config: dict) -> str:
@@ -338,12 +340,13 @@ class TritonSearchLog:
                 failed.append({"config": triton_config_dict(c), "reason": t})
             else:
                 timed.append({"config": triton_config_dict(c), "ms": t, "tflops": self.flops(problem, shape) / t / 1e9})
+        untimed = [{"config": triton_config_dict(c)} for c in s["kept"][len(s["times"]):]]
         timed.sort(key=lambda t: t["ms"])
         best_ms = timed[0]["ms"] if timed else float("nan")  # nothing timed: one configuration survived
         gpu = detect()
         self.reports.append(Report(problem, tuner, shape, gpu.name if gpu else "CPU (Triton interpreter)",
                                    triton_config_dict(best), best_ms, time.time() - s["start"], timed,
-                                   s["pruned"], failed))
+                                   s["pruned"], failed, untimed))
 
     def latest(self, tuner: str) -> dict[tuple, Report]:
         """The newest report per shape of one tuner."""

@@ -1,26 +1,32 @@
 """python -m ladder COMMAND
 
   info                 this machine: world, GPU, datasheet, measured (or recorded) ceilings
+  lab [JUPYTER ARGS..] JupyterLab on the repository root, opened at the first lesson
   record [PROBLEM..]   check and time every rung on this GPU, profile with ncu if present,
                        write results/<gpu>.json (rows of the rungs not run this time are kept)
   notebooks [PATH..]   execute notebooks in place, outputs saved (default: every lesson,
-                       exercise and solution)
-  exercises            rewrite exercises/*.ipynb from solutions/*.ipynb
+                       exercise and solution); outputs recorded on a GPU are kept from a
+                       CPU run unless --force
+  exercises            rewrite exercises/*.ipynb from solutions/*.ipynb, and every notebook's
+                       Colab badge and set-up cell (ladder.colab)
   profile PROBLEM BACKEND RUNG SIZE..   Nsight Compute counters for one rung
   run-once PROBLEM BACKEND RUNG SIZE..  run a rung once (the target `profile` runs under ncu)
 """
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import time
 from pathlib import Path
 
-from ladder import exercises, hardware, problems as problems_mod, results as results_mod
+from ladder import colab, exercises, hardware, problems as problems_mod, results as results_mod
 from ladder.world import WORLD, NotAvailable, require_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIRS = ("notebooks", "solutions", "exercises")
+FIRST_LESSON = "notebooks/00_roofline.ipynb"
 
 
 def cmd_info(args) -> None:
@@ -36,7 +42,19 @@ def cmd_info(args) -> None:
         print(f"ceilings {rec.label}: " + ", ".join(f"{k} {v:.2f}" for k, v in rec.ceilings.items()))
 
 
+def cmd_lab(args) -> None:
+    """JupyterLab with the repository as its root (lessons, exercises and solutions all reachable), opened
+    at the first lesson. Jupyter refuses to run as root unless told: containers and lab images often are."""
+    command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={ROOT}",
+               f"--LabApp.default_url=/lab/tree/{FIRST_LESSON}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        print("running as root (a container?): starting JupyterLab with --allow-root", flush=True)
+        command.append("--allow-root")
+    os.execv(sys.executable, command + args.jupyter_args)
+
+
 def cmd_record(args) -> None:
+    require_gpu("`record` (it checks, times and profiles every rung)")
     from ladder import profile, runner
     chosen = [problems_mod.get(n) for n in args.problems] if args.problems else list(problems_mod.problems().values())
     chosen = [p.only(*args.backends) for p in chosen]
@@ -61,11 +79,35 @@ def cmd_record(args) -> None:
     print(f"wrote {results_mod.save(results_mod.merge(old, record))} in {time.time() - start:.0f} s")
 
 
+_GPU_WORLD = re.compile(r"GPU \(.+?\)")
+
+
+def executed_on(nb) -> str | None:
+    """The world a notebook's saved outputs come from: its metadata (set by `ladder notebooks`), else the
+    "GPU (<name>)" world line a lesson prints; None when neither says."""
+    if "kernel_ladder" in nb.metadata:
+        return nb.metadata["kernel_ladder"]["world"]
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            found = _GPU_WORLD.search(out.get("text", ""))
+            if found:
+                return found.group(0)
+    return None
+
+
 def cmd_notebooks(args) -> None:
     import nbclient
     import nbformat
     from tqdm import tqdm
     paths = [Path(p) for p in args.paths] or [p for d in NOTEBOOK_DIRS for p in sorted((ROOT / d).glob("*.ipynb"))]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise SystemExit(f"no such notebook: {', '.join(missing)}")
+    if not WORLD.gpu and not args.force:  # a CPU run would replace real measurements by recorded ones
+        on_gpu = [f"{p} ({w})" for p in paths if (w := executed_on(nbformat.read(p, as_version=4))) and w.startswith("GPU")]
+        if on_gpu:
+            raise NotAvailable(f"no GPU here, and the saved outputs of {', '.join(on_gpu)} come from one: "
+                               "not overwritten with CPU outputs (--force to overwrite)")
     for path in tqdm(paths, desc="notebooks"):
         nb = nbformat.read(path, as_version=4)
         start = last = time.time()
@@ -79,6 +121,7 @@ def cmd_notebooks(args) -> None:
         nbclient.NotebookClient(nb, timeout=args.timeout, kernel_name="python3",
                                 on_cell_executed=cell_time if args.cell_times else None,
                                 resources={"metadata": {"path": str(path.parent)}}).execute()
+        nb.metadata["kernel_ladder"] = {"world": WORLD.name}
         nbformat.write(nb, path)
         tqdm.write(f"{path}: {time.time() - start:.0f} s")
 
@@ -86,10 +129,8 @@ def cmd_notebooks(args) -> None:
 def cmd_exercises(args) -> None:
     for path in exercises.write_exercises():
         print(f"wrote {path.relative_to(ROOT)}")
-
-
-def _shape(values: list[str]) -> tuple:
-    return tuple(int(v) for v in values)
+    for path in colab.write_setup_cells():
+        print(f"Colab badge and set-up cell: {path.relative_to(ROOT)}")
 
 
 def cmd_run_once(args) -> None:
@@ -99,7 +140,7 @@ def cmd_run_once(args) -> None:
     autotune.pin_recorded_winners()  # profile what `record` timed, not a search run under ncu
     problem = problems_mod.get(args.problem)
     rung = problem.rung(args.backend, args.rung)
-    shape = _shape(args.size)
+    shape = tuple(args.size)
     inputs = problem.make_inputs(shape, "cuda", torch.Generator("cuda").manual_seed(0))
     out = problem.new_output(shape, "cuda")
     rung.run(*inputs, out=out)  # compile and warm up outside the profiled range
@@ -113,7 +154,9 @@ def cmd_run_once(args) -> None:
 def cmd_profile(args) -> None:
     from ladder import profile
     problem = problems_mod.get(args.problem)
-    shape = _shape(args.size)
+    problem.rung(args.backend, args.rung)  # an unknown rung is named here, not by ncu's child process
+    require_gpu("`profile` (Nsight Compute)")
+    shape = tuple(args.size)
     metrics = profile.profile(args.problem, args.backend, args.rung, shape)
     for k, v in metrics.items():
         print(f"{k:28s} {v}")
@@ -127,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("info")
     p.add_argument("--refresh", action="store_true", help="measure the ceilings again")
     p.set_defaults(fn=cmd_info)
+    sub.add_parser("lab", help="JupyterLab on the repository root; other arguments go to JupyterLab "
+                               "(e.g. --no-browser --port 8890)").set_defaults(fn=cmd_lab)
     p = sub.add_parser("record")
     p.add_argument("problems", nargs="*")
     p.add_argument("--no-profile", action="store_true", help="no ncu profiles")
@@ -139,18 +184,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("paths", nargs="*")
     p.add_argument("--timeout", type=int, default=900)
     p.add_argument("--cell-times", action="store_true", help="print each cell's seconds as it finishes")
+    p.add_argument("--force", action="store_true", help="on a CPU, overwrite outputs that were recorded on a GPU")
     p.set_defaults(fn=cmd_notebooks)
     sub.add_parser("exercises").set_defaults(fn=cmd_exercises)
     for name, fn in (("profile", cmd_profile), ("run-once", cmd_run_once)):
         p = sub.add_parser(name)
         for arg in ("problem", "backend", "rung"):
             p.add_argument(arg)
-        p.add_argument("size", nargs="+")
+        p.add_argument("size", nargs="+", type=int)
         p.set_defaults(fn=fn)
-    args = parser.parse_args(argv)
+    args, args.jupyter_args = parser.parse_known_args(argv)
+    if args.jupyter_args and args.command != "lab":
+        parser.error(f"unrecognized arguments: {' '.join(args.jupyter_args)}")
     try:
         args.fn(args)
     except NotAvailable as e:
         print(f"not available here: {e}", file=sys.stderr)
+        return 2
+    except problems_mod.UnknownName as e:
+        print(e, file=sys.stderr)
         return 2
     return 0

@@ -26,15 +26,17 @@ def strip_solutions(source: str) -> str:
     return _BLOCK.sub(blank, source)
 
 
-def exercise_from_solution(nb):
-    """The exercise notebook: solution blocks blanked, outputs kept (they are the run's)."""
+def exercise_from_solution(nb, target: Path):
+    """The exercise notebook to save at `target`: solution blocks blanked, outputs kept (they are the run's),
+    its Colab badge opening the exercise, not the solution."""
     import copy
+    from ladder import colab
     ex = copy.deepcopy(nb)
     for cell in ex.cells:
         if cell.cell_type == "code" and "# BEGIN SOLUTION" in cell.source:
             cell.source = strip_solutions(cell.source)
             cell.outputs, cell.execution_count = [], None
-    return ex
+    return colab.with_setup(ex, target)
 
 
 def write_exercises() -> list[Path]:
@@ -42,7 +44,7 @@ def write_exercises() -> list[Path]:
     written = []
     for sol in sorted((ROOT / "solutions").glob("*.ipynb")):
         target = ROOT / "exercises" / sol.name
-        nbformat.write(exercise_from_solution(nbformat.read(sol, as_version=4)), target)
+        nbformat.write(exercise_from_solution(nbformat.read(sol, as_version=4), target), target)
         written.append(target)
     return written
 
