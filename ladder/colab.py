@@ -23,8 +23,8 @@ if "google.colab" in sys.modules:
     url = os.environ.get("KERNEL_LADDER_URL", "REPOSITORY_URL")
     home = os.environ.get("KERNEL_LADDER_HOME", "/content/kernel-ladder")
 
-    def sh(*command):
-        done = subprocess.run(command, capture_output=True, text=True)
+    def sh(*command, cwd=None):
+        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr}")
         return done.stdout.strip()
@@ -34,7 +34,7 @@ if "google.colab" in sys.modules:
         sh("git", "-C", home, "pull", "-q", "--ff-only")
     else:
         sh("git", "clone", "-q", "--depth", "1", url, home)
-    extra = sh(sys.executable, os.path.join(home, "ladder", "install.py"), "cupy-extra")  # CuPy for torch's CUDA
+    extra = sh(sys.executable, "-m", "ladder.install", "cupy-extra", cwd=home)  # the CuPy for torch's CUDA
     sh(sys.executable, "-m", "pip", "install", "-q", "-e", f"{home}[{extra}]" if extra else home)
     if home not in sys.path:  # this kernel started before the install
         sys.path.insert(0, home)
