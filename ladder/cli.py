@@ -54,10 +54,15 @@ def cmd_lab(args) -> None:
 
 
 def cmd_record(args) -> None:
-    require_gpu("`record` (it checks, times and profiles every rung)")
     from ladder import profile, runner
     chosen = [problems_mod.get(n) for n in args.problems] if args.problems else list(problems_mod.problems().values())
+    known = {name for p in chosen for r in p.rungs for name in (r.backend, r.label)}
+    unknown = [b for b in args.backends if b not in known]
+    if unknown:
+        raise problems_mod.UnknownName(f"no backend or rung {', '.join(unknown)} in {', '.join(p.name for p in chosen)}; "
+                                       f"backends: {', '.join(sorted({r.backend for p in chosen for r in p.rungs}))}")
     chosen = [p.only(*args.backends) for p in chosen]
+    require_gpu("`record` (it checks, times and profiles every rung)")
     start = time.time()
     old = results_mod.path_for(hardware.detect().slug)
     old = results_mod.load(old.stem).data if old.exists() else None
@@ -104,10 +109,12 @@ def cmd_notebooks(args) -> None:
     if missing:
         raise SystemExit(f"no such notebook: {', '.join(missing)}")
     if not WORLD.gpu and not args.force:  # a CPU run would replace real measurements by recorded ones
-        on_gpu = [f"{p} ({w})" for p in paths if (w := executed_on(nbformat.read(p, as_version=4))) and w.startswith("GPU")]
+        worlds = {p: executed_on(nbformat.read(p, as_version=4)) for p in paths}
+        on_gpu = {p: w for p, w in worlds.items() if w and w.startswith("GPU")}
         if on_gpu:
-            raise NotAvailable(f"no GPU here, and the saved outputs of {', '.join(on_gpu)} come from one: "
-                               "not overwritten with CPU outputs (--force to overwrite)")
+            raise NotAvailable(f"the outputs saved in {len(on_gpu)} of these notebooks ({', '.join(f'{p.parent.name}/{p.stem}' for p in on_gpu)}) "
+                               f"were measured on a {' / '.join(sorted(set(on_gpu.values())))}; a CPU run would replace "
+                               "them with recorded numbers, so nothing was run (--force to run anyway)")
     for path in tqdm(paths, desc="notebooks"):
         nb = nbformat.read(path, as_version=4)
         start = last = time.time()
@@ -193,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument(arg)
         p.add_argument("size", nargs="+", type=int)
         p.set_defaults(fn=fn)
-    args, args.jupyter_args = parser.parse_known_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    args.jupyter_args = extra
     if args.jupyter_args and args.command != "lab":
         parser.error(f"unrecognized arguments: {' '.join(args.jupyter_args)}")
     try:

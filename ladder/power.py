@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 
+from ladder.world import NotAvailable, require_gpu
+
 QUERY = "timestamp,power.draw,power.limit,clocks.sm,clocks.max.sm,clocks_throttle_reasons.active"
 THROTTLE = {0x1: "idle", 0x4: "SW power cap", 0x8: "HW slowdown", 0x20: "SW thermal", 0x40: "HW thermal",
             0x80: "HW power brake"}
@@ -119,4 +121,10 @@ def main(sizes: list[int], record: bool = False) -> None:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if not all(x.isdigit() for x in args if x != "--record"):
+        sys.exit("usage: python -m ladder.power [SIZE ...] [--record]")
+    try:
+        require_gpu("ladder.power (it samples the GPU's power draw)")
+    except NotAvailable as e:
+        sys.exit(f"not available here: {e}")
     main([int(x) for x in args if x != "--record"] or [8192, 4096], record="--record" in args)
