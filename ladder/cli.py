@@ -7,7 +7,8 @@
   notebooks [PATH..]   execute notebooks in place, outputs saved (default: every lesson,
                        exercise and solution); outputs recorded on a GPU are kept from a
                        CPU run unless --force
-  exercises            rewrite exercises/*.ipynb from solutions/*.ipynb, and every notebook's
+  exercises            rewrite exercises/*.ipynb from solutions/*.ipynb (run unanswered: the
+                       checkers' outputs are what a student first sees), and every notebook's
                        Colab badge and set-up cell (ladder.colab)
   profile PROBLEM BACKEND RUNG SIZE..   Nsight Compute counters for one rung
   run-once PROBLEM BACKEND RUNG SIZE..  run a rung once (the target `profile` runs under ncu)
@@ -100,8 +101,14 @@ def executed_on(nb) -> str | None:
     return None
 
 
-def cmd_notebooks(args) -> None:
+def execute(nb, path: Path, timeout: int, **hooks) -> None:
+    """Run notebook `nb` (saved at `path`) in place, from its folder, as a student's kernel would."""
     import nbclient
+    nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}}, **hooks).execute()
+
+
+def cmd_notebooks(args) -> None:
     import nbformat
     from tqdm import tqdm
     paths = [Path(p) for p in args.paths] or [p for d in NOTEBOOK_DIRS for p in sorted((ROOT / d).glob("*.ipynb"))]
@@ -125,16 +132,14 @@ def cmd_notebooks(args) -> None:
             tqdm.write(f"  cell {cell_index:3d}: {time.time() - last:6.1f} s  {first[:60]}")
             last = time.time()
 
-        nbclient.NotebookClient(nb, timeout=args.timeout, kernel_name="python3",
-                                on_cell_executed=cell_time if args.cell_times else None,
-                                resources={"metadata": {"path": str(path.parent)}}).execute()
+        execute(nb, path, args.timeout, on_cell_executed=cell_time if args.cell_times else None)
         nb.metadata["kernel_ladder"] = {"world": WORLD.name}
         nbformat.write(nb, path)
         tqdm.write(f"{path}: {time.time() - start:.0f} s")
 
 
 def cmd_exercises(args) -> None:
-    for path in exercises.write_exercises():
+    for path in exercises.write_exercises(lambda nb, path: execute(nb, path, args.timeout)):
         print(f"wrote {path.relative_to(ROOT)}")
     for path in colab.write_setup_cells():
         print(f"Colab badge and set-up cell: {path.relative_to(ROOT)}")
@@ -193,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cell-times", action="store_true", help="print each cell's seconds as it finishes")
     p.add_argument("--force", action="store_true", help="on a CPU, overwrite outputs that were recorded on a GPU")
     p.set_defaults(fn=cmd_notebooks)
-    sub.add_parser("exercises").set_defaults(fn=cmd_exercises)
+    p = sub.add_parser("exercises")
+    p.add_argument("--timeout", type=int, default=900)
+    p.set_defaults(fn=cmd_exercises)
     for name, fn in (("profile", cmd_profile), ("run-once", cmd_run_once)):
         p = sub.add_parser(name)
         for arg in ("problem", "backend", "rung"):

@@ -14,7 +14,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIRS = ("notebooks", "exercises", "solutions")
-FIRST_LINE = "# Colab: fetch or update Kernel Ladder, then install it (elsewhere this cell does nothing)"
+# "@title" folds the cell to this line in Colab; the metadata below folds it in JupyterLab: plumbing, not lesson
+FIRST_LINE = "# @title Colab: fetch or update Kernel Ladder, then install it (elsewhere this cell does nothing)"
+FOLDED = {"jupyter": {"source_hidden": True}, "cellView": "form"}
 
 SETUP_CELL = FIRST_LINE + r"""
 # Made by `python -m ladder exercises` from pyproject.toml; edit ladder/colab.py, not this cell.
@@ -70,11 +72,12 @@ def with_setup(nb, path: Path):
     title = nb.cells[0]
     title.source = _BADGE.sub(badge_target(path, url), title.source)
     code = next((c for c in nb.cells if c.cell_type == "code"), None)
-    if code is not None and code.source.startswith("# Colab:"):
-        code.source = setup_cell(url)
-    else:
+    if code is None or not code.source.startswith(("# Colab:", FIRST_LINE)):
         import nbformat
-        nb.cells.insert(1, nbformat.v4.new_code_cell(setup_cell(url)))
+        code = nbformat.v4.new_code_cell()
+        nb.cells.insert(1, code)
+    code.source = setup_cell(url)
+    code.metadata.update(FOLDED)
     return nb
 
 

@@ -26,25 +26,60 @@ def strip_solutions(source: str) -> str:
     return _BLOCK.sub(blank, source)
 
 
+_DEFINED = re.compile(r"^(?:[ \t]*def\s+(\w+)|(\w+)\s*=(?!=))", re.M)
+
+
+def answer_names(source: str) -> set[str]:
+    """The names a cell with a solution block gives the student to fill in: its functions and its top-level
+    assignments (what later cells use)."""
+    return {a or b for a, b in _DEFINED.findall(source)}
+
+
+def solution_answers(nb) -> set[str]:
+    return set().union(*(answer_names(c.source) for c in nb.cells
+                         if c.cell_type == "code" and "# BEGIN SOLUTION" in c.source))
+
+
+def uses_answers(cell, answers: set[str]) -> bool:
+    """A code cell left as the student gets it whose output depends on their answers."""
+    return (cell.cell_type == "code" and "# YOUR ANSWER" not in cell.source
+            and bool(answers & set(re.findall(r"\w+", cell.source))))
+
+
 def exercise_from_solution(nb, target: Path):
-    """The exercise notebook to save at `target`: solution blocks blanked, outputs kept (they are the run's),
-    its Colab badge opening the exercise, not the solution."""
+    """The exercise notebook to save at `target`: solution blocks blanked, and the outputs of those cells
+    and of every cell that uses an answer cleared (`python -m ladder exercises` reruns the notebook
+    unanswered to fill them); other outputs stay the solution's run. Its Colab badge opens the exercise."""
     import copy
     from ladder import colab
     ex = copy.deepcopy(nb)
+    answers = solution_answers(nb)
     for cell in ex.cells:
         if cell.cell_type == "code" and "# BEGIN SOLUTION" in cell.source:
             cell.source = strip_solutions(cell.source)
             cell.outputs, cell.execution_count = [], None
+        elif uses_answers(cell, answers):
+            cell.outputs, cell.execution_count = [], None
     return colab.with_setup(ex, target)
 
 
-def write_exercises() -> list[Path]:
+def write_exercises(run_unanswered) -> list[Path]:
+    """Write exercises/ from solutions/. `run_unanswered(nb, path)` executes a notebook in place: the outputs
+    of cells that use an answer come from it, so they show what a student sees before answering."""
+    import copy
     import nbformat
     written = []
     for sol in sorted((ROOT / "solutions").glob("*.ipynb")):
         target = ROOT / "exercises" / sol.name
-        nbformat.write(exercise_from_solution(nbformat.read(sol, as_version=4), target), target)
+        solution = nbformat.read(sol, as_version=4)
+        ex = exercise_from_solution(solution, target)
+        ran = copy.deepcopy(ex)
+        run_unanswered(ran, target)
+        answers = solution_answers(solution)
+        for cell, done in zip(ex.cells, ran.cells):
+            if uses_answers(cell, answers):
+                cell.outputs, cell.execution_count = done.outputs, done.execution_count
+        nbformat.write(ex, target)
         written.append(target)
     return written
 

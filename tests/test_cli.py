@@ -17,7 +17,7 @@ def _answer(capsys, *argv) -> tuple[int, list[str]]:
 @pytest.mark.parametrize("argv, says", [
     (["record"], "`record` (it checks, times and profiles every rung) needs a CUDA GPU"),
     (["record", "matmul", "--no-profile"], "needs a CUDA GPU"),
-    (["record", "nosuch"], "no problem 'nosuch'; known: vector_add, matmul"),
+    (["record", "nosuch"], "no problem 'nosuch'; known: vector_add, matmul, matmul_bias_relu, attention"),
     (["record", "matmul", "--backends", "cuda:9_fast"], "no backend or rung cuda:9_fast in matmul"),
     (["profile", "matmul", "cuda", "9_fast", "64", "64", "64"], "matmul has no rung cuda:9_fast; it has cuda:1_naive"),
     (["profile", "matmul", "cuda", "1_naive", "64", "64", "64"], "`profile` (Nsight Compute) needs a CUDA GPU"),
