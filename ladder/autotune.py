@@ -104,7 +104,7 @@ class Tuner:
     prune: Callable[[dict, object], str | None]     # prune(config, gpu) -> reason or None
     compile: Callable[[dict], object]                 # compile(config): build it, raise if it cannot be
     run: Callable                                     # run(config, a, b, out=None) -> out
-    default: dict
+    default: Callable[[object], dict]                 # default(gpu): what runs where no search has (fits that GPU)
 
     def configs(self) -> list[dict]:
         keys = list(self.space)
@@ -149,12 +149,14 @@ class Tuner:
         return report
 
     def best(self, shape: tuple) -> dict:
-        """The winner for the tuned shape nearest to `shape` on this GPU (cache, then recording), else the default."""
-        key = (self.problem, self.name, tuple(shape))
+        """The winner for the tuned shape nearest to `shape` on this GPU (cache, then recording), else this GPU's
+        default; also the default where that winner is pruned now (a prune rule added since it was searched)."""
+        gpu = detect()
+        key = (gpu.slug if gpu else None, self.problem, self.name, tuple(shape))
         if key not in _BEST:  # launchers ask on every call: read the cache once per shape
-            gpu = detect()
-            reports = cached_reports(gpu.slug if gpu else None, self.problem, self.name)
-            _BEST[key] = min(reports, key=lambda r: _distance(r.shape, shape)).best if reports else self.default
+            reports = cached_reports(key[0], self.problem, self.name)
+            winner = min(reports, key=lambda r: _distance(r.shape, shape)).best if reports else None
+            _BEST[key] = winner if winner and self.prune(winner, gpu) is None else self.default(gpu)
         return _BEST[key]
 
 

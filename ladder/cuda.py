@@ -1,7 +1,9 @@
 """CUDA C++ sources: one preprocessing step, two compilers.
 
 * `load(path)` compiles for the GPU in this machine through CuPy (`cupy.RawModule`, NVRTC) and
-  returns the module whose kernels the launchers call.
+  returns the module whose kernels the launchers call. Under KERNEL_LADDER_EMULATE=sm_75 (or sm_80)
+  it compiles to PTX for compute_75 (`__CUDA_ARCH__` = 750), which the driver JIT-compiles for the
+  real GPU: the emulated GPU's code path, run on this one.
 * `compile_cubin(path, arch)` compiles for any architecture (sm_75, sm_80, sm_90, ...) without a
   GPU, through NVRTC from `cuda-bindings`; `ladder.sass` disassembles the result.
 
@@ -109,34 +111,51 @@ def _compile(text: str, options: tuple[str, ...], arch: str | None):
     import cupy
     if arch is None:  # CuPy picks this GPU's architecture
         return cupy.RawModule(code=text, options=options, backend="nvrtc")
-    # an arch-specific target CuPy does not choose itself (sm_90a: wgmma): NVRTC directly, then load
-    cubin = _nvrtc_cubin(text, "kernel.cu", arch, options)
-    cache = Path(os.environ.get("KERNEL_LADDER_CACHE", Path.home() / ".cache" / "kernel-ladder")) / "cubin"
+    # a target CuPy does not choose itself (sm_90a: wgmma; compute_75: emulation): NVRTC directly, then load
+    binary = _nvrtc(text, "kernel.cu", arch, options)
+    suffix = "ptx" if arch.startswith("compute_") else "cubin"  # the driver JIT-compiles PTX as it loads it
+    cache = Path(os.environ.get("KERNEL_LADDER_CACHE", Path.home() / ".cache" / "kernel-ladder")) / suffix
     cache.mkdir(parents=True, exist_ok=True)
-    path = cache / f"{hashlib.sha256(cubin).hexdigest()[:24]}.cubin"
-    path.write_bytes(cubin)
+    path = cache / f"{hashlib.sha256(binary).hexdigest()[:24]}.{suffix}"
+    path.write_bytes(binary)
     return cupy.RawModule(path=str(path))
 
 
-_LOADED: dict[tuple, tuple] = {}  # (path, defines, arch) -> (files, their stamps, module)
+def _target(path, arch: str | None) -> str | None:
+    """What `load` compiles for: `arch`, else the emulated GPU's PTX, else None (this GPU, CuPy's choice)."""
+    from ladder.hardware import detect
+    gpu = detect()
+    if gpu is None or gpu.emulated_on is None:
+        return arch
+    if arch is not None:  # only rung 7 names one (sm_90a), and its rung is N/A on the older GPUs emulated
+        raise NotAvailable(f"{Path(path).name} is built for {arch}: not on the {gpu.name}")
+    return "compute_" + gpu.arch.removeprefix("sm_")
+
+
+_LOADED: dict[tuple, tuple] = {}  # (path, defines, target) -> (files, their stamps, module)
 
 
 def load(path: str | os.PathLike, defines: dict | None = None, arch: str | None = None):
     """Compile `path` for this GPU through CuPy and return the `cupy.RawModule`.
 
-    `arch` forces a target (e.g. 'sm_90a' for wgmma); by default it is this GPU's. A second call
-    with nothing changed on disk costs a few file stats: launchers call this on every run.
+    `arch` forces a target (e.g. 'sm_90a' for wgmma); by default it is this GPU's (the emulated one's
+    PTX under KERNEL_LADDER_EMULATE). A second call with nothing changed on disk costs a few file stats:
+    launchers call this on every run.
     """
+    require_gpu(f"Running {Path(path).name}")
+    arch = _target(path, arch)
     key = (str(path), tuple(sorted((defines or {}).items())), arch)
     hit = _LOADED.get(key)
     if hit and _stamps(hit[0]) == hit[1]:
         return hit[2]
-    require_gpu(f"Running {Path(path).name}")
     try:
         import cupy
     except ImportError as e:
-        raise NotAvailable("CuPy is not installed: `./run lab` installs the build matching your "
-                           "torch's CUDA (cupy-cuda12x or cupy-cuda13x).") from e
+        from ladder.install import cupy_extra
+        extra = cupy_extra() or "cuda12"
+        raise NotAvailable(f"CuPy is not installed, so CUDA C++ cannot run here: `pip install cupy-{extra}x` "
+                           f"(it matches this torch's CUDA; from a clone: `pip install -e \".[{extra}]\"`, or rerun "
+                           "the notebook's first cell in Colab), then restart the kernel.") from e
     major = cupy.cuda.runtime.runtimeGetVersion() // 1000
     options = COMMON_OPTIONS + (f"-I{include_dir(major)}",) + defines_options(defines)
     text, files = _expand(path)
@@ -193,15 +212,18 @@ def compile_cubin(path: str | os.PathLike, arch: str, defines: tuple[tuple[str, 
         raise NotAvailable("Compile-only needs 'cuda-bindings' and 'cuda-toolkit[nvrtc]'.") from e
     _, major, _ = nvrtc.nvrtcVersion()
     options = COMMON_OPTIONS + (f"-I{include_dir(major)}",) + defines_options(dict(defines))
-    return _nvrtc_cubin(source(path), Path(path).name, arch, options)
+    return _nvrtc(source(path), Path(path).name, arch, options)
 
 
-def _nvrtc_cubin(text: str, name: str, arch: str, options: tuple[str, ...]) -> bytes:
+def _nvrtc(text: str, name: str, arch: str, options: tuple[str, ...]) -> bytes:
+    """NVRTC's output for `arch`: a cubin for a real architecture ('sm_80'), PTX for a virtual one ('compute_80')."""
     try:
         from cuda.bindings import nvrtc
     except ImportError as e:
         raise NotAvailable(f"Compiling for {arch} needs 'cuda-bindings' (a kernel-ladder dependency).") from e
     opts = [o.encode() for o in options + (f"--gpu-architecture={arch}",)]
+    get_size, get = ((nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX) if arch.startswith("compute_")
+                     else (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN))
     err, prog = nvrtc.nvrtcCreateProgram(text.encode(), name.encode(), 0, [], [])
     try:
         (result,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
@@ -210,9 +232,9 @@ def _nvrtc_cubin(text: str, name: str, arch: str, options: tuple[str, ...]) -> b
             log = b" " * size
             nvrtc.nvrtcGetProgramLog(prog, log)
             raise CompileError(f"{name} for {arch}:\n{log.decode(errors='replace').rstrip(chr(0))}")
-        _, size = nvrtc.nvrtcGetCUBINSize(prog)
-        cubin = b" " * size
-        nvrtc.nvrtcGetCUBIN(prog, cubin)
-        return cubin
+        _, size = get_size(prog)
+        binary = b" " * size
+        get(prog, binary)
+        return binary
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

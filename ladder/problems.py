@@ -33,6 +33,11 @@ class Rung:
         return f"{self.backend}:{self.name}"
 
     def unavailable_reason(self, gpu: GPU | None) -> str | None:
+        if gpu is not None and gpu.emulated_on and self.backend != "cuda":
+            # Triton and PyTorch build for the GPU they find: what would run is the real GPU's code, not the
+            # emulated one's, so it would check nothing new. Only our CUDA C++ is compiled for the emulated GPU.
+            return (f"N/A on this GPU ({gpu.name}): {self.backend} compiles for the real GPU, "
+                    f"not for {gpu.arch}; only CUDA C++ rungs run under emulation")
         if self.needs and gpu is not None and not gpu.has(self.needs):
             return f"N/A on this GPU ({gpu.name}, {gpu.arch}): needs {self.needs}"
         return None
@@ -92,9 +97,12 @@ def register(problem: Problem) -> Problem:
 
 
 def problems() -> dict[str, Problem]:
+    """Every problem, in lesson order (whatever order their modules were first imported in)."""
     for module in KERNEL_MODULES:
         importlib.import_module(module)
-    return dict(_REGISTRY)
+    lesson_order = [m.removeprefix("kernels.") for m in KERNEL_MODULES]
+    ranked = sorted(_REGISTRY, key=lambda n: lesson_order.index(n) if n in lesson_order else len(lesson_order))
+    return {name: _REGISTRY[name] for name in ranked}
 
 
 def get(name: str) -> Problem:

@@ -14,7 +14,7 @@ from tqdm import tqdm
 from ladder import ceilings as ceilings_mod
 from ladder import results as results_mod
 from ladder.check import CheckResult, check
-from ladder.hardware import detect
+from ladder.hardware import detect, require_real
 from ladder.problems import Problem, Rung
 from ladder.timing import bench, rates
 from ladder.world import WORLD, device
@@ -46,8 +46,10 @@ def check_rung(problem: Problem, rung: Rung, shapes: list[tuple] | None = None, 
 
 
 def format_checks(problem: Problem, rungs: list[Rung] | None = None) -> str:
-    """One line per rung: all shapes ok, or the first failure (deterministic text for nbval)."""
-    lines = []
+    """One line per rung: all shapes ok, or the first failure (deterministic text for nbval); under emulation
+    the first line says what the checks were run on."""
+    gpu = detect()
+    lines = [gpu.emulation_note] if gpu is not None and gpu.emulated_on else []
     for rung in rungs or problem.rungs:
         reason = unavailable(rung)
         if reason:
@@ -56,7 +58,7 @@ def format_checks(problem: Problem, rungs: list[Rung] | None = None) -> str:
         report = check_rung(problem, rung)
         bad = [(s, r) for s, r in report if not r.ok]
         shapes = ", ".join(str(s[0] if len(s) == 1 else s) for s, _ in report)
-        note = rung.fallback_note(detect()) if WORLD.gpu else None
+        note = rung.fallback_note(gpu) if WORLD.gpu else None
         lines.append(f"{rung.label:22s} " + (f"correct on shapes {shapes}" if not bad
                                               else f"WRONG at {bad[0][0]}: {bad[0][1]}")
                      + (f" [{note}]" if note else ""))
@@ -108,17 +110,25 @@ class Results:
 
 def measure_live(problem_list: list[Problem], progress: bool = True, shapes: list[tuple] | None = None,
                  tune: bool = True) -> tuple[Results, dict]:
-    """Check and time every runnable rung of each problem on this GPU; also returns the raw record.
+    """Check and time every runnable rung of each problem on this GPU for a recording (`ladder record`): the
+    results and the raw record. Refused under emulation (NotAvailable): its timings are not the emulated GPU's.
 
     `shapes` replaces the benchmark shapes and the sweep; `tune=False` skips the autotuning searches
     (the autotuned rungs then use what is cached or recorded for this GPU).
     """
+    require_real("Recording")
+    return _measure(problem_list, progress, shapes, tune)
+
+
+def _measure(problem_list: list[Problem], progress: bool, shapes: list[tuple] | None,
+             tune: bool) -> tuple[Results, dict]:
     gpu = detect()
     ceil = ceilings_mod.measure(gpu, refresh=True)
     rows, skipped, tuned = [], [], []
     for problem in problem_list:
         if tune and problem.tune:  # searches first, so the autotuned rungs run their winners
-            tuned += [report.as_dict() for report in problem.tune([r.label for r in problem.rungs])]
+            runnable = [r.label for r in problem.rungs if unavailable(r) is None]
+            tuned += [report.as_dict() for report in problem.tune(runnable)]
     jobs = [(p, r, s) for p in problem_list for r in p.rungs for s in (shapes or shapes_for(p, r))]
     for problem, rung, shape in tqdm(jobs, desc="timing rungs", disable=not progress):
         reason = unavailable(rung)
@@ -129,13 +139,14 @@ def measure_live(problem_list: list[Problem], progress: bool = True, shapes: lis
     sheet = ceilings_mod.datasheet_ceilings(gpu.datasheet)
     record = {"provenance": results_mod.provenance(gpu), "gpu": gpu.as_dict(), "datasheet": sheet,
               "ceilings": ceil, "runs": rows, "not_run": skipped, "autotune": tuned}
-    return Results(rows, ceil, sheet, gpu.name, f"live on {gpu.name}"), record
+    return Results(rows, ceil, sheet, gpu.name, f"live on {gpu.emulation_note or gpu.name}"), record
 
 
 def results(problem: Problem, shapes: list[tuple] | None = None, tune: bool = True) -> Results:
-    """Live measurements on a GPU (at `shapes` if given); the recorded ones (labelled so) without."""
+    """Live measurements on a GPU (at `shapes` if given; labelled as emulated under emulation); the recorded
+    ones (labelled so) without."""
     if WORLD.gpu:
-        return measure_live([problem], progress=False, shapes=shapes, tune=tune)[0]
+        return _measure([problem], progress=False, shapes=shapes, tune=tune)[0]
     rec = results_mod.load()
     labels = {r.label for r in problem.rungs}
     runs = [r for r in rec.runs(problem.name) if f"{r['backend']}:{r['rung']}" in labels]

@@ -33,7 +33,9 @@ class World:
     @property
     def name(self) -> str:
         if self.gpu:
-            return f"GPU ({torch.cuda.get_device_name()})"
+            from ladder.hardware import detect  # hardware imports this module
+            gpu = detect()
+            return f"GPU ({gpu.emulation_note or gpu.name})"
         return "CPU only (Triton interpreter, compile-only CUDA, recorded timings)"
 
 

@@ -102,3 +102,20 @@ def test_naive_scores_launch_a_few_heads_at_a_time(monkeypatch):
     assert compare(out, at.reference(q, k, v, True)).ok
     with pytest.raises(ValueError, match="S=18: S² = 324 programs"):
         ta.naive(*(torch.randn(1, 1, 18, 64).half() for _ in range(3)), False)
+
+
+def test_sdpa_anchor_gets_aligned_copies_of_misaligned_views(monkeypatch):
+    q = torch.randn(2 * 40 * 64 + 1).half()[1:].view(1, 2, 40, 64)  # 2 bytes into its allocation
+    assert q.data_ptr() % 16 == 2
+    sdpa, offsets = at.F.scaled_dot_product_attention, []
+    monkeypatch.setattr(at.F, "scaled_dot_product_attention",
+                        lambda q, k, v, is_causal: offsets.append(q.data_ptr() % 16) or sdpa(q, k, v, is_causal=is_causal))
+    assert compare(at.sdpa(q, q, q, True), at.reference(q, q, q, True)).ok  # (sdpa_flash's backend is CUDA only)
+    assert offsets == [0]
+
+
+@pytest.mark.parametrize("rung", [r for r in at.PROBLEM.rungs if r.backend == "torch"], ids=lambda r: r.label)
+def test_anchors_give_an_empty_output_at_s_0(rung, monkeypatch):
+    monkeypatch.setattr(at.F, "scaled_dot_product_attention", None)  # SDPA is not called (it raises a TypeError)
+    empty = torch.empty(1, 2, 0, 64).half()
+    assert rung.run(empty, empty, empty, False).shape == (1, 2, 0, 64)

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import kernels.attention as at
+from ladder.check import compare
 from ladder.runner import check_rung, unavailable
 
 RUNNABLE = [r for r in at.PROBLEM.rungs if unavailable(r) is None]
@@ -33,3 +34,17 @@ def test_cuda_search_times_what_fits_and_the_winner_is_used():
     autotuned = next(r for r in RUNNABLE if r.label == "cuda:6_autotuned")
     for shape_, result in check_rung(at.PROBLEM, autotuned, [shape, (2, 3, 333, 128, 0)], seed=3):
         assert result.ok, (shape_, str(result))
+
+
+@pytest.mark.parametrize("rung", [r for r in RUNNABLE if r.backend == "torch"], ids=lambda r: r.label)
+def test_anchors_take_misaligned_views_and_empty_inputs_without_faulting(rung):
+    base = torch.randn(1 * 2 * 300 * 64 + 1, device="cuda").half()
+    q = base[1:].view(1, 2, 300, 64)  # starts 2 bytes into its allocation: SDPA's kernels would fault
+    k, v = torch.randn_like(q), torch.randn_like(q)
+    assert q.data_ptr() % 16 == 2
+    for causal in (False, True):
+        assert compare(rung.run(q, k, v, causal), at.reference(q, k, v, causal)).ok
+    empty = torch.empty(1, 2, 0, 64, device="cuda").half()
+    assert rung.run(empty, empty, empty, False).shape == (1, 2, 0, 64)
+    torch.cuda.synchronize()  # nothing sticky: the next CUDA call works
+    assert torch.ones(1, device="cuda").item() == 1

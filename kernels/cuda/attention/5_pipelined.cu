@@ -7,19 +7,25 @@
 // Prediction: the loads of rung 4 hide behind the tensor cores: 1.3-2x, toward SDPA's FlashAttention
 //             backend (which pipelines the same way); the softmax's exponentials stay in the way.
 // Signature:  as rung 4, with LDGSTS (cp.async) and LDGDEPBAR/DEPBAR instead of LDG + STS on sm_80/sm_90.
-// HEAD_DIM, BLOCK_M, BLOCK_N, WARPS and STAGES are defines. Dynamic shared memory: the Q tile and STAGES
-// K and V tiles, rows of HEAD_DIM + 8 halves.
+// HEAD_DIM, BLOCK_M, BLOCK_N, WARPS and STAGES are defines. Dynamic shared memory: the Q tile and KV_BUFFERS
+// K and V tiles (STAGES of each with cp.async, one without), rows of HEAD_DIM + 8 halves.
 #include "flash_mma.cuh"
 
 #ifndef STAGES
 #define STAGES 2
 #endif
 
+#if __CUDA_ARCH__ >= 800
+constexpr int KV_BUFFERS = STAGES;  // K and V tiles in shared memory: STAGES in flight with cp.async ...
+#else
+constexpr int KV_BUFFERS = 1;       // ... one of each with rung 4's synchronous loads (as the launcher allocates)
+#endif
+
 // Block m_block of the queries of head blockIdx.y.
 __device__ __forceinline__ void attention_block(const half* Q, const half* K, const half* V, half* O, int S,
                                                 float scale_log2, int causal, int m_block) {
     extern __shared__ __align__(16) half smem[];
-    half *Qs = smem, *Ks = Qs + BLOCK_M * LD, *Vs = Ks + STAGES * TILE;
+    half *Qs = smem, *Ks = Qs + BLOCK_M * LD, *Vs = Ks + KV_BUFFERS * TILE;
     const size_t head = (size_t)blockIdx.y * S * HEAD_DIM;
     const KeyRange keys(m_block, S, causal);
     const int warp_row = threadIdx.x / 32 * WM;
