@@ -10,6 +10,8 @@
   exercises            rewrite exercises/*.ipynb from solutions/*.ipynb (run unanswered: the
                        checkers' outputs are what a student first sees), and every notebook's
                        Colab badge and set-up cell (ladder.colab)
+  grade NOTEBOOK..     execute students' exercise notebooks (errors and all) and print a score
+                       per graded task, with the checker's feedback (nbgrader's scoring rule)
   profile PROBLEM BACKEND RUNG SIZE..   Nsight Compute counters for one rung
   run-once PROBLEM BACKEND RUNG SIZE..  run a rung once (the target `profile` runs under ncu)
 """
@@ -62,7 +64,9 @@ def cmd_record(args) -> None:
     if unknown:
         raise problems_mod.UnknownName(f"no backend or rung {', '.join(unknown)} in {', '.join(p.name for p in chosen)}; "
                                        f"backends: {', '.join(sorted({r.backend for p in chosen for r in p.rungs}))}")
-    chosen = [p.only(*args.backends) for p in chosen]
+    # the anchors (cuBLAS, SDPA: the torch rungs) are timed again beside any rungs re-recorded, so each
+    # rung's "% of cuBLAS" compares two timings of one run
+    chosen = [p.only(*args.backends, results_mod.ANCHOR_BACKEND) for p in chosen]
     require_gpu("`record` (it checks, times and profiles every rung)")
     start = time.time()
     old = results_mod.path_for(hardware.detect().slug)
@@ -145,6 +149,15 @@ def cmd_exercises(args) -> None:
         print(f"Colab badge and set-up cell: {path.relative_to(ROOT)}")
 
 
+def cmd_grade(args) -> None:
+    from ladder.exercises import notebooks as exercise_notebooks
+    missing = [p for p in args.paths if not Path(p).is_file()]
+    if missing:
+        raise SystemExit(f"no such notebook: {', '.join(missing)}")
+    for path in args.paths:
+        print(exercise_notebooks.grade(Path(path), args.timeout).table(), flush=True)
+
+
 def cmd_run_once(args) -> None:
     import torch
     require_gpu("run-once")
@@ -201,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("exercises")
     p.add_argument("--timeout", type=int, default=900)
     p.set_defaults(fn=cmd_exercises)
+    p = sub.add_parser("grade", help="execute students' notebooks and score each graded task")
+    p.add_argument("paths", nargs="+", metavar="NOTEBOOK")
+    p.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    p.set_defaults(fn=cmd_grade)
     for name, fn in (("profile", cmd_profile), ("run-once", cmd_run_once)):
         p = sub.add_parser(name)
         for arg in ("problem", "backend", "rung"):

@@ -5,7 +5,14 @@
  "runs": [{"problem", "backend", "rung", "shape", "ms", "ms_p20", "ms_p80", "tflops", "tbps",
            "correct", "rel_error"}],
  "profiles": [{"problem", "backend", "rung", "shape", "metrics": {...}}],
- "autotune": [{"problem", "tuner", ...}], "power": [{"problem", "backend", "rung", "shape", "W", "MHz", ...}]}
+ "autotune": [{"problem", "tuner", ...}], "power": [{"problem", "backend", "rung", "shape", "W", "MHz", ...}],
+ "sessions": [{"date", "ceilings", "anchors": [runs rows of the torch backend], "note"?}]}
+
+Every row says when it was recorded ("recorded": the date of its run). Each timed run is a session: the
+ceilings measured in it and the anchors (the torch rows: cuBLAS, SDPA, ...) timed beside its rungs. A rung's
+"% of cuBLAS" or "% of roof" is computed against its own session, never a later one's; a session whose
+ceilings or anchors were not kept has None or [] there, and its "note" says why. The top-level "ceilings"
+are the newest session's.
 """
 from __future__ import annotations
 
@@ -81,6 +88,10 @@ class Recording:
     def profiles(self, problem: str | None = None) -> list[dict]:
         return [p for p in self.data.get("profiles", []) if problem is None or p["problem"] == problem]
 
+    def session(self, row: dict) -> dict | None:
+        """The session (ceilings and anchors of one run) that `row` was recorded in."""
+        return session_of(self.data, row)
+
     def power(self, problem: str | None = None) -> list[dict]:
         """`python -m ladder.power --record`'s rows: speed, watts, clock, pJ/FLOP, GFLOP per clock."""
         return [p for p in self.data.get("power", []) if problem is None or p["problem"] == problem]
@@ -116,6 +127,31 @@ def _key(kind: str, row: dict) -> tuple:
 
 
 ROW_KINDS = ("runs", "profiles", "autotune", "power")
+ANCHOR_BACKEND = "torch"   # the library rungs a run times beside ours: cuBLAS, SDPA, torch.add
+
+
+def session_of(data: dict, row: dict) -> dict | None:
+    return next((s for s in data.get("sessions", []) if s["date"] == row.get("recorded")), None)
+
+
+def run_anchor(row: dict, anchor: str, recording: "Recording | None" = None) -> dict | None:
+    """The `anchor` ("torch:cublas") row timed in the same run as `row`, at its shape; None when that run
+    timed no such anchor. A recorded row (one with a "recorded" date) is looked up in its session."""
+    if "recorded" not in row:
+        return None
+    session = (recording or load()).session(row) or {"anchors": []}
+    return next((a for a in session["anchors"] if f"{a['backend']}:{a['rung']}" == anchor
+                 and a["problem"] == row["problem"] and a["shape"] == row["shape"]), None)
+
+
+def _sessions(old: dict, new: dict) -> list[dict]:
+    """The old sessions still referred to by a row, and the new run's (when it timed anything)."""
+    date = new.get("provenance", {}).get("date")
+    kept = [s for s in old.get("sessions", []) if s["date"] != date]
+    if new.get("runs") and date:
+        kept.append({"date": date, "ceilings": new.get("ceilings"),
+                     "anchors": [r for r in new["runs"] if r["backend"] == ANCHOR_BACKEND]})
+    return kept
 
 
 def fresh_record(old: dict, gpu) -> dict:
@@ -124,14 +160,16 @@ def fresh_record(old: dict, gpu) -> dict:
 
 
 def merge(old: dict | None, new: dict) -> dict:
-    """New provenance and ceilings; of the old runs, profiles, autotune reports and power samples, those about a
-    rung (or tuner) that `new` has none of are kept. Every row gets the date it was recorded."""
+    """New provenance; of the old runs, profiles, autotune reports and power samples, those about a rung (or
+    tuner) that `new` has none of are kept. Every row gets the date it was recorded; a run that timed rows adds
+    its session (its ceilings and anchors), and the old rows keep pointing at theirs."""
     def dated(rows, record):  # each row says when it was recorded (the provenance is the newest run's)
         date = record.get("provenance", {}).get("date")
         return [r if "recorded" in r or date is None else {**r, "recorded": date} for r in rows]
 
+    new = {**new, "runs": dated(new.get("runs", []), new)}
     if not old:
-        return new
+        return {**new, "sessions": _sessions({}, new)}  # a first recording: one session
     keys = [k for k in old if k in new or k in ROW_KINDS] + [k for k in new if k not in old]
     merged = {k: new.get(k) for k in keys}  # the old file's order: a recording's diff shows what changed
     for kind in ROW_KINDS:
@@ -145,4 +183,8 @@ def merge(old: dict | None, new: dict) -> dict:
                 rows += [x for x in fresh if _key(kind, x) == k]
                 placed.add(k)
         merged[kind] = rows + [x for x in fresh if _key(kind, x) not in placed]
+    if not new.get("runs"):  # rows added without timing (ncu, power) measured no ceilings
+        merged["ceilings"] = old["ceilings"]
+    in_use = {r.get("recorded") for r in merged["runs"]}
+    merged["sessions"] = [s for s in _sessions(old, new) if s["date"] in in_use]
     return merged

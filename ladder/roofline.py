@@ -2,17 +2,33 @@
 
 attainable(I) = min(peak compute, I x bandwidth), with I the arithmetic intensity in FLOP/byte.
 The ridge point I* = peak / bandwidth separates memory-bound (left) from compute-bound (right).
-One roof per compute unit (fp32 CUDA cores, fp16 tensor cores); measured ceilings solid,
-datasheet ones dashed; kernels are labelled points, joined by arrows in ladder order.
+
+The plot: measured roofs solid, datasheet roofs dashed, each labelled where it runs; every rung is a
+marker whose glyph is the rung's number (the same in every lesson) on its backend's colour, named in a
+key beside the axes, so no label sits on the data. A second panel zooms on the top decade, where the
+best rungs crowd. A rung profiled by ncu is placed twice on one horizontal line: by the bytes it moved
+from DRAM (filled) and by the bytes the SMs moved through L2 (hollow); the one nearer its roof binds.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 ROOFS = {"fp32_TFLOPs": "fp32 CUDA cores", "fp16_tc_TFLOPs": "fp16 tensor cores"}
+ROOF_COLORS = {"fp32_TFLOPs": "tab:orange", "fp16_tc_TFLOPs": "tab:red"}
+# What each roof is, as measured (ladder.ceilings) and on the datasheet: the tensor-core roof we measure is
+# cuBLAS's speed, a library anchor rather than the unit's peak, and the plot says so.
+ROOF_NAMES = {"measured": {"copy_TBps": "DRAM copy", "l2_TBps": "L2 copy", "fp32_TFLOPs": "FMA kernel",
+                           "fp16_tc_TFLOPs": "cuBLAS 8192³"},
+              "datasheet": {"copy_TBps": "HBM datasheet", "fp32_TFLOPs": "fp32 datasheet",
+                            "fp16_tc_TFLOPs": "fp16 tensor-core datasheet"}}
+BANDWIDTHS = ("copy_TBps", "l2_TBps")
 BACKEND_COLORS = {"cuda": "tab:green", "triton": "tab:blue", "torch": "tab:gray"}
+# Glyphs of the library rungs (the rungs of ours carry their number: "3b_register_blocked" -> 3b).
+LIBRARY_GLYPHS = {"cublas": "cB", "sdpa": "S", "sdpa_flash": "FA", "add": "+", "three_ops": "3op",
+                  "compile": "tc", "fused": "F"}
 
 
 def ridge(bandwidth_TBps: float, peak_TFLOPs: float) -> float:
@@ -32,9 +48,17 @@ def bound(intensity: float, bandwidth_TBps: float, peak_TFLOPs: float) -> str:
 @dataclass
 class Point:
     label: str
-    intensity: float   # FLOP/byte, from the problem's minimum bytes
+    intensity: float   # FLOP/byte: by the problem's minimum bytes, or by the DRAM bytes ncu measured
     tflops: float      # achieved
     backend: str = "cuda"
+    l2_intensity: float | None = None   # FLOP per byte moved between L2 and the SMs (ncu), when profiled
+
+    @property
+    def glyph(self) -> str:
+        """The rung's mark, the same in every lesson: its number ("3b"), or a library rung's initials."""
+        name = self.label.split(":")[-1]
+        number = re.match(r"\d+[a-z]?(?=_|$)", name)
+        return number.group(0) if number else LIBRARY_GLYPHS.get(name, name[:3])
 
 
 def points(rows: list[dict], problem, shape: tuple | None = None) -> list[Point]:
@@ -45,55 +69,176 @@ def points(rows: list[dict], problem, shape: tuple | None = None) -> list[Point]
 
 
 def measured_points(runs: list[dict], profiles: list[dict], problem, shape: tuple) -> list[Point]:
-    """Roofline points whose intensity counts the DRAM bytes ncu measured for each rung (read +
-    written) instead of the problem's minimum: where each rung really sits. Rungs with no profile
-    at `shape` are left out."""
-    moved = {f"{p['backend']}:{p['rung']}": (p["metrics"].get("dram_bytes_read") or 0)
-             + (p["metrics"].get("dram_bytes_write") or 0)
-             for p in profiles if p["problem"] == problem.name and tuple(p["shape"]) == tuple(shape)}
-    return [Point(label, problem.flops(tuple(shape)) / moved[label], r["tflops"], r["backend"])
-            for r in runs if r["problem"] == problem.name and tuple(r["shape"]) == tuple(shape)
-            and moved.get(label := f"{r['backend']}:{r['rung']}")]
+    """Roofline points whose intensity counts the DRAM bytes ncu measured for each rung (read + written)
+    instead of the problem's minimum, and the L2 bytes beside it (what the SMs received from L2, else all
+    L2 traffic): where each rung really sits at each level. Rungs with no profile at `shape` are left out."""
+    def l2_bytes(metrics):
+        return metrics.get("l2_to_sm_bytes") or metrics.get("l2_bytes")
+
+    profiled = {f"{p['backend']}:{p['rung']}": p["metrics"] for p in profiles
+                if p["problem"] == problem.name and tuple(p["shape"]) == tuple(shape)}
+    flops = problem.flops(tuple(shape))
+    pts = []
+    for r in runs:
+        label = f"{r['backend']}:{r['rung']}"
+        metrics = profiled.get(label)
+        if r["problem"] != problem.name or tuple(r["shape"]) != tuple(shape) or not metrics:
+            continue
+        dram = (metrics.get("dram_bytes_read") or 0) + (metrics.get("dram_bytes_write") or 0)
+        if dram:
+            l2 = l2_bytes(metrics)
+            pts.append(Point(label, flops / dram, r["tflops"], r["backend"], flops / l2 if l2 else None))
+    return pts
 
 
-def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source: str = "",
-         ax=None, title: str | None = None, arrows: bool = True):
-    """Draw the roofs and the points; returns the matplotlib Axes."""
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8, 5.5))
-    intensities = [p.intensity for p in pts] or [1.0]
-    lo = min(min(intensities) / 4, 0.05)
-    hi = max(max(intensities) * 4, 4 * max(ridge(ceilings["copy_TBps"], ceilings[k]) for k in ROOFS))
+def _roof_segments(sheet: dict, tag: str, lo: float, hi: float):
+    """(label, xs, ys, color) for each roof of one sheet of ceilings, over intensities lo..hi."""
     xs = np.geomspace(lo, hi, 400)
+    top = max(sheet[k] for k in ROOFS)
+    names = ROOF_NAMES[tag]
+    for key in BANDWIDTHS:
+        if sheet.get(key) and key in names:
+            ys = xs * sheet[key]
+            keep = ys <= top
+            yield f"{names[key]} {sheet[key]:.2f} TB/s", xs[keep], ys[keep], "tab:purple" if key == "l2_TBps" else "k"
+    for key in ROOFS:
+        keep = xs >= min(sheet[key] / sheet["copy_TBps"], hi)
+        yield f"{names[key]} {sheet[key]:.0f} TFLOP/s", xs[keep], np.full(keep.sum(), sheet[key]), ROOF_COLORS[key]
+
+
+def _draw_roofs(ax, ceilings, datasheet, lo, hi):
     for sheet, style, tag in ((ceilings, "-", "measured"), (datasheet, "--", "datasheet")):
         if not sheet:
             continue
-        bw = sheet["copy_TBps"]
-        for key, name in ROOFS.items():
-            ys = np.minimum(sheet[key], xs * bw)
-            color = "tab:red" if key == "fp16_tc_TFLOPs" else "tab:orange"
-            ax.plot(xs, ys, style, color=color, lw=2 if tag == "measured" else 1, alpha=1 if tag == "measured" else 0.6,
-                    label=f"{name}, {tag}: {sheet[key]:.0f} TFLOP/s, {bw:.2f} TB/s")
-            if tag == "measured":
-                r = ridge(bw, sheet[key])
-                ax.annotate(f"ridge {r:.0f} FLOP/B", (r, sheet[key]), textcoords="offset points",
-                            xytext=(4, 6), fontsize=8, color=color)
+        for name, xs, ys, color in _roof_segments(sheet, tag, lo, hi):
+            if len(xs):
+                ax.plot(xs, ys, style, color=color, lw=1.6 if tag == "measured" else 1,
+                        alpha=1 if tag == "measured" else 0.55, zorder=1, gid=name)
+
+
+def _draw_points(ax, pts, arrows, size=170):
     for p in pts:
-        ax.scatter(p.intensity, p.tflops, s=40, zorder=3, color=BACKEND_COLORS.get(p.backend, "k"))
-        ax.annotate(p.label, (p.intensity, p.tflops), textcoords="offset points", xytext=(6, -10), fontsize=8)
+        color = BACKEND_COLORS.get(p.backend, "k")
+        if p.l2_intensity:  # the same rung by its L2 bytes: hollow, joined to its DRAM place
+            ax.plot([p.l2_intensity, p.intensity], [p.tflops, p.tflops], color=color, lw=0.8, alpha=0.5, zorder=2)
+            ax.scatter(p.l2_intensity, p.tflops, s=size, facecolors="white", edgecolors=color, lw=1.4, zorder=3)
+            ax.scatter(p.l2_intensity, p.tflops, s=size * 0.4 * len(p.glyph), marker=f"${p.glyph}$", color=color, zorder=4)
+        ax.scatter(p.intensity, p.tflops, s=size, color=color, zorder=3)
+        ax.scatter(p.intensity, p.tflops, s=size * 0.4 * len(p.glyph), marker=f"${p.glyph}$", color="white", zorder=4)
     if arrows:
-        for backend in {p.backend for p in pts}:
+        for backend in dict.fromkeys(p.backend for p in pts if p.backend != "torch"):
             ladder = [p for p in pts if p.backend == backend]
             for a, b in zip(ladder, ladder[1:]):
-                ax.annotate("", (b.intensity, b.tflops), (a.intensity, a.tflops),
-                            arrowprops=dict(arrowstyle="->", color=BACKEND_COLORS.get(backend, "k"), alpha=0.6))
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+                ax.annotate("", (b.intensity, b.tflops), (a.intensity, a.tflops), zorder=2,
+                            arrowprops=dict(arrowstyle="->", color=BACKEND_COLORS.get(backend, "k"), alpha=0.35,
+                                        shrinkA=8, shrinkB=8))
+
+
+def _label_roofs(ax):
+    """Write each roof's name on the roof itself, at the first place along it where the text covers no
+    marker and no other label (tried from the right end of the roof leftwards)."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    taken = [_marker_box(ax, x, y, s) for x, y, s in _markers(ax)]
+    for line in [line for line in ax.get_lines() if line.get_gid()]:
+        xs, ys = line.get_data()
+        inside = [(x, y) for x, y in zip(xs, ys) if _in_view(ax, x, y)]
+        flat = len(set(np.round(ys, 9))) == 1
+        spots = [(x, y, side) for side in (1, -1) for x, y in reversed(inside[:: max(1, len(inside) // 24)])]
+        for x, y, side in spots:
+            text = ax.annotate(line.get_gid(), (x, y), xytext=(-2, 3 * side), textcoords="offset points", fontsize=7,
+                               color=line.get_color(), ha="right", va="bottom" if side > 0 else "top",
+                               rotation=0 if flat else _slope_degrees(ax, line), rotation_mode="anchor")
+            box = text.get_window_extent(renderer)
+            if ax.bbox.contains(box.x0, box.y0) and ax.bbox.contains(box.x1, box.y1) \
+                    and not any(box.overlaps(t) for t in taken):
+                taken.append(box)
+                break
+            text.remove()
+
+
+def _slope_degrees(ax, line) -> float:
+    (x0, y0), (x1, y1) = ax.transData.transform(np.column_stack(line.get_data())[[0, -1]])
+    return float(np.degrees(np.arctan2(y1 - y0, x1 - x0)))
+
+
+def _in_view(ax, x, y) -> bool:
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    return x0 <= x <= x1 and y0 <= y <= y1
+
+
+def _markers(ax):
+    """(x, y, size in points²) of every scatter marker in `ax`."""
+    for coll in ax.collections:
+        sizes = coll.get_sizes()
+        for i, (x, y) in enumerate(coll.get_offsets()):
+            yield x, y, sizes[i % len(sizes)] if len(sizes) else 36
+
+
+def _marker_box(ax, x, y, size):
+    from matplotlib.transforms import Bbox
+    cx, cy = ax.transData.transform((x, y))
+    r = np.sqrt(size) / 2 * ax.figure.dpi / 72
+    return Bbox([[cx - r, cy - r], [cx + r, cy + r]])
+
+
+def _zoom_limits(pts):
+    """The top decade: rungs within 10x of the fastest, with just enough room around them."""
+    best = max(p.tflops for p in pts)
+    top = [p for p in pts if p.tflops >= best / 10]
+    xs = [x for p in top for x in (p.intensity, p.l2_intensity) if x]
+    ys = [p.tflops for p in top]
+    return (min(xs) / 1.6, max(xs) * 1.6), (min(ys) / 1.08, max(ys) * 1.12)
+
+
+def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source: str = "",
+         ax=None, title: str | None = None, arrows: bool = True, zoom: bool = True):
+    """Roofs, rungs and the key; with `zoom`, a second panel on the top decade. Returns the main Axes."""
+    import matplotlib.pyplot as plt
+    from matplotlib import ticker
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+
+    if ax is None:
+        fig, axes = plt.subplots(1, 2 if zoom and pts else 1, figsize=(12.5 if zoom and pts else 8, 5.2),
+                                 squeeze=False, gridspec_kw={"wspace": 0.22})
+        ax, zoom_ax = axes[0][0], (axes[0][1] if zoom and pts else None)
+    else:
+        fig, zoom_ax = ax.figure, None
+    xs_seen = [x for p in pts for x in (p.intensity, p.l2_intensity) if x] or [1.0]
+    roof_top = max(ceilings[k] for k in ROOFS)
+    lo = min(min(xs_seen) / 4, 0.05)
+    hi = max(max(xs_seen) * 4, 4 * ridge(ceilings["copy_TBps"], roof_top))
+    ys_seen = [p.tflops for p in pts] or [roof_top]
+    panels = [(ax, (lo, hi), (min(min(ys_seen) / 3, 0.01 * roof_top), 3 * roof_top), arrows, 170)]
+    if zoom_ax is not None:
+        panels.append((zoom_ax, *_zoom_limits(pts), False, 120))
+    for where, xlim, ylim, with_arrows, size in panels:
+        _draw_roofs(where, ceilings, datasheet, *xlim)
+        _draw_points(where, pts, with_arrows, size)
+        where.set(xscale="log", yscale="log", xlim=xlim, ylim=ylim, xlabel="arithmetic intensity (FLOP / byte)")
+        where.grid(True, which="both", alpha=0.2)
+    if zoom_ax is not None:  # a fraction of a decade: plain numbers at 1, 2, 5 (log minor labels would crowd)
+        for axis in (zoom_ax.xaxis, zoom_ax.yaxis):
+            axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+            axis.set_minor_formatter(ticker.NullFormatter())
     ax.set_ylabel("TFLOP/s")
-    ax.set_title(title or "Roofline" + (f" — {source}" if source else ""), fontsize=10)
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(title or "Roofline" + (f" — {source}" if source else ""), fontsize=10, wrap=True)
+    if zoom_ax is not None:
+        zoom_ax.set_title("the top decade, zoomed", fontsize=9)
+        (x0, x1), (y0, y1) = zoom_ax.get_xlim(), zoom_ax.get_ylim()
+        ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, ls=":", color="0.4", zorder=0))
+    fig.canvas.draw()
+    for where, *_ in panels:
+        _label_roofs(where)
+    key = [Line2D([], [], ls="", marker="o", ms=11, color=BACKEND_COLORS.get(p.backend, "k"),
+                  label=f"{p.glyph:>3s}  {p.label}: {p.tflops:.3g} TFLOP/s at {p.intensity:.3g} FLOP/B"
+                  + (f" (L2: {p.l2_intensity:.3g})" if p.l2_intensity else "")) for p in pts]
+    if any(p.l2_intensity for p in pts):
+        key.append(Line2D([], [], ls="", marker="o", ms=11, mfc="white", color="0.3",
+                          label="hollow: the same rung by the bytes the SMs moved through L2 (ncu)"))
+    key.append(Line2D([], [], ls="-", color="0.3", label="roofs measured on this GPU (solid), datasheet (dashed)"))
+    fig.legend(handles=key, loc="upper left", bbox_to_anchor=(ax.get_position().x0, ax.get_position().y0 - 0.1),
+               fontsize=7.5, ncol=2 if len(key) > 6 else 1, frameon=False)
     return ax

@@ -85,7 +85,7 @@ def test_roofline_plot_from_recording():
     pts = roofline.points(rec.runs("vector_add"), problem)
     assert {p.label for p in pts} >= {"cuda:1_scalar", "cuda:2_vectorized", "triton:1_blocked"}
     ax = roofline.plot(pts, rec.ceilings, rec.data["datasheet"], source=rec.label)
-    assert ax.get_xscale() == "log" and len(ax.collections) == len(pts)
+    assert ax.get_xscale() == "log" and len(ax.collections) == 2 * len(pts)  # a disc and the rung's number on it
     assert rec.label in ax.get_title()
 
 
@@ -100,6 +100,31 @@ def test_merge_replaces_only_the_rungs_recorded_again():
         ("a", "1", 2, "now"), ("a", "2", 1, "then"), ("b", "1", 1, "then")]  # in the old order
     assert [r["x"] for r in merged["profiles"]] == [1]  # none new for it: the old one stays
     assert [r["tuner"] for r in merged["autotune"]] == ["cuda:6", "triton:6"]
+
+
+def test_merge_pins_each_runs_ceilings_and_anchors():
+    def run(backend, rung, tflops):
+        return {"problem": "matmul", "backend": backend, "rung": rung, "shape": [8], "tflops": tflops}
+    first = results.merge(None, {"provenance": {"date": "then"}, "ceilings": {"copy_TBps": 3.0},
+                                 "runs": [run("cuda", "1", 1.0), run("torch", "cublas", 700.0)]})
+    second = results.merge(first, {"provenance": {"date": "now"}, "ceilings": {"copy_TBps": 3.1},
+                                   "runs": [run("triton", "1", 2.0), run("torch", "cublas", 650.0)]})
+    rec = results.Recording(None, second)
+    old_row, new_row = rec.runs(backend="cuda")[0], rec.runs(backend="triton")[0]
+    assert rec.session(old_row)["ceilings"] == {"copy_TBps": 3.0} and second["ceilings"] == {"copy_TBps": 3.1}
+    assert results.run_anchor(old_row, "torch:cublas", rec)["tflops"] == 700.0   # not the later run's 650
+    assert results.run_anchor(new_row, "torch:cublas", rec)["tflops"] == 650.0
+    ncu_only = results.merge(second, {"provenance": {"date": "later"}, "ceilings": {"copy_TBps": 3.1}, "profiles": []})
+    assert [s["date"] for s in ncu_only["sessions"]] == ["then", "now"]   # no timing, no session
+
+
+def test_recording_says_which_runs_kept_no_anchor_or_ceilings():
+    rec = results.load()
+    for row in rec.runs():
+        session = rec.session(row)
+        assert session is not None, row
+        assert session["ceilings"] or "ceilings not kept" in session["note"]
+        assert session["anchors"] or "no anchor kept" in session["note"]
 
 
 def test_cli_info_on_cpu():

@@ -1,0 +1,142 @@
+"""Every figure a lesson draws, one function each, so that tests/test_figures.py can draw them all from
+the recording and check that none is unreadable (ladder.figcheck). A lesson cell calls one of these.
+
+Colours are the backends' (roofline.BACKEND_COLORS) and marks the rungs' (roofline.Point.glyph), the same
+in every figure; legends sit outside the axes.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ladder import roofline
+
+LINE_STYLES = {"cuda": "--", "triton": "-", "torch": ":"}
+
+
+def _label(row: dict) -> str:
+    return f"{row['backend']}:{row['rung']}"
+
+
+def _legend_outside(ax, **kw):
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, **kw)
+
+
+def ladder_roofline(rows: list[dict], profiles: list[dict], problem, shape: tuple, ceilings: dict,
+                    datasheet: dict | None, source: str, what: str):
+    """The rungs at `shape` on the roofline, placed by the DRAM and L2 bytes ncu measured where profiled
+    (else by the problem's minimum bytes, said in the title)."""
+    pts = roofline.measured_points(rows, profiles, problem, shape)
+    placed = "by the DRAM (filled) and L2 (hollow) bytes ncu measured"
+    if not pts:
+        pts, placed = roofline.points(rows, problem, shape), "by the fewest bytes the problem must move"
+    return roofline.plot(pts, ceilings, datasheet, source=source, title=f"{what}, {placed}\n{source}").figure
+
+
+def best_positions(examples: dict[str, tuple[float, str]], ceilings: dict, datasheet: dict | None, source: str):
+    """Each example (name -> (intensity, the ceiling key of the unit doing its math)) at the best rate the
+    roofs allow it."""
+    pts = [roofline.Point(name, i, roofline.attainable(i, ceilings["copy_TBps"], ceilings[roof]), "torch")
+           for name, (i, roof) in examples.items()]
+    return roofline.plot(pts, ceilings, datasheet, source=source, arrows=False,
+                         title=f"Best possible positions — ceilings {source}").figure
+
+
+def bandwidth_bars(rows: list[dict], shape: tuple, ceilings: dict, datasheet: dict | None, source: str):
+    """Achieved TB/s per rung (minimum bytes over time), against the copy roofs drawn as lines."""
+    at = [r for r in rows if tuple(r["shape"]) == tuple(shape)]
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(at) + 1.2))
+    ax.barh([_label(r) for r in at], [r["tbps"] for r in at],
+            color=[roofline.BACKEND_COLORS.get(r["backend"], "k") for r in at])
+    ax.axvline(ceilings["copy_TBps"], color="k", label=f"measured copy {ceilings['copy_TBps']:.2f} TB/s")
+    if datasheet:
+        ax.axvline(datasheet["copy_TBps"], color="k", ls="--", label=f"datasheet {datasheet['copy_TBps']} TB/s")
+    ax.set_xlabel(f"achieved TB/s (minimum bytes / time), n = {shape[0]:.0e}")
+    ax.set_title(source, fontsize=9)
+    ax.invert_yaxis()
+    _legend_outside(ax)
+    return fig
+
+
+def speed_bars(rows: list[dict], shapes: list[tuple], source: str, anchor: str = "torch:cublas"):
+    """TFLOP/s per rung (log scale: the ladder spans three decades), one bar per shape, each rung in its
+    backend's colour; the anchor drawn as a line per shape, not as another bar."""
+    labels = list(dict.fromkeys(_label(r) for r in rows if _label(r) != anchor
+                                and tuple(r["shape"]) in {tuple(s) for s in shapes}))
+    fig, ax = plt.subplots(figsize=(9, 0.42 * len(labels) * len(shapes) + 1.2))
+    height = 0.8 / len(shapes)
+    for i, shape in enumerate(shapes):
+        tf = {_label(r): r["tflops"] for r in rows if tuple(r["shape"]) == tuple(shape)}
+        alpha = 1.0 - 0.5 * i / max(1, len(shapes) - 1)
+        name = "×".join(map(str, shape))
+        ax.barh([j + height * i for j in range(len(labels))], [tf.get(lb, 0) for lb in labels], height=height,
+                color=[roofline.BACKEND_COLORS.get(lb.split(":")[0], "k") for lb in labels], alpha=alpha,
+                label=f"{name} ({'solid' if i == 0 else 'light'})")
+        if anchor in tf:
+            ax.axvline(tf[anchor], color="k", ls=["-", "--", ":"][i % 3], lw=1,
+                       label=f"{anchor.split(':')[1]} at {name}: {tf[anchor]:.0f}")
+    ax.set_yticks([j + height * (len(shapes) - 1) / 2 for j in range(len(labels))], labels, fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("TFLOP/s (log scale)")
+    ax.set_title(source, fontsize=9)
+    ax.invert_yaxis()
+    _legend_outside(ax)
+    return fig
+
+
+def size_sweep(rows: list[dict], size_of, xlabel: str, source: str, unavailable_from: float | None = None,
+               note: str = ""):
+    """TFLOP/s against problem size, one line per rung (colour: backend, mark: rung), log-log; sizes from
+    `unavailable_from` on shaded with `note` written under the axes."""
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    sizes = sorted({size_of(r["shape"]) for r in rows})
+    for label in dict.fromkeys(_label(r) for r in rows):
+        pts = sorted((size_of(r["shape"]), r["tflops"]) for r in rows if _label(r) == label)
+        if len(pts) < 2:
+            continue
+        backend = label.split(":")[0]
+        glyph = roofline.Point(label, 1, 1, backend).glyph
+        ax.plot(*zip(*pts), ls=LINE_STYLES.get(backend, "-"), color=roofline.BACKEND_COLORS.get(backend, "k"),
+                marker=f"${glyph}$", ms=9 + 3 * len(glyph), label=f"{glyph:>3s}  {label}")
+    lo, hi = sizes[0] / 1.3, sizes[-1] * 1.3
+    if unavailable_from:
+        ax.axvspan(unavailable_from, hi, color="tab:red", alpha=0.08, label=note)
+    ax.set_xlim(lo, hi)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(sizes, [str(s) for s in sizes])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(source, fontsize=9)
+    ax.grid(True, which="both", alpha=0.2)
+    _legend_outside(ax)
+    return fig
+
+
+def memory_needed(curves: dict[str, list[float]], sizes: list[int], memories: dict[str, float], xlabel: str):
+    """Peak bytes one call must hold against sequence length (one curve per family), with each GPU's memory
+    as a line; every label in the legend beside the axes."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for (label, nbytes), color in zip(curves.items(), ("tab:red", "tab:blue", "tab:green")):
+        ax.plot(sizes, np.asarray(nbytes) / 1e9, marker="o", color=color,
+                label=f"{label}: {nbytes[-1] / 1e9:.3g} GB at S = {sizes[-1]}")
+    for (name, nbytes), style in zip(memories.items(), ("--", ":")):
+        ax.axhline(nbytes / 1e9, color="k", ls=style, lw=1, label=f"{name}: {nbytes / 1e9:.0f} GB")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(sizes, [str(s) for s in sizes])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("peak memory of one call (GB)")
+    ax.set_title("what one attention call must hold", fontsize=10)
+    ax.grid(True, which="both", alpha=0.2)
+    _legend_outside(ax)
+    return fig
+
+
+def modelled_roofline(rows: list[dict], problem, shape: tuple, model_bytes, ceilings: dict, datasheet: dict | None,
+                      source: str, what: str):
+    """The rungs at `shape` placed by the bytes a model says they move (`model_bytes(rung name, shape)`)."""
+    pts = [roofline.Point(p.label, problem.flops(tuple(shape)) / model_bytes(p.label.split(":")[1], shape),
+                          p.tflops, p.backend) for p in roofline.points(rows, problem, shape)]
+    return roofline.plot(pts, ceilings, datasheet, source=source,
+                         title=f"{what}, by modelled bytes\n{source}").figure
