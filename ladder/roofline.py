@@ -58,7 +58,7 @@ class Point:
         """The rung's mark, the same in every lesson: its number ("3b"), or a library rung's initials."""
         name = self.label.split(":")[-1]
         number = re.match(r"\d+[a-z]?(?=_|$)", name)
-        return number.group(0) if number else LIBRARY_GLYPHS.get(name, name[:3])
+        return number.group(0) if number else LIBRARY_GLYPHS.get(name, name[:1].upper())
 
 
 def points(rows: list[dict], problem, shape: tuple | None = None) -> list[Point]:
@@ -199,10 +199,12 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     from matplotlib.lines import Line2D
     from matplotlib.patches import Rectangle
 
+    best = max((p.tflops for p in pts), default=0)
+    zoom = zoom and sum(p.tflops >= best / 10 for p in pts) > 1   # a zoom on one rung shows nothing new
     if ax is None:
-        fig, axes = plt.subplots(1, 2 if zoom and pts else 1, figsize=(12.5 if zoom and pts else 8, 5.2),
+        fig, axes = plt.subplots(1, 2 if zoom else 1, figsize=(12.5 if zoom else 8, 5.2),
                                  squeeze=False, gridspec_kw={"wspace": 0.22})
-        ax, zoom_ax = axes[0][0], (axes[0][1] if zoom and pts else None)
+        ax, zoom_ax = axes[0][0], (axes[0][1] if zoom else None)
     else:
         fig, zoom_ax = ax.figure, None
     xs_seen = [x for p in pts for x in (p.intensity, p.l2_intensity) if x] or [1.0]
