@@ -26,11 +26,11 @@ def test_exercise_is_the_solution_with_answers_blanked(solution):
     want = [c.source for c in exercise_from_solution(nbformat.read(solution, as_version=4), exercise).cells]
     got = [c.source for c in nbformat.read(exercise, as_version=4).cells]
     assert got == want, "exercises/ is out of date: run `python -m ladder exercises`"
-    assert any("# YOUR ANSWER" in s for s in got) and not any("# BEGIN SOLUTION" in s for s in got)
+    assert any("# YOUR ANSWER" in s for s in got) and not any("BEGIN SOLUTION" in s for s in got)
 
 
 def test_strip_keeps_the_names_to_fill_in():
-    src = "x = 1\n# BEGIN SOLUTION\nflops = N  # one add\nflops = N * 1\nbytes_moved = 6 * N\n# END SOLUTION\nprint(x)\n"
+    src = "x = 1\n### BEGIN SOLUTION\nflops = N  # one add\nflops = N * 1\nbytes_moved = 6 * N\n### END SOLUTION\nprint(x)\n"
     assert strip_solutions(src) == "x = 1\nflops = ...  # YOUR ANSWER\nbytes_moved = ...  # YOUR ANSWER\nprint(x)\n"
 
 
@@ -48,8 +48,9 @@ def test_strip_keeps_the_names_to_fill_in():
     ("check_intensity", 0.25, "reads only"),
 ])
 def test_feedback(capsys, method, answer, expect):
-    getattr(VectorAddIntensity(), method)(answer)
-    assert expect in capsys.readouterr().out
+    result = getattr(VectorAddIntensity(), method)(answer)
+    assert expect in capsys.readouterr().out and expect in str(result)
+    assert result.passed == (expect.startswith("correct"))
 
 
 def test_bound_and_time_feedback(capsys):
@@ -105,9 +106,10 @@ def no_a_row_mask(rows, cols, ks, M, N, K):  # C comes out right: only the masks
     (exact_masks.fn, ["@triton.jit"]),
 ], ids=["unanswered", "exact", "no-K-mask", "no-C-mask", "off-by-one", "no-A-row-mask", "not-jit"])
 def test_tile_masks_feedback(capsys, answer, expect):
-    TileMasks().check(answer)
+    result = TileMasks().check(answer)
     out = capsys.readouterr().out
     assert len(out.splitlines()) == 1 and all(e in out for e in expect), out
+    assert result.passed == (answer is exact_masks) and out.strip() == str(result)
 
 
 NOTEBOOK_04 = "04_matmul_triton_masks.ipynb"
@@ -263,9 +265,10 @@ def np_stub(m, l, acc, scores, values):
 ], ids=["None", "stub", "right", "no-acc-rescale", "no-l-rescale", "no-rescale", "no-max", "-inf--inf",
         "normalized", "inverted-alpha", "block-max", "sum-all", "wrong-axis", "partial"])
 def test_online_softmax_numpy_feedback(capsys, answer, expect):
-    OnlineSoftmax().check_numpy(answer)
+    result = OnlineSoftmax().check_numpy(answer)
     out = capsys.readouterr().out
     assert len(out.splitlines()) == 1 and all(e in out for e in expect), out
+    assert result.passed == (answer is _update_np)
 
 
 @triton.jit

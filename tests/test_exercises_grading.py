@@ -1,0 +1,303 @@
+"""Checkers that grade: each returns a Result and prints its line; typical wrong answers are "not yet";
+while grading, a Result that did not pass is raised; nbgrader's metadata; `python -m ladder grade`."""
+import copy
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from ladder.exercises import NotYet, TileIntensity, check_mapping, grading
+from ladder.exercises import a02_coalescing, notebooks
+from ladder.exercises.grading import GRADING_ENV, verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+ROW, COL = "blockIdx.y * blockDim.y + threadIdx.y", "blockIdx.x * blockDim.x + threadIdx.x"
+
+
+# ---------------------------------------------------------------- the Result, and grading mode
+
+def test_a_result_is_printed_and_raised_only_while_grading(capsys, monkeypatch):
+    monkeypatch.delenv(GRADING_ENV, raising=False)
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    assert not grading()
+    result = verdict("(1) task", False, "not quite: why")
+    assert not result and result.reason == "not quite: why" and capsys.readouterr().out == "(1) task: not quite: why\n"
+    for env in (GRADING_ENV, "NBGRADER_EXECUTION"):
+        with monkeypatch.context() as m:
+            m.setenv(env, "autograde")
+            assert verdict("(1) task", True, "correct")
+            with pytest.raises(NotYet, match="not quite: why"):
+                verdict("(1) task", False, "not quite: why")
+
+
+# ---------------------------------------------------------------- assignment 02: the whole grid
+
+@pytest.mark.parametrize("row, col, expect", [
+    ("0", "threadIdx.x", "computed by 288 threads"),                       # every block computes row 0
+    ("threadIdx.y", "threadIdx.x", "computed by 9 threads"),                # every block computes block 0's elements
+    (ROW, "blockIdx.x + threadIdx.x", "computed by 2 threads"),            # blocks overlap by 31 columns
+    (COL, ROW, "not yet coalesced"),                                       # rung 1: a warp spans 32 rows
+    (ROW, COL + " - 1", "negative index"),
+    ("(" + ROW + ") / 2", COL, "computed by 2 threads"),                   # C's integer division
+    (ROW + " +", COL, "cannot evaluate"),
+    (ROW, "blockIdx.x * blockDim.x + threadIdx.x % 16", "computed by 2 threads"),
+], ids=["row-0", "block-0-everywhere", "overlapping-blocks", "naive", "negative", "halved-rows", "syntax", "mod-16"])
+def test_mapping_rejects(capsys, row, col, expect):
+    result = check_mapping(row, col, run_on_gpu=False)
+    out = capsys.readouterr().out
+    assert not result and expect in result.reason and out.splitlines()[-1] == str(result), out
+
+
+def test_mapping_passes_the_solution_and_a_transposed_grid(capsys):
+    assert check_mapping(ROW, COL, run_on_gpu=False)
+    assert check_mapping("blockIdx.x * blockDim.y + threadIdx.y", "blockIdx.y * blockDim.x + threadIdx.x", run_on_gpu=False)
+    assert not check_mapping(..., COL) and "not answered yet" in capsys.readouterr().out
+
+
+def test_mapping_is_correct_only_if_the_gpu_agrees(capsys, monkeypatch):
+    """Where a GPU exists, its comparison gates the verdict (the GPU here is a fake)."""
+    monkeypatch.setattr(a02_coalescing, "gpu_here", lambda: True)
+    monkeypatch.setattr(a02_coalescing, "gpu_run", lambda defines: (False, "at 1000x37x1000: wrong: rel. error 1.0"))
+    result = check_mapping(ROW, COL)
+    assert not result and "on the GPU C is wrong: at 1000x37x1000" in result.reason
+    ran = []
+    monkeypatch.setattr(a02_coalescing, "gpu_run", lambda defines: (ran.append(defines), (True, "ok"))[1])
+    assert check_mapping(ROW, COL) and ran == [{"ROW": f"({ROW})", "COL": f"({COL})"}]
+
+
+# ---------------------------------------------------------------- assignment 03: tiles that fit
+
+@pytest.mark.parametrize("fn, expect", [
+    (lambda bm, bn, bk: bm * bn * bk / (bm * bk + bk * bn) / 2, "a multiply-add is 2 FLOPs"),
+    (lambda bm, bn, bk: 2 * bm * bn * bk / (bm * bk + bk * bn), "2 bytes"),
+    (lambda bm, bn, bk: 2 * bm * bn * bk / (2 * (bm + bn)), "BK cancels"),
+    (lambda bm, bn, bk: 2 * bm * bn * bk / (2 * (bm * bk + bk * bn + bm * bn)), "C stays in registers"),
+    (lambda bm, bn: bm * bn / (bm + bn), "your function fails"),
+], ids=["fma-1-flop", "elements", "bk-in-bytes", "counts-C", "two-arguments"])
+def test_tile_intensity_rejects(capsys, fn, expect):
+    result = TileIntensity().check_intensity(fn)
+    assert not result and expect in result.reason
+
+
+@pytest.mark.parametrize("tile, expect", [
+    ((1024, 1024, 16), "4096 KiB of fp32 accumulators"),   # the old solution: 4 MiB of sums
+    ((256, 256, 32), "256 KiB of fp32 accumulators"),      # the whole register file
+    ((128, 256, 256), "384 KiB of shared memory"),         # fits the registers, not the shared memory
+    ((128, 128, 64), "tiles that fit reach 88"),           # fits, but squarer and larger does better
+    ((64, 512, 32), "tiles that fit reach 88"),            # as many sums, but a thin tile
+    ((100, 200, 32), "multiples of 16"),
+], ids=["old-solution", "whole-register-file", "shared-memory", "too-small", "too-thin", "not-16"])
+def test_tile_choice_rejects(capsys, tile, expect):
+    result = TileIntensity().check_choice(*tile, smem_bytes=227 * 1024)
+    assert not result and expect in result.reason, result
+
+
+@pytest.mark.parametrize("tile", [(128, 256, 64), (256, 128, 32), (176, 176, 64)])
+def test_tile_choice_passes(capsys, tile):
+    assert TileIntensity().check_choice(*tile, smem_bytes=227 * 1024)
+
+
+@pytest.mark.parametrize("answer, expect", [
+    (24e9, "recount"), (2 * 2 * 4096 * 4096, "fewest bytes"), (2 * 4096**3 / 256, "A's loads alone"),
+    (1.61e9 / 2, "2 bytes"), (..., "not answered yet")])
+def test_tile_load_bytes(capsys, answer, expect):
+    result = TileIntensity().check_load_bytes(answer, 4096, 4096, 4096, 128, 256)
+    assert not result and expect in result.reason
+    assert TileIntensity().check_load_bytes(2 * (4096**3 // 256 + 4096**3 // 128), 4096, 4096, 4096, 128, 256)
+
+
+# ---------------------------------------------------------------- nbgrader's conventions
+
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=lambda p: p.name)
+def test_solutions_are_nbgrader_source_notebooks(solution):
+    nb = nbformat.read(solution, as_version=4)
+    assert notebooks.problems(nb) == []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader")
+        if notebooks.BEGIN in cell.source:
+            assert meta["solution"] and not meta["grade"] and not meta["locked"]
+            assert cell.source.count(notebooks.BEGIN) == cell.source.count(notebooks.END)
+        if meta and meta["grade"]:
+            assert meta["locked"] and not meta["solution"] and meta["points"] > 0 and "check" in cell.source
+    exercise = nbformat.read(ROOT / "exercises" / solution.name, as_version=4)
+    assert [c.metadata.get("nbgrader") for c in exercise.cells] == [c.metadata.get("nbgrader") for c in nb.cells]
+
+
+def test_a_solution_region_outside_a_solution_cell_is_refused():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION")])
+    assert any("outside a solution cell" in p for p in notebooks.problems(nb))
+    notebooks.mark_solution_cells(nb)
+    assert nb.cells[0].metadata["nbgrader"]["grade_id"] == "answer_x"
+    assert notebooks.problems(nb) == ["no autograded test cell (metadata nbgrader.grade = true)"]
+
+
+# ---------------------------------------------------------------- python -m ladder grade
+
+NOTEBOOK_01 = "01_vector_add_intensity.ipynb"
+
+
+def _answer(nb, name: str, value: str) -> None:
+    cell = next(c for c in nb.cells if c.source.startswith(f"{name} = ...  # YOUR ANSWER"))
+    cell.source = f"{name} = {value}"
+
+
+def test_grade_scores_each_task(tmp_path):
+    """Notebook 01 three ways: answered right (full marks), with two wrong answers, untouched (zero)."""
+    exercise = nbformat.read(ROOT / "exercises" / NOTEBOOK_01, as_version=4)
+    right, two_wrong = copy.deepcopy(exercise), copy.deepcopy(exercise)
+    for nb in (right, two_wrong):
+        for name, value in [("flops", "N"), ("bytes_moved", "3 * N * BYTES_PER_ELEMENT"),
+                            ("intensity", "flops / bytes_moved"), ("bound", '"memory"'),
+                            ("min_time_ms", "bytes_moved / (H100.hbm_TBps * 1e12) * 1e3"),
+                            ("min_time_measured_ms", "bytes_moved / (copy_TBps * 1e12) * 1e3")]:
+            _answer(nb, name, value)
+    next(c for c in two_wrong.cells if c.source.startswith("min_time_measured_ms =")).source = \
+        "min_time_measured_ms = bytes_moved / (copy_TBps * 1e12) * 1e6"
+    next(c for c in two_wrong.cells if c.source.startswith("bound =")).source = 'bound = "compute"'
+    graded = {}
+    for name, nb in [("right", right), ("two_wrong", two_wrong), ("untouched", exercise)]:
+        path = tmp_path / name / NOTEBOOK_01
+        path.parent.mkdir()
+        nbformat.write(nb, path)
+        graded[name] = notebooks.grade(path, timeout=300)
+    assert (graded["right"].score, graded["right"].points) == (6, 6), graded["right"].table()
+    wrong = {t.grade_id: t for t in graded["two_wrong"].tasks if t.score == 0}
+    assert graded["two_wrong"].score == 4 and set(wrong) == {"check_min_time_measured", "check_bound"}
+    assert "microseconds" in wrong["check_min_time_measured"].feedback
+    assert graded["untouched"].score == 0
+    assert all(t.feedback.endswith("not answered yet") for t in graded["untouched"].tasks)
+    assert "score                    0/6" in graded["untouched"].table()
+
+
+def test_grade_runs_the_graded_cells_as_the_solution_has_them(tmp_path):
+    """A student who edits a graded cell (or deletes one) gains nothing."""
+    nb = nbformat.read(ROOT / "exercises" / NOTEBOOK_01, as_version=4)
+    check = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "check_flops")
+    check.source = "print('(1) FLOPs: correct')"
+    nb.cells.remove(next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "check_bytes"))
+    path = tmp_path / NOTEBOOK_01
+    nbformat.write(nb, path)
+    tasks = {t.grade_id: t for t in notebooks.grade(path, timeout=300).tasks}
+    assert tasks["check_flops"].score == 0 and tasks["check_flops"].feedback.endswith("not answered yet")
+    assert tasks["check_bytes"].score == 0 and "missing" in tasks["check_bytes"].feedback
+
+
+# ---------------------------------------------------------------- assignments 06-10: typical mistakes
+
+from ladder.exercises import BiasReluEpilogue, CausalSkip, GroupOrder, PipelineStages, SearchPrune  # noqa: E402
+from ladder.exercises import a07_group_order, a08_causal_skip, a10_search_prune  # noqa: E402
+
+
+@pytest.mark.parametrize("answer, expect", [
+    ((lambda t, s: t % s, lambda t, s: t + s - 1, lambda s: s - 2), "correct"),
+    ((lambda t, s: (t + 1) % s, lambda t, s: t + s - 1, lambda s: s - 2), "correct"),   # another rotation of the ring
+    ((lambda t, s: t % 2, lambda t, s: t + s - 1, lambda s: s - 2), "overwrites buffer 0, which holds tile 0"),
+    ((lambda t, s: t % s, lambda t, s: t + s, lambda s: s - 2), "never fetched before the math reads it"),
+    ((lambda t, s: t % s, lambda t, s: t + 1, lambda s: s - 2), "already fetched"),
+    ((lambda t, s: t % s, lambda t, s: t + s - 1, lambda s: s - 1), "still be in flight"),
+    ((lambda t, s: t % s, lambda t, s: t + s - 1, lambda s: 0), "waits for copies the math does not need yet"),
+    ((..., lambda t, s: t + 1, lambda s: 0), "not answered yet"),
+], ids=["right", "rotated", "two-buffers", "one-too-far", "one-ahead", "wait-one-too-few", "wait-all", "blank"])
+def test_pipeline_stages(capsys, answer, expect):
+    result = PipelineStages().check(*answer)
+    assert expect in str(result) and result.passed == expect.startswith("correct"), result
+
+
+def _no_short_group(t, m, n, g):
+    first = (t // (g * n)) * g
+    return first + (t % (g * n)) % g, (t % (g * n)) // g
+
+
+def _across_first(t, m, n, g):
+    first = (t // (g * n)) * g
+    return first + (t % (g * n)) // n, (t % (g * n)) % n
+
+
+@pytest.mark.parametrize("order, expect", [
+    (a07_group_order.reference, "correct"),
+    (lambda t, m, n, g: (t // n, t % n), "not (1, 0): within a group, walk down"),     # row-major whatever group_m
+    (_no_short_group, "outside the grid: the last group has only"),
+    (_across_first, "walk down the group's rows first"),
+    (lambda t, m, n, g: (t % m, t // m), "not (0, 1)"),                                # column-major
+    (lambda t, m, n: (0, 0), "your code fails"),
+], ids=["right", "row-major", "no-short-group", "across-first", "column-major", "three-arguments"])
+def test_group_order(capsys, order, expect):
+    result = GroupOrder().check_order(order)
+    assert expect in str(result) and result.passed == (expect == "correct"), result
+
+
+@pytest.mark.parametrize("answer, expect", [
+    (35651584 / 2, "2 bytes"), (a07_group_order.panel_bytes(4096, 4096, 4096, 128, 256, 1, 132), "row-major order"),
+    (2 * 4096 * 16 * 128, "count B's column panels too")])
+def test_group_panels(capsys, answer, expect):
+    result = GroupOrder().check_panels(answer, 4096, 4096, 4096, 128, 256, 16, 132)
+    assert not result and expect in result.reason
+    assert GroupOrder().check_panels(35651584, 4096, 4096, 4096, 128, 256, 16, 132)
+
+
+@pytest.mark.parametrize("ranges, expect", [
+    (a08_causal_skip.reference, "correct"),
+    (lambda s, b, S: (s + b, min(S, s + b)), "after query 0"),           # the diagonal block unmasked
+    (lambda s, b, S: (s, s + b), "past S"),                              # ragged S not clipped
+    (lambda s, b, S: (0, min(S, s + b)), "compares are wasted"),         # everything masked
+    (lambda s, b, S: (s, S), "past the last query"),                     # no skipping
+    (lambda s, b, S: (s, s), "skips key"),                               # the diagonal skipped
+], ids=["right", "diagonal-unmasked", "past-S", "all-masked", "no-skip", "no-diagonal"])
+def test_causal_ranges(capsys, ranges, expect):
+    result = CausalSkip().check_ranges(ranges)
+    assert expect in str(result) and result.passed == (expect == "correct"), result
+
+
+@pytest.mark.parametrize("answer, expect", [(0.5, "a little more than half"), (1.0, "without skipping"),
+                                            (0.75, "recount"), (1056 / 2048, "correct")])
+def test_causal_fraction(capsys, answer, expect):
+    assert expect in str(CausalSkip().check_fraction(answer, 4096, 128, 64))
+
+
+def _prune(stage_rule=None, per_block=False, fp32=False):
+    def prune(c, smem, hopper):
+        per_thread = c["BLOCK_M"] * c["BLOCK_N"] // (32 if per_block else 32 * c["num_warps"])
+        if per_thread > 128:
+            return "registers"
+        buffers = stage_rule(c, hopper) if stage_rule else (c["num_stages"] if hopper else max(1, c["num_stages"] - 1))
+        if (4 if fp32 else 2) * buffers * c["BLOCK_K"] * (c["BLOCK_M"] + c["BLOCK_N"]) > smem:
+            return "shared memory"
+        return None
+    return prune
+
+
+@pytest.mark.parametrize("prune, expect", [
+    (_prune(), "correct"),
+    (a10_search_prune.reference, "correct"),
+    (_prune(per_block=True), "is pruned (registers), but it fits"),
+    (_prune(stage_rule=lambda c, h: 1), "is kept, but needs"),
+    (_prune(stage_rule=lambda c, h: c["num_stages"]), "before Hopper, num_stages - 1 buffers"),
+    (_prune(fp32=True), "is pruned (shared memory), but it fits"),
+    (lambda c, smem, hopper: None, "is kept, but needs"),
+    (lambda c, smem, hopper: False, "a reason (a str) or None"),
+], ids=["right", "reference", "per-block", "one-stage", "hopper-rule-everywhere", "fp32", "keep-all", "bool"])
+def test_search_prune(capsys, prune, expect):
+    result = SearchPrune().check(prune)
+    assert expect in str(result) and result.passed == (expect == "correct"), result
+
+
+def test_the_prune_is_the_repositorys():
+    """The checker's rule is the one the Triton matmul's autotuner prunes with."""
+    from kernels.triton import matmul
+    assert a10_search_prune.MAX_ACCUMULATORS == matmul.MAX_ACCUMULATORS
+    for c in a10_search_prune.configs():
+        for capability, hopper in (((9, 0), True), ((8, 0), False)):
+            assert a10_search_prune.shared_bytes(c, hopper) == matmul.shared_bytes(c, capability)
+
+
+import epilogue_answers as epi  # noqa: E402  (a file: Triton reads a @triton.jit function's source)
+
+
+@pytest.mark.parametrize("fn, expect", [
+    (epi.good, "correct"), (epi.no_relu, "no ReLU"), (epi.relu_first, "ReLU comes after the bias"),
+    (epi.bias_by_row, "one value per column"), (epi.no_bias, "the bias is missing"), (epi.stub, "not answered yet"),
+    (epi.good.fn, "@triton.jit")], ids=["right", "no-relu", "relu-first", "by-row", "no-bias", "stub", "not-jit"])
+def test_bias_relu_epilogue(capsys, fn, expect):
+    result = BiasReluEpilogue().check(fn)
+    assert expect in str(result) and result.passed == (expect == "correct"), result
