@@ -228,7 +228,8 @@ def run_config(c: dict, q, k, v, causal: bool, out=None):
 
 TUNERS = {D: autotune.Tuner(problem="attention", name="cuda:6_autotuned", space=SEARCH_SPACE,
                             prune=lambda c, gpu, D=D: prune_reason(c, gpu, D),
-                            compile=lambda c, D=D: cuda.load("attention/6_autotuned.cu", dict(HEAD_DIM=D, **c)),
+                            compile=lambda c, D=D: cuda.without_spills(cuda.load("attention/6_autotuned.cu", dict(HEAD_DIM=D, **c)),
+                                                                         "attention_heavy_first"),
                             run=run_config, default=lambda gpu: PIPELINED)  # fits every GPU: one K, V tile without cp.async
           for D in (64, 128)}
 

@@ -118,6 +118,19 @@ SEARCH_SPACE = dict(BM=[64, 128, 256], BN=[128, 256], BK=[32, 64], WARPS_M=[2, 4
                     STAGES=[2, 3, 4], GROUP_M=[8])
 
 
+REGISTER_OVERHEAD = 32  # addresses, indices and loop counters beside the fragments (ptxas -v on sm_75/80/90)
+
+
+def registers_needed(c: dict, gpu) -> int:
+    """A thread's live 32-bit registers in rung 6's main loop: its fp32 accumulators, the A and B fragments of
+    one 16-deep mma step, the next tile's 16-byte pieces held in registers without cp.async, and the overhead."""
+    wm, wn = c["BM"] // c["WARPS_M"], c["BN"] // c["WARPS_N"]
+    accumulators = wm * wn // 32
+    fragments = wm // 16 * 4 + wn // 8 * 2
+    staged = 0 if gpu is None or gpu.has("cp.async") else 4 * (c["BM"] + c["BN"]) * c["BK"] // 8 // threads(c)
+    return accumulators + fragments + staged + REGISTER_OVERHEAD
+
+
 def prune_reason(c: dict, gpu) -> str | None:
     """Why a configuration cannot run (or is not worth timing) on `gpu`; None keeps it."""
     wm, wn = c["BM"] // c["WARPS_M"], c["BN"] // c["WARPS_N"]
@@ -126,6 +139,9 @@ def prune_reason(c: dict, gpu) -> str | None:
     if wm * wn // 32 > 128:
         return f"warp tile {wm}x{wn} needs {wm * wn // 32} accumulator registers per thread (> 128)"
     n_threads = threads(c)
+    needed, budget = registers_needed(c, gpu), min(255, 65536 // n_threads)
+    if needed > budget:
+        return f"needs about {needed} registers per thread, {n_threads} threads leave {budget}: it would spill"
     if (c["BM"] * c["BK"] // 8) % n_threads or (c["BK"] * c["BN"] // 8) % n_threads:
         return "tile copies do not split evenly over the threads"
     if gpu is not None and shared_bytes(c) > gpu.smem_per_block_bytes:
@@ -144,7 +160,7 @@ def default_config(gpu) -> dict:
 
 
 TUNER = autotune.Tuner(problem="matmul", name="cuda:6_autotuned", space=SEARCH_SPACE, prune=prune_reason,
-                       compile=lambda c: cuda.load("matmul/6_autotuned.cu", c), run=run_config,
+                       compile=lambda c: cuda.without_spills(cuda.load("matmul/6_autotuned.cu", c), "matmul_grouped"), run=run_config,
                        default=default_config)
 
 

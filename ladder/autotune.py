@@ -96,13 +96,18 @@ def format_config(config: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in config.items())
 
 
+class Spills(RuntimeError):
+    """Raised by a tuner's compile(config) for a kernel that builds but keeps values in local memory (register
+    spills): the search prunes it, since the register budget model let it through (see the tuners' prune)."""
+
+
 @dataclass
 class Tuner:
     problem: str
     name: str
     space: dict[str, list]
     prune: Callable[[dict, object], str | None]     # prune(config, gpu) -> reason or None
-    compile: Callable[[dict], object]                 # compile(config): build it, raise if it cannot be
+    compile: Callable[[dict], object]                 # compile(config): build it, raise if it cannot be (Spills: pruned)
     run: Callable                                     # run(config, a, b, out=None) -> out
     default: Callable[[object], dict]                 # default(gpu): what runs where no search has (fits that GPU)
 
@@ -128,6 +133,9 @@ class Tuner:
             compiled = list(pool.map(lambda c: _error(self.compile, c), alive))
         out = new_output()
         for c, error in zip(alive, compiled):
+            if error and error.startswith(f"{Spills.__name__}: "):
+                pruned.append({"config": c, "reason": error.removeprefix(f"{Spills.__name__}: ")})
+                continue
             if error is None:
                 out.fill_(float("nan"))
                 error = _error(self.run, c, *inputs, out=out)

@@ -204,6 +204,16 @@ def launch(module, kernel: str, grid: int | tuple, block: int | tuple, args: tup
 # ---------------------------------------------------------------- compile-only (no GPU needed)
 
 @functools.lru_cache(maxsize=None)
+def without_spills(module, kernel: str):
+    """`module`, once its `kernel` is known to keep every value in registers: a kernel with local memory (a
+    register spill) raises autotune.Spills, which a search counts as pruned."""
+    spilled = module.get_function(kernel).attributes["local_size_bytes"]
+    if spilled:
+        from ladder.autotune import Spills
+        raise Spills(f"spills registers: {spilled} bytes of local memory per thread")
+    return module
+
+
 def compile_cubin(path: str | os.PathLike, arch: str, defines: tuple[tuple[str, str], ...] = ()) -> bytes:
     """Compile `path` to a cubin for `arch` ('sm_75', 'sm_80', 'sm_90', 'sm_90a', ...) with NVRTC; no GPU needed."""
     try:

@@ -88,6 +88,22 @@ def disassemble(cubin: bytes, arch: str) -> Sass:
     return sass
 
 
+_RESOURCES = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
+
+
+def resource_usage(cubin: bytes) -> dict[str, int]:
+    """What the compiler gave the (first) kernel of a cubin, per thread: registers, and the stack and local
+    memory that hold what did not fit in them (spills)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "k.cubin"
+        f.write_bytes(cubin)
+        out = subprocess.run([cuobjdump(), "-res-usage", str(f)], capture_output=True, text=True, check=True).stdout
+    found = _RESOURCES.search(out)
+    if found is None:
+        raise ValueError(f"no resource usage in cuobjdump's answer: {out[:200]!r}")
+    return dict(zip(("registers", "stack_bytes", "shared_bytes", "local_bytes"), map(int, found.groups())))
+
+
 def cuda_sass(path: str | os.PathLike, arch: str, defines: dict | None = None) -> Sass:
     """SASS of a CUDA C++ file compiled for `arch` (no GPU needed)."""
     return disassemble(cuda.compile_cubin(path, arch, tuple(sorted((defines or {}).items()))), arch)
