@@ -5,12 +5,17 @@ Rungs: torch:three_ops (matmul, add, relu: three kernels, the M×N intermediate 
 between them), torch:compile (the same three calls through torch.compile, GPU only), and
 triton:fused (rung 6's kernel with its epilogue on: bias and ReLU applied to the fp32 tile in
 registers before the one fp16 store). `bytes_moved` counts what each variant moves.
+
+The same epilogue with GELU instead of ReLU (the MLP of a GPT-2-shaped transformer, lesson 05):
+`three_ops_gelu` (eager: matmul, add, GELU) and `fused_gelu` (one kernel), checked against `reference_gelu`.
+GELU here is its tanh form, as GPT-2 uses it: torch.nn.functional.gelu(x, approximate="tanh").
 """
 from __future__ import annotations
 
 import functools
 
 import torch
+import torch.nn.functional as F
 
 from ladder import validate
 from ladder.problems import Problem, Rung, register
@@ -51,6 +56,23 @@ def compiled(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, out: torch.Te
 def fused(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Triton rung 6's kernel with its bias + ReLU epilogue: one kernel, C written once."""
     return triton_matmul.launch_autotuned(a, b, _operands(a, b, bias, out), bias)
+
+
+def three_ops_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor,
+                   out: torch.Tensor | None = None) -> torch.Tensor:
+    """Eager PyTorch: matmul, bias add, GELU (tanh form), as an MLP's first layer runs them unfused."""
+    out = _operands(a, b, bias, out)
+    return out.copy_(F.gelu(torch.matmul(a, b) + bias, approximate="tanh"))
+
+
+def fused_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Triton rung 6's kernel with its bias + GELU epilogue: gelu(a @ b + bias) in one kernel."""
+    return triton_matmul.launch_autotuned(a, b, _operands(a, b, bias, out), bias, activation="gelu")
+
+
+def reference_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """gelu(a @ b + bias) in fp64 (tanh form), the products of the fp16 inputs exact."""
+    return F.gelu(a.double() @ b.double() + bias.double(), approximate="tanh")
 
 
 def bytes_moved(shape: tuple) -> dict[str, int]:

@@ -10,6 +10,7 @@
                overlapping this tile's store; @triton.autotune over tiles, warps and stages
 7_tma_persistent  (Hopper) rung 6 with its tiles loaded by TMA descriptors instead of per-thread copies
 fused          rung 6 with BIAS_RELU: relu(A·B + bias) on the fp32 tile before its one fp16 store
+               (BIAS_GELU instead: gelu(A·B + bias), GELU's tanh form, the MLP activation of GPT-2)
 
 Rungs 3-5 are one kernel, and rung 6 runs the same tile in a loop: in Triton the tile is the unit of
 work, and shared-memory staging, register blocking, vector loads and pipelining are the compiler's;
@@ -120,14 +121,25 @@ def tile_product(a_ptr, b_ptr, M, N, K, tile_m, tile_n, BLOCK_M: tl.constexpr, B
 
 
 @triton.jit
+def gelu_tanh(x):
+    """GELU in its tanh form: x·½(1 + tanh(√(2/π)(x + 0.044715x³))), written with ½(1 + tanh(z)) = sigmoid(2z)."""
+    z = 1.5957691216057308 * (x + 0.044715 * x * x * x)
+    # Past ±30 the sigmoid is 0 or 1 to far below fp16's resolution; clamping keeps its exp finite.
+    return x * tl.sigmoid(tl.minimum(tl.maximum(z, -30.0), 30.0))
+
+
+@triton.jit
 def store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BIAS_RELU: tl.constexpr):
+               BIAS_RELU: tl.constexpr, BIAS_GELU: tl.constexpr):
     """C's tile (tile_m, tile_n) = the fp32 sums `acc` in fp16, the part inside C only."""
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     if BIAS_RELU:  # the epilogue works on the fp32 tile in registers: no trip through memory
         bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0)
         acc = tl.maximum(acc + bias[None, :].to(tl.float32), 0.0)
+    if BIAS_GELU:
+        bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0)
+        acc = gelu_tanh(acc + bias[None, :].to(tl.float32))
     c_tile = c_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
     tl.store(c_tile, acc.to(tl.float16), mask=(rows[:, None] < M) & (cols[None, :] < N))
 
@@ -145,7 +157,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     """Rungs 3-5: one program per tile of C, in row-major order."""
     tile_m, tile_n = tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, 1)
     acc = tile_product(a_ptr, b_ptr, M, N, K, tile_m, tile_n, BLOCK_M, BLOCK_N, BLOCK_K, TENSOR_CORES, EVEN_K)
-    store_tile(c_ptr, None, acc, tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, False)
+    store_tile(c_ptr, None, acc, tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, False, False)
 
 
 @GROUPED
@@ -154,7 +166,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 def persistent_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       GROUP_M: tl.constexpr, BIAS_RELU: tl.constexpr, EVEN_K: tl.constexpr,
-                      FLATTEN: tl.constexpr = True):
+                      FLATTEN: tl.constexpr = True, BIAS_GELU: tl.constexpr = False):
     """Rung 6 (and the fused kernel): one program per SM walks C's tiles in grouped order, a grid
     apart. Flattening the tile loop and the K loop into one pipelined loop lets the loads of the next
     tile's first K steps fly while this tile's sums are stored: with a program per tile, those loads
@@ -163,7 +175,7 @@ def persistent_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
     for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=FLATTEN):
         tile_m, tile_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tile_product(a_ptr, b_ptr, M, N, K, tile_m, tile_n, BLOCK_M, BLOCK_N, BLOCK_K, True, EVEN_K)
-        store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BIAS_RELU)
+        store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BIAS_RELU, BIAS_GELU)
 
 
 # Tile sizes per rung on a GPU; on CPU every rung uses 16-wide tiles (see the module docstring).
@@ -292,27 +304,34 @@ def _prune(c: dict, shape: tuple, gpu, configs: list[dict]) -> str | None:
 SEARCHES = autotune.TritonSearchLog(
     shape_of=lambda args: (args["M"], args["N"], args["K"]),
     label_of=lambda args: ("matmul_bias_relu", "triton:fused") if args.get("BIAS_RELU") else
-    ("matmul", "triton:6_autotuned"),
+    ("matmul_bias_gelu", "triton:fused_gelu") if args.get("BIAS_GELU") else ("matmul", "triton:6_autotuned"),
     flops=lambda problem, s: 2 * s[0] * s[1] * s[2], reason=_prune, kernel=persistent_kernel)
 autotuned_kernel = triton.autotune(
     configs=_configs(SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE),
-    key=["M", "N", "K", "BIAS_RELU"],    # a new search for every new shape (and for the fused epilogue)
+    key=["M", "N", "K", "BIAS_RELU", "BIAS_GELU"],  # a new search for every new shape (and fused epilogue)
     prune_configs_by={"early_config_prune": SEARCHES.prune},
     do_bench=SEARCHES.bench,             # its default timer needs a GPU; this one also records
 )(persistent_kernel)
 
 
-def launch_autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
-                     bias: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 6's kernel on checked operands; with `bias`, its epilogue gives relu(a @ b + bias).
+EPILOGUES = ("relu", "gelu")  # the activations the fused epilogue applies after the bias
 
-    The first call at each new (M, N, K) runs the search (see `autotune_report`).
+
+def launch_autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+                     bias: torch.Tensor | None = None, activation: str = "relu") -> torch.Tensor:
+    """Rung 6's kernel on checked operands; with `bias`, its epilogue gives relu(a @ b + bias), or
+    gelu(a @ b + bias) (tanh form) with activation="gelu".
+
+    The first call at each new (M, N, K) and epilogue runs the search (see `autotune_report`).
     """
+    if activation not in EPILOGUES:
+        raise ValueError(f"activation {activation!r}: the epilogue knows {', '.join(EPILOGUES)}")
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
     if out.numel():
         SEARCHES.start()
         grid = lambda meta: (programs(triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
-        autotuned_kernel[grid](a, b, out, bias, M, N, K, BIAS_RELU=bias is not None)
+        autotuned_kernel[grid](a, b, out, bias, M, N, K, BIAS_RELU=bias is not None and activation == "relu",
+                               BIAS_GELU=bias is not None and activation == "gelu")
         SEARCHES.finish(autotuned_kernel.best_config)
     return out
 
@@ -378,7 +397,7 @@ def tma_persistent_kernel(a_desc, b_desc, c_ptr, M, N, K,
             a = a_desc.load([tile_m * BLOCK_M, k * BLOCK_K])
             b = b_desc.load([k * BLOCK_K, tile_n * BLOCK_N])
             acc = tl.dot(a, b, acc)
-        store_tile(c_ptr, None, acc, tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, False)
+        store_tile(c_ptr, None, acc, tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, False, False)
 
 
 TMA_PERSISTENT = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3)
@@ -408,7 +427,8 @@ _TILES = {"BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"
 SIGNATURE = {**_POINTERS, **_SIZES}
 TILE_SIGNATURE = {**SIGNATURE, **_TILES, "TENSOR_CORES": "constexpr", "EVEN_K": "constexpr"}
 PERSISTENT_SIGNATURE = {**_POINTERS, "bias_ptr": "*fp16", **_SIZES, **_TILES, "GROUP_M": "constexpr",
-                        "BIAS_RELU": "constexpr", "EVEN_K": "constexpr", "FLATTEN": "constexpr"}
+                        "BIAS_RELU": "constexpr", "EVEN_K": "constexpr", "FLATTEN": "constexpr",
+                        "BIAS_GELU": "constexpr"}
 AUTOTUNED_EXAMPLE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4)
 BENCH_GROUP_M = group_rows(4096, 4096, 128, 256, sms=132)  # 16: the tile order at 4096^3 on an H100
 # What Triton may assume at the benchmark shapes: 16-byte aligned pointers, sizes multiples of 16.
@@ -433,7 +453,7 @@ def persistent_sass_case(config: dict) -> dict:
     """triton_sass's arguments for persistent_kernel (rung 6) with one of its search's configurations."""
     return dict(kernel=persistent_kernel, signature=PERSISTENT_SIGNATURE, divisible_by_16=_ALIGNED + ("bias_ptr",),
                 constexprs={"GROUP_M": BENCH_GROUP_M, **_constexprs(config), "BIAS_RELU": False, "EVEN_K": True,
-                            "FLATTEN": True},
+                            "FLATTEN": True, "BIAS_GELU": False},
                 **_launch(config))
 
 
