@@ -1,0 +1,168 @@
+"""Every rung diagram (ladder.diagrams) draws on CPU, reads cleanly (ladder.figcheck), and follows the constant
+it is drawn from: change the constant (or the .cu line it is parsed from) and the picture changes with it."""
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from matplotlib.text import Text
+
+import kernels.attention as at
+import kernels.matmul as mm
+import kernels.vector_add as va
+from kernels.triton import attention as ta
+from kernels.triton import matmul as tm
+from ladder import cuda, diagrams, figcheck
+from ladder.exercises import a07_group_order, a08_causal_skip
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+VARIANTS = [(fn.__name__, ()) for fn in diagrams.ALL] + [
+    ("matmul_warp_sectors", ("1_naive",)), ("matmul_shared_tile", ("triton",)), ("matmul_tile_order", ("cuda",))]
+
+
+def texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
+
+
+def joined(fig) -> str:
+    return "\n".join(texts(fig))
+
+
+def edited_source(monkeypatch, path: str, old: str, new: str):
+    """Make ladder.cuda.source return `path` with `old` replaced by `new` (the .cu file as if edited)."""
+    real = cuda.source
+
+    def source(p):
+        text = real(p)
+        if str(p) == path:
+            assert old in text, f"{old!r} is not in {path}"
+            text = text.replace(old, new)
+        return text
+    monkeypatch.setattr(cuda, "source", source)
+
+
+@pytest.mark.parametrize("name,args", VARIANTS, ids=[f"{n}{'-' + '-'.join(a) if a else ''}" for n, a in VARIANTS])
+def test_diagram_is_readable(name, args):
+    fig = getattr(diagrams, name)(*args)
+    assert figcheck.collisions(fig) == []
+    assert fig.texts or any(ax.get_title() for ax in fig.axes) or fig._suptitle is not None
+
+
+def test_every_diagram_is_in_a_lesson():
+    called = {name for nb in NOTEBOOKS.glob("*.ipynb") for cell in nbformat.read(nb, 4).cells
+              if cell.cell_type == "code" for name in re.findall(r"\bdiagrams\.(\w+)\(", cell.source)}
+    assert called == {fn.__name__ for fn in diagrams.ALL}
+
+
+# ------------------------------------------------------------- each picture follows its constants
+
+def test_vector_add_follows_loads_per_thread_and_vector_width(monkeypatch):
+    assert diagrams.cu_vector_bytes("vector_add/2_vectorized.cu") == 16
+    assert diagrams.cu_define("vector_add/1_scalar.cu", "ELEMS_PER_THREAD") == va.SCALAR_ELEMS_PER_THREAD
+    fig = diagrams.vector_add_loads()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [f"load {k + 1}" for k in range(4)]
+    assert "512 B, 16 sectors" in joined(fig)
+    monkeypatch.setattr(va, "SCALAR_ELEMS_PER_THREAD", 2)
+    edited_source(monkeypatch, "vector_add/2_vectorized.cu", "const uint4*>(a)", "const uint2*>(a)")
+    fig = diagrams.vector_add_loads()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["load 1", "load 2"]
+    assert "8-byte loads" in joined(fig) and "256 B, 8 sectors" in joined(fig)
+
+
+def test_warp_sectors_follow_the_kernels_index_mapping(monkeypatch):
+    assert diagrams.warp_elements("matmul/1_naive.cu", (32, 32))[0].tolist() == list(range(32))  # rows
+    titles = [ax.get_title() for ax in diagrams.matmul_warp_sectors().axes]
+    assert titles[0].endswith("32 sectors") and titles[4].endswith("2 sectors")   # naive A, coalesced B
+    # rung 1 rewritten with rung 2's mapping draws rung 2's picture
+    edited_source(monkeypatch, "matmul/1_naive.cu", "threadIdx.x;", "threadIdx.y;")
+    edited_source(monkeypatch, "matmul/1_naive.cu", "threadIdx.y;\n", "threadIdx.x;\n")
+    assert [ax.get_title() for ax in diagrams.matmul_warp_sectors("1_naive").axes] == titles[3:]
+    monkeypatch.undo()
+    monkeypatch.setattr(mm, "SCALAR_TILE", 16)   # a warp is two rows of 16 threads
+    assert diagrams.matmul_warp_sectors("2_coalesced").axes[1].get_title() == "B: load touches 16 elements, 1 sector"
+
+
+def test_shared_tile_follows_tile_sizes(monkeypatch):
+    assert "TILE = 32" in joined(diagrams.matmul_shared_tile("cuda"))
+    edited_source(monkeypatch, "matmul/3_smem_tiled.cu", "#define TILE 32", "#define TILE 16")
+    assert "a 16×16 tile of C" in joined(diagrams.matmul_shared_tile("cuda"))
+    monkeypatch.setitem(tm.GPU_TILES, "3_tiled", dict(BLOCK_M=128, BLOCK_N=32, BLOCK_K=16))
+    text = joined(diagrams.matmul_shared_tile("triton"))
+    assert "a 128×32 tile of C" in text and "A's 128×16 and B's 16×32 tiles" in text
+
+
+def test_register_block_follows_the_defines(monkeypatch):
+    assert "thread 17 keeps a 8×8 block" in joined(diagrams.matmul_register_block())
+    edited_source(monkeypatch, "matmul/3b_register_blocked.cu", "#define TM 8", "#define TM 4")
+    text = joined(diagrams.matmul_register_block())
+    assert "a 4×8 block" in text and "32×16 threads" in text and "32 FMAs" in text
+
+
+def test_warp_tiles_follow_the_warp_layout(monkeypatch):
+    assert diagrams.mma_shape() == (16, 8, 16)
+    assert "warp 7" in texts(diagrams.matmul_warp_tiles())
+    monkeypatch.setattr(mm, "TENSOR_CORE", dict(mm.TENSOR_CORE, WARPS_N=2))
+    fig = diagrams.matmul_warp_tiles()
+    assert "warp 3" in texts(fig) and "warp 4" not in texts(fig)
+    assert "2×2 warps of 64×64" in joined(fig)
+
+
+def test_stage_ring_follows_stages_and_plays_the_kernels_loop(monkeypatch):
+    for stages in (2, 3, 4, 5):
+        steps = diagrams.cp_async_ring(stages, tiles=9)
+        for t, held in enumerate(steps):
+            assert held[f"buffer {t % stages}"] == (t, "math")            # compute(t % STAGES)
+            assert sorted(tile for tile, _ in held.values()) == list(range(t, min(9, t + stages)))
+    assert [t.get_text() for t in diagrams.matmul_stage_ring().axes[0].get_yticklabels()] == \
+        [f"buffer {b}" for b in range(4)]
+    monkeypatch.setattr(mm, "PIPELINED", dict(mm.PIPELINED, STAGES=3))
+    fig = diagrams.matmul_stage_ring()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["buffer 0", "buffer 1", "buffer 2"]
+    assert "2 k-tiles ahead" in joined(fig)
+
+
+def test_tile_order_is_the_kernels_and_follows_group_m(monkeypatch):
+    for tiles_m, tiles_n, group_m in a07_group_order.GRIDS:   # Triton's tile_coords, as the exercise states it
+        assert diagrams.tile_order(tiles_m, tiles_n, group_m) == \
+            [a07_group_order.reference(t, tiles_m, tiles_n, group_m) for t in range(tiles_m * tiles_n)]
+    assert "GROUP_M = 16" in joined(diagrams.matmul_tile_order("triton"))
+    monkeypatch.setattr(tm, "group_rows", lambda *args, **kw: 32)   # a whole column of 128x256 tiles at 4096^2
+    text = joined(diagrams.matmul_tile_order("triton"))
+    assert "GROUP_M = 32: the first 128 tiles read 32×128 rows of A\n+ 4×256 columns of B" in text
+    edited_source(monkeypatch, "matmul/6_autotuned.cu", "#define GROUP_M 8", "#define GROUP_M 2")
+    assert "GROUP_M = 2" in joined(diagrams.matmul_tile_order("cuda"))
+
+
+def test_scores_in_dram_follow_the_headline_shape(monkeypatch):
+    assert "S×S matrix is 64× the size of Q" in joined(diagrams.attention_scores_in_dram())
+    monkeypatch.setattr(at, "HEADLINE", [(1, 8, 2048, 128, 0)])
+    text = joined(diagrams.attention_scores_in_dram())
+    assert "S×S matrix is 16× the size of Q" in text
+    assert f"{ta.score_matrix_bytes(1, 8, 2048) / 1e9:.1f} GB for B·H = 8 heads" in text
+
+
+def test_flash_sweep_follows_the_tiles(monkeypatch):
+    fig = diagrams.attention_flash_sweep()
+    bm, bn = ta.GPU_TILES["3_fused"]["BLOCK_M"], ta.GPU_TILES["3_fused"]["BLOCK_N"]
+    assert f"BLOCK_N = {bn}" in joined(fig) and str(6 * bm // bn) in texts(fig)   # key blocks numbered 1..
+    monkeypatch.setitem(ta.GPU_TILES, "3_fused", dict(ta.GPU_TILES["3_fused"], BLOCK_N=bm))
+    fig = diagrams.attention_flash_sweep()
+    assert f"BLOCK_N = {bm}" in joined(fig) and "6" in texts(fig) and "7" not in texts(fig)
+
+
+def test_causal_skip_is_the_kernels_rule_and_follows_the_tiles(monkeypatch):
+    line = next(l for l in inspect.getsource(ta.flash_kernel.fn).splitlines() if "unmasked_end, end = start_m" in l)
+    rule = line.split("=", 1)[1].split("#")[0].replace("tl.minimum", "min")
+    for S, bm, _ in a08_causal_skip.CASES:
+        for start_m in range(0, S, bm):
+            assert diagrams.causal_key_range(start_m, bm, S) == eval(rule, {"start_m": start_m, "S": S, "BLOCK_M": bm})
+    for tiles in (None, dict(BLOCK_M=64, BLOCK_N=32)):
+        if tiles:
+            monkeypatch.setitem(ta.GPU_TILES, "5_pipelined", dict(ta.GPU_TILES["5_pipelined"], **tiles))
+        bm, bn = ta.GPU_TILES["5_pipelined"]["BLOCK_M"], ta.GPU_TILES["5_pipelined"]["BLOCK_N"]
+        S = 8 * bm - bn // 2
+        computed = a08_causal_skip.blocks_computed(S, bm, bn)
+        assert f"{computed} of {-(-S // bm) * -(-S // bn)} blocks computed" in joined(diagrams.attention_causal_skip())
