@@ -46,7 +46,23 @@ def _decide() -> World:
     gpu = has_gpu()
     if not gpu:
         os.environ.setdefault("TRITON_INTERPRET", "1")
+        check_interpreter()
     return World(gpu=gpu)
+
+
+def check_interpreter() -> None:
+    """Triton 3.6's interpreter turns one-element arrays into Python ints, which NumPy 2.4 refuses (every Triton
+    kernel then fails on CPU with "only 0-dimensional arrays can be converted to Python scalars"); Triton 3.7
+    fixed it. Say so once, at import, rather than in every kernel."""
+    from importlib.metadata import version
+    triton_v, numpy_v = version("triton"), version("numpy")
+    if _release(triton_v) < (3, 7) and _release(numpy_v) >= (2, 4):
+        raise NotAvailable(f"Triton {triton_v}'s interpreter (the CPU world) cannot run with NumPy {numpy_v}: "
+                           "`pip install -U triton` (3.7 or newer) or `pip install \"numpy<2.4\"`.")
+
+
+def _release(text: str) -> tuple[int, int]:
+    return tuple(int(part) for part in text.split(".")[:2])
 
 
 WORLD = _decide()

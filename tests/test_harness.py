@@ -265,3 +265,16 @@ def test_profile_drops_a_counter_that_ncu_does_not_know_and_keeps_the_others(mon
     found = profile.profile("matmul", "torch", "cublas", (64, 64, 64))
     assert len(calls) == 2 and "l1tex__m_xbar2l1tex_read_bytes.sum" not in calls[1]
     assert found["l2_to_sm_bytes"] is None and found["dram_bytes_read"] == 1000.0 and found["kernels"] == ["k"]
+
+
+@pytest.mark.parametrize("triton_v, numpy_v, refused", [
+    ("3.6.0", "2.4.6", True), ("3.6.0", "2.3.5", False), ("3.7.1", "2.4.6", False), ("3.9.0", "2.4.0", False)])
+def test_an_interpreter_numpy_cannot_run_is_named_at_import(monkeypatch, triton_v, numpy_v, refused):
+    import importlib.metadata
+    from ladder import world
+    monkeypatch.setattr(importlib.metadata, "version", {"triton": triton_v, "numpy": numpy_v}.get)
+    if refused:
+        with pytest.raises(world.NotAvailable, match=rf"Triton {triton_v}'s interpreter .* NumPy {numpy_v}: .*numpy<2.4"):
+            world.check_interpreter()
+    else:
+        world.check_interpreter()
