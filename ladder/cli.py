@@ -3,7 +3,8 @@
   info                 this machine: world, GPU, datasheet, measured (or recorded) ceilings
   lab [JUPYTER ARGS..] JupyterLab on the repository root, opened at the first lesson
   record [PROBLEM..]   check and time every rung on this GPU, profile with ncu if present,
-                       write results/<gpu>.json (rows of the rungs not run this time are kept)
+                       write results/<gpu>.json (rows of the rungs not run this time are kept);
+                       `record capstone`: lesson 05's model, profiled and timed end to end
   notebooks [PATH..]   execute notebooks in place, outputs saved (default: every lesson,
                        exercise and solution); outputs recorded on a GPU are kept from a
                        CPU run unless --force
@@ -56,8 +57,38 @@ def cmd_lab(args) -> None:
     os.execv(sys.executable, command + args.jupyter_args)
 
 
+CAPSTONE = "capstone"   # `record capstone`: lesson 05's model, not a problem with rungs
+
+
+def record_capstone(model: str = "gpt2-small") -> Path:
+    """Lesson 05's row: the model's profile shares, the four end-to-end variants, the ops alone and the
+    swapped ops, all in one run on this GPU, with the ceilings measured in it; merged into the recording."""
+    require_gpu("`record capstone` (it profiles and times a model end to end)")
+    hardware.require_real("Recording")
+    from ladder import ceilings
+    from ladder.capstone import endtoend
+    gpu = hardware.detect()
+    path = results_mod.path_for(gpu.slug)
+    old = results_mod.load(gpu.slug).data if path.exists() else None
+    measured = ceilings.measure(gpu, refresh=True)
+    record = results_mod.fresh_record(old, gpu) if old else {
+        "provenance": results_mod.provenance(gpu), "gpu": gpu.as_dict(),
+        "datasheet": ceilings.datasheet_ceilings(gpu.datasheet), "ceilings": measured}
+    row = endtoend.measure(model, ceilings=measured)
+    record["capstone"] = [{**row, "recorded": record["provenance"]["date"]}]
+    print(endtoend.variant_table(row))
+    return results_mod.save(results_mod.merge(old, record))
+
+
 def cmd_record(args) -> None:
     from ladder import profile, runner
+    if CAPSTONE in args.problems:
+        if len(args.problems) > 1:
+            raise problems_mod.UnknownName(f"record {CAPSTONE} runs alone (it is a model, not a problem); "
+                                           f"record {' '.join(n for n in args.problems if n != CAPSTONE)} separately")
+        start = time.time()
+        print(f"wrote {record_capstone()} in {time.time() - start:.0f} s")
+        return
     chosen = [problems_mod.get(n) for n in args.problems] if args.problems else list(problems_mod.problems().values())
     known = {name for p in chosen for r in p.rungs for name in (r.backend, r.label)}
     unknown = [b for b in args.backends if b not in known]

@@ -6,6 +6,7 @@
            "correct", "rel_error"}],
  "profiles": [{"problem", "backend", "rung", "shape", "metrics": {...}}],
  "autotune": [{"problem", "tuner", ...}], "power": [{"problem", "backend", "rung", "shape", "W", "MHz", ...}],
+ "capstone": [{"model", "config", "ceilings", "variants", "profiles", "ops", "swaps", ...}] (lesson 05's model),
  "sessions": [{"date", "ceilings", "anchors": [runs rows of the torch backend], "note"?}]}
 
 Every row says when it was recorded ("recorded": the date of its run). Each timed run is a session: the
@@ -92,6 +93,10 @@ class Recording:
         """The session (ceilings and anchors of one run) that `row` was recorded in."""
         return session_of(self.data, row)
 
+    def capstone(self, model: str = "gpt2-small") -> dict | None:
+        """`record capstone`'s row for `model` (ladder.capstone.endtoend.measure), or None if not recorded."""
+        return next((r for r in self.data.get("capstone", []) if r["model"] == model), None)
+
     def power(self, problem: str | None = None) -> list[dict]:
         """`python -m ladder.power --record`'s rows: speed, watts, clock, pJ/FLOP, GFLOP per clock."""
         return [p for p in self.data.get("power", []) if problem is None or p["problem"] == problem]
@@ -122,11 +127,14 @@ def save(data: dict) -> Path:
 
 
 def _key(kind: str, row: dict) -> tuple:
-    """What a row is about: its problem and rung (an autotune report: its problem and tuner)."""
+    """What a row is about: its problem and rung (an autotune report: its problem and tuner; a capstone
+    row: its model)."""
+    if kind == "capstone":
+        return (row["model"],)
     return (row["problem"], row["tuner"]) if kind == "autotune" else (row["problem"], row["backend"], row["rung"])
 
 
-ROW_KINDS = ("runs", "profiles", "autotune", "power")
+ROW_KINDS = ("runs", "profiles", "autotune", "power", "capstone")
 ANCHOR_BACKEND = "torch"   # the library rungs a run times beside ours: cuBLAS, SDPA, torch.add
 
 
