@@ -128,3 +128,18 @@ def recorded_answers(rec) -> list[str]:
         f"{eager / fused:.2f}x: compile already captures {100 * (eager / compiled - 1) / (eager / fused - 1):.0f}% "
         "of the fusion's gain",
     ]
+
+
+def headroom_table(row: dict | None) -> str:
+    """Each op of the recorded model alone: its time, its floor at the run's ceilings, how far above it."""
+    if row is None:
+        return NOT_RECORDED
+    cfg = PRESETS[row["model"]]
+    timed = {o["op"]: o["torch_ms"] for o in row["ops"]}
+    lines = [f"{'op':24s} {'x':>3s} {'µs alone':>9s} {'floor µs':>9s} {'x floor':>8s} {'% of eager':>10s}"]
+    for op in costs.ops(cfg):
+        ms, floor = timed[op.name], op.floor_ms(row["ceilings"])
+        share = ms * op.per_forward / row["variants"]["eager"]["ms"]
+        lines.append(f"{op.name:24s} {op.per_forward:3d} {1e3 * ms:9.1f} {1e3 * floor:9.1f} {ms / floor:8.2f} "
+                     f"{100 * share:9.1f}%")
+    return "\n".join(lines)
