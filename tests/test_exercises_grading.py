@@ -301,3 +301,130 @@ import epilogue_answers as epi  # noqa: E402  (a file: Triton reads a @triton.ji
 def test_bias_relu_epilogue(capsys, fn, expect):
     result = BiasReluEpilogue().check(fn)
     assert expect in str(result) and result.passed == (expect == "correct"), result
+
+
+# ---------------------------------------------------------------- assignments 11-12: register block, mma fragments
+
+from ladder.exercises import MmaFragments, RegisterBlock  # noqa: E402
+from ladder.exercises import a11_register_block, a12_mma_fragments  # noqa: E402
+
+
+def _block(row0, col0, row_step=1, col_step=1):
+    """A thread map from its corner's formulas (of tid, BM, BN, TM, TN), rows and columns `step` apart."""
+    def thread_block(t, bm, bn, tm, tn):
+        r, c = row0(t, bm, bn, tm, tn), col0(t, bm, bn, tm, tn)
+        return [r + i * row_step(bm, tm) if callable(row_step) else r + i for i in range(tm)], \
+               [c + j * col_step(bn, tn) if callable(col_step) else c + j for j in range(tn)]
+    return thread_block
+
+
+@pytest.mark.parametrize("thread_block, expect", [
+    (a11_register_block.reference, "correct"),
+    (_block(lambda t, bm, bn, tm, tn: t // (bn // tn) * tm, lambda t, bm, bn, tm, tn: t % (bn // tn) * tn), "correct"),
+    (_block(lambda t, bm, bn, tm, tn: t % (bm // tm) * tm, lambda t, bm, bn, tm, tn: t // (bm // tm) * tn),
+     "one-to-one map, but not the kernel's"),                                         # warps walk down a column
+    (_block(lambda t, bm, bn, tm, tn: t // (bm // tm) * tm, lambda t, bm, bn, tm, tn: t % (bm // tm) * tn),
+     "outside the 32x128 tile"),                                                      # BM/TM where BN/TN belongs
+    (_block(lambda t, bm, bn, tm, tn: t // (bn // tn), lambda t, bm, bn, tm, tn: t % (bn // tn) * tn),
+     "both hold element (1, 0)"),                                                     # row index not scaled by TM
+    (_block(lambda t, bm, bn, tm, tn: t // (bn // tn), lambda t, bm, bn, tm, tn: t % (bn // tn),
+            lambda bm, tm: bm // tm, lambda bn, tn: bn // tn), "rows and columns are contiguous"),  # strided map
+    (lambda t, bm, bn, tm, tn: a11_register_block.reference(t, bm, bn, tm, tn)[::-1], "not the kernel's"),
+    (lambda t, bm, bn, tm, tn: (a11_register_block.reference(t, bm, bn, tm, tn)[0][::-1],
+                                a11_register_block.reference(t, bm, bn, tm, tn)[1]), "in another order"),
+    (lambda t, bm, bn, tm, tn: a11_register_block.reference(t, bm, bn, tm, tn)[0], "return (rows, cols)"),
+    (lambda t, bm, bn: ([0], [0]), "your code fails"),
+], ids=["reference", "right", "column-major", "bm-for-bn", "unscaled-rows", "strided", "rows-cols-swapped",
+        "reversed", "rows-only", "three-arguments"])
+def test_register_block_map(capsys, thread_block, expect):
+    result = RegisterBlock().check_map(thread_block)
+    assert expect in str(result) and result.passed == (expect == "correct"), result
+
+
+def test_register_block_is_the_kernels():
+    """The checker's map is the .cu's: its #defines and its own `tm`, `tn` expressions."""
+    assert a11_register_block.kernel_constants() == {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}
+    assert a11_register_block.kernel_expressions() == {"tm": "(tid / (BN / TN)) * TM", "tn": "(tid % (BN / TN)) * TN"}
+    assert a11_register_block.reference(17, 128, 128, 8, 8) == (list(range(8, 16)), list(range(8, 16)))
+    assert a11_register_block.warp_values(128, 128, 8, 8) == (16, 128)
+
+
+@pytest.mark.parametrize("answer, expect", [
+    (0.25, "correct"), (2.0, "that is rung 3"), (4.0, "FMAs per load"), (1 / 8, "count the TN values of B"),
+    (1 / 16, "not LDS.128 instructions"), (0.3, "recount"), (..., "not answered yet")])
+def test_register_block_loads_per_fma(capsys, answer, expect):
+    result = RegisterBlock().check_loads_per_fma(answer, 8, 8)
+    assert expect in str(result) and result.passed == (expect == "correct"), result
+
+
+@pytest.mark.parametrize("answer, expect", [
+    (144, "correct"), (512, "every thread's loads"), (256, "only 2 rows of threads"), (16, "one thread's"),
+    (128, "count the A values too"), (100, "recount")])
+def test_register_block_warp_values(capsys, answer, expect):
+    result = RegisterBlock().check_warp_values(answer, 128, 128, 8, 8)
+    assert expect in str(result) and result.passed == (expect == "correct"), result
+
+
+_C, _A, _B = a12_mma_fragments.c_reference, a12_mma_fragments.a_reference, a12_mma_fragments.b_reference
+
+
+@pytest.mark.parametrize("operand, element, expect", [
+    ("c", _C, "correct"),
+    ("c", lambda l, i: (l % 4 + 8 * (i // 2), 2 * (l // 4) + i % 2), "lane / 4 (groupID) and lane % 4"),
+    ("c", lambda l, i: (l // 4, 2 * (l % 4) + i), "c2, c3 are 8 rows down"),
+    ("c", lambda l, i: _C(l, i)[::-1], "row and column are swapped"),
+    ("c", lambda l, i: (l // 4 + 8 * (i % 2), 2 * (l % 4) + i // 2), "not (8, 0)"),
+    ("a", _A, "correct"),
+    ("a", lambda l, i: (l // 4 + 8 * (i // 4), 2 * (l % 4) + i % 2 + 8 * ((i // 2) % 2)), "the registers' order"),
+    ("a", lambda l, i: (l // 4 + 8 * (i // 2), 2 * (l % 4) + i % 2), "a4..a7 the same, 8 columns right"),
+    ("a", lambda l, i: _A(l, i)[::-1], "row and column are swapped"),
+    ("a", lambda l, i: (l % 4 + 8 * ((i // 2) % 2), 2 * (l // 4) + i % 2 + 8 * (i // 4)), "lane / 4 (groupID)"),
+    ("b", _B, "correct"),
+    ("b", _C, "that is C's layout"),
+    ("b", lambda l, i: (2 * (l % 4) + i, l // 4), "b2, b3 are 8 rows (k) further down"),
+    ("b", lambda l, i: _B(l, i)[::-1], "row and column are swapped"),
+    ("b", lambda l, i: (2 * (l // 4) + i % 2 + 8 * (i // 2), l % 4), "lane / 4 (groupID)"),
+    ("b", lambda l, i: 0, "return (row, col)"),
+    ("c", lambda l, i: (..., ...), "not answered yet"),
+], ids=["c-right", "c-group-swapped", "c-across", "c-transposed", "c-halves-swapped", "a-right", "a-register-order",
+        "a-like-c", "a-transposed", "a-group-swapped", "b-right", "b-like-c", "b-next-rows", "b-transposed",
+        "b-group-swapped", "b-not-a-pair", "c-blank"])
+def test_mma_fragments(capsys, operand, element, expect):
+    result = getattr(MmaFragments(), f"check_{operand}")(element)
+    assert expect in str(result) and result.passed == (expect == "correct"), result
+
+
+def test_mma_reference_is_what_rung_4_loads_and_stores():
+    """The PTX layout in the checker agrees with tensor_core.cuh: its epilogue's (row, col) for c0..c3, and
+    the A quarters its ldmatrix.x4 addresses deliver to registers 0-3."""
+    import re
+    from ladder import cuda
+    row, col = a12_mma_fragments.epilogue_expressions()
+    for lane in range(32):
+        for half_ in range(2):
+            at = [eval(e.replace("/", "//"), {"lane": lane, "half_": half_}) for e in (row, col)]  # noqa: S307
+            assert _C(lane, 2 * half_) == tuple(at) and _C(lane, 2 * half_ + 1) == (at[0], at[1] + 1)
+    m = re.search(r"ldmatrix_x4\(a\[mi\], As \+ \(mi \* 16 \+ ([^)]+)\) \* LDA \+ kk \+ ([^)]+)\);",
+                  cuda.source("matmul/tensor_core.cuh"))
+    a_row, a_col = m.groups()
+    for lane in range(32):
+        for q in range(4):            # ldmatrix.x4: matrix q's 8 row addresses come from lanes 8q .. 8q+7
+            giver = 8 * q + lane // 4  # ... and lane `lane` gets row lane / 4, columns 2 (lane % 4), +1 of it
+            r0, c0 = (eval(e.replace("/", "//"), {"lane": giver}) for e in (a_row, a_col))  # noqa: S307
+            for j in range(2):
+                assert _A(lane, 2 * q + j) == (r0, c0 + 2 * (lane % 4) + j)
+
+
+@pytest.mark.parametrize("name, points", [("11_matmul_register_block.ipynb", 4), ("12_matmul_mma_fragments.ipynb", 3)])
+def test_grade_new_assignments(tmp_path, name, points):
+    """The solution scores full marks; the untouched exercise scores 0, every task 'not answered yet'."""
+    for folder in ("solutions", "exercises"):
+        path = tmp_path / folder / name
+        path.parent.mkdir()
+        path.write_bytes((ROOT / folder / name).read_bytes())
+        graded = notebooks.grade(path, timeout=300)
+        assert graded.points == points, graded.table()
+        if folder == "solutions":
+            assert graded.score == points, graded.table()
+        else:
+            assert graded.score == 0 and all(t.feedback.endswith("not answered yet") for t in graded.tasks), graded.table()
