@@ -108,8 +108,11 @@ def test_search_space_pruning_depends_on_the_gpu():
     assert 20 < len(h100) < len(mm.TUNER.configs())
     assert all(c["STAGES"] >= 3 and mm.shared_bytes(c) <= 227 << 10 for c in h100)
     assert t4 and all(c["STAGES"] == 2 and mm.shared_bytes(c) <= 64 << 10 for c in t4)
+    assert mm.prune_reason(dict(mm.PIPELINED, BM=128, BN=128, BK=64, STAGES=2, WARPS_M=2, WARPS_N=4, GROUP_M=8),
+                           T4) == "70 KiB of shared memory > 64 KiB"
+    # 512 threads leave 128 registers each: 128 accumulators and their fragments do not fit
     assert mm.prune_reason(dict(mm.PIPELINED, BM=256, BN=256, BK=64, STAGES=4, WARPS_M=4, WARPS_N=4, GROUP_M=8),
-                           T4).endswith("> 64 KiB")
+                           H100).endswith("512 threads leave 128: it would spill")
 
 
 def test_best_config_comes_from_the_nearest_tuned_shape(tmp_path, monkeypatch):
