@@ -19,6 +19,7 @@ from matplotlib.colors import to_hex, to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
+from kernels.triton.attention import causal_key_range
 from ladder import cuda, hardware, roofline
 
 SECTOR_BYTES = 32     # the unit a load fetches from L2/DRAM
@@ -596,12 +597,6 @@ def attention_flash_sweep(rung: str = "3_fused", blocks_m: int = 6, step: int = 
     _key(fig, [("folded into m, ℓ, acc", _shade(TRITON, 0.35)), ("scores on chip now", TRITON),
                ("never stored", LIGHT)], y=0.0)
     return fig
-
-
-def causal_key_range(start_m: int, block_m: int, S: int) -> tuple[int, int]:
-    """(unmasked_end, end) of flash_kernel's two key passes for the queries start_m.. (causal): keys before
-    start_m need no mask, keys start_m..end are masked, keys from end on are never loaded."""
-    return start_m, min(S, start_m + block_m)
 
 
 def attention_causal_skip(rung: str = "5_pipelined", S: int | None = None):

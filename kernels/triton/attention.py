@@ -167,6 +167,13 @@ def attend(q, m, l, acc, k_ptr, v_ptr, rows, S, qk_scale, lo, hi, HEAD_DIM: tl.c
     return m, l, acc
 
 
+def causal_key_range(start_m: int, block_m: int, S: int) -> tuple[int, int]:
+    """(unmasked_end, end) of flash_kernel's two key passes for the queries start_m.. (causal), in Python: keys
+    before start_m need no mask, keys start_m..end are masked, keys from end on are never loaded (the diagram
+    and assignment 08 use it; tests/test_diagrams.py holds it to the kernel's line)."""
+    return start_m, min(S, start_m + block_m)
+
+
 @triton.jit
 def flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, TENSOR_CORES: tl.constexpr):
