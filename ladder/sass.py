@@ -76,11 +76,16 @@ class Sass:
         return bits
 
 
-def disassemble(cubin: bytes, arch: str) -> Sass:
+def _cuobjdump(cubin: bytes, flag: str) -> str:
+    """cuobjdump's answer to `flag` ('-sass', '-res-usage') about a cubin."""
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "k.cubin"
         f.write_bytes(cubin)
-        out = subprocess.run([cuobjdump(), "-sass", str(f)], capture_output=True, text=True, check=True).stdout
+        return subprocess.run([cuobjdump(), flag, str(f)], capture_output=True, text=True, check=True).stdout
+
+
+def disassemble(cubin: bytes, arch: str) -> Sass:
+    out = _cuobjdump(cubin, "-sass")
     sass = Sass(arch)
     parts = _FUNC.split(out)
     for name, body in zip(parts[1::2], parts[2::2]):
@@ -94,10 +99,7 @@ _RESOURCES = re.compile(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
 def resource_usage(cubin: bytes) -> dict[str, int]:
     """What the compiler gave the (first) kernel of a cubin, per thread: registers, and the stack and local
     memory that hold what did not fit in them (spills)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        f = Path(tmp) / "k.cubin"
-        f.write_bytes(cubin)
-        out = subprocess.run([cuobjdump(), "-res-usage", str(f)], capture_output=True, text=True, check=True).stdout
+    out = _cuobjdump(cubin, "-res-usage")
     found = _RESOURCES.search(out)
     if found is None:
         raise ValueError(f"no resource usage in cuobjdump's answer: {out[:200]!r}")
