@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from ladder import colab, exercises, hardware, problems as problems_mod, results as results_mod
+from ladder.exercises.notebooks import execute
 from ladder.world import WORLD, NotAvailable, require_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,13 +135,6 @@ def executed_on(nb) -> str | None:
             if found:
                 return found.group(0)
     return None
-
-
-def execute(nb, path: Path, timeout: int, **hooks) -> None:
-    """Run notebook `nb` (saved at `path`) in place, from its folder, as a student's kernel would."""
-    import nbclient
-    nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}}, **hooks).execute()
 
 
 def cmd_notebooks(args) -> None:

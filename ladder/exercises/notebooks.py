@@ -184,11 +184,18 @@ def cell_score(cell, points: float) -> tuple[float, str]:
     return points, said[-1] if said else "ran without error"
 
 
+def execute(nb, path: Path, timeout: int, **options) -> None:
+    """Run notebook `nb` (saved at `path`) in place, from its folder, as a student's kernel would (lessons,
+    exercises run unanswered, and notebooks being graded)."""
+    import nbclient
+    nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}}, **options).execute()
+
+
 def grade(path: Path, timeout: int = 900, reference: Path | None = None) -> Grade:
     """Execute a student's notebook (every cell, errors and all) with grading on, and score each graded
     cell. The graded cells run as they stand in the reference (solutions/ of the same name, when there
     is one): a student's edits to them do not count, and a graded cell they deleted scores 0."""
-    import nbclient
     import nbformat
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
@@ -203,8 +210,7 @@ def grade(path: Path, timeout: int = 900, reference: Path | None = None) -> Grad
     saved = os.environ.get(GRADING_ENV)
     os.environ[GRADING_ENV] = "1"  # the kernel inherits it: a check that does not pass raises
     try:
-        nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                                resources={"metadata": {"path": str(path.parent)}}).execute()
+        execute(nb, path, timeout, allow_errors=True)
     finally:
         if saved is None:
             os.environ.pop(GRADING_ENV, None)
