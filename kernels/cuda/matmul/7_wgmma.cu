@@ -6,7 +6,7 @@
 //             64-bit descriptors: no ldmatrix, no A/B fragments in registers. The tiles must be in a
 //             layout wgmma reads: here the 128-byte swizzle (copy_swizzled). Copies stay cp.async as
 //             in rung 5; wgmma runs one tile behind its issue (wait_group 1).
-// Prediction: well above rung 6 (our guess: about 2x), toward cuBLAS
+// Prediction: well above rung 6, 1.5-2.5x (kernels/predictions/matmul_cuda.toml), toward cuBLAS
 //             (which adds TMA copies, warp specialization and thread-block clusters).
 //             Measured on the way: the same kernel with unswizzled 8x8 core matrices and wait_group 0
 //             ran at 179 TFLOP/s, slower than rung 6; the swizzle and the one-tile lag tripled it.
@@ -24,9 +24,8 @@
 #define BK 64
 #define THREADS 256
 constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;  // halves per buffer, no padding
-// The 128-byte swizzle: a tile is stored as rows of 64 halves (128 bytes); the 16-byte chunk c of
-// row r sits at chunk position c ^ (r % 8), so the 8 rows of an 8 x 128-byte atom spread every
-// column over all 32 banks. A (BM x 64) is one such column block; B (64 x BN) is BN/64 of them.
+// The 128-byte swizzle (tensor_core.cuh): the 16-byte chunk c of a 128-byte row r sits at chunk position
+// c ^ (r % 8), so the 8 rows of an 8 x 128-byte atom spread every column over all 32 banks.
 template <int ROWS, int COLS>
 __device__ __forceinline__ void copy_swizzled(half* s, const half* g, int ldg, int rows_left, int cols_left) {
     constexpr int PIECES = ROWS * COLS / 8;
@@ -43,59 +42,10 @@ __device__ __forceinline__ void copy_swizzled(half* s, const half* g, int ldg, i
     }
 }
 
-// Shared-memory matrix descriptor (128-byte swizzle): start address, the distance between column
-// blocks of 64 (leading), the distance between 8-row groups (stride, 1024 bytes).
-__device__ __forceinline__ unsigned long long descriptor(const half* p, unsigned leading) {
-    return (unsigned long long)((smem_address(p) & 0x3FFFF) >> 4) | (unsigned long long)(leading >> 4) << 16 |
-           (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
-}
-
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[1][32][4], unsigned long long desc_a,
-                                                  unsigned long long desc_b) {
-    asm volatile(
-        "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-        "%128, %129, accumulate, 1, 1, 0, 1;\n}\n"  // A K-major (0), B N-major (1)
-        : "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]),
-          "+f"(d[0][1][0]), "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]),
-          "+f"(d[0][2][0]), "+f"(d[0][2][1]), "+f"(d[0][2][2]), "+f"(d[0][2][3]),
-          "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]), "+f"(d[0][3][3]),
-          "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]),
-          "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]),
-          "+f"(d[0][6][0]), "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]),
-          "+f"(d[0][7][0]), "+f"(d[0][7][1]), "+f"(d[0][7][2]), "+f"(d[0][7][3]),
-          "+f"(d[0][8][0]), "+f"(d[0][8][1]), "+f"(d[0][8][2]), "+f"(d[0][8][3]),
-          "+f"(d[0][9][0]), "+f"(d[0][9][1]), "+f"(d[0][9][2]), "+f"(d[0][9][3]),
-          "+f"(d[0][10][0]), "+f"(d[0][10][1]), "+f"(d[0][10][2]), "+f"(d[0][10][3]),
-          "+f"(d[0][11][0]), "+f"(d[0][11][1]), "+f"(d[0][11][2]), "+f"(d[0][11][3]),
-          "+f"(d[0][12][0]), "+f"(d[0][12][1]), "+f"(d[0][12][2]), "+f"(d[0][12][3]),
-          "+f"(d[0][13][0]), "+f"(d[0][13][1]), "+f"(d[0][13][2]), "+f"(d[0][13][3]),
-          "+f"(d[0][14][0]), "+f"(d[0][14][1]), "+f"(d[0][14][2]), "+f"(d[0][14][3]),
-          "+f"(d[0][15][0]), "+f"(d[0][15][1]), "+f"(d[0][15][2]), "+f"(d[0][15][3]),
-          "+f"(d[0][16][0]), "+f"(d[0][16][1]), "+f"(d[0][16][2]), "+f"(d[0][16][3]),
-          "+f"(d[0][17][0]), "+f"(d[0][17][1]), "+f"(d[0][17][2]), "+f"(d[0][17][3]),
-          "+f"(d[0][18][0]), "+f"(d[0][18][1]), "+f"(d[0][18][2]), "+f"(d[0][18][3]),
-          "+f"(d[0][19][0]), "+f"(d[0][19][1]), "+f"(d[0][19][2]), "+f"(d[0][19][3]),
-          "+f"(d[0][20][0]), "+f"(d[0][20][1]), "+f"(d[0][20][2]), "+f"(d[0][20][3]),
-          "+f"(d[0][21][0]), "+f"(d[0][21][1]), "+f"(d[0][21][2]), "+f"(d[0][21][3]),
-          "+f"(d[0][22][0]), "+f"(d[0][22][1]), "+f"(d[0][22][2]), "+f"(d[0][22][3]),
-          "+f"(d[0][23][0]), "+f"(d[0][23][1]), "+f"(d[0][23][2]), "+f"(d[0][23][3]),
-          "+f"(d[0][24][0]), "+f"(d[0][24][1]), "+f"(d[0][24][2]), "+f"(d[0][24][3]),
-          "+f"(d[0][25][0]), "+f"(d[0][25][1]), "+f"(d[0][25][2]), "+f"(d[0][25][3]),
-          "+f"(d[0][26][0]), "+f"(d[0][26][1]), "+f"(d[0][26][2]), "+f"(d[0][26][3]),
-          "+f"(d[0][27][0]), "+f"(d[0][27][1]), "+f"(d[0][27][2]), "+f"(d[0][27][3]),
-          "+f"(d[0][28][0]), "+f"(d[0][28][1]), "+f"(d[0][28][2]), "+f"(d[0][28][3]),
-          "+f"(d[0][29][0]), "+f"(d[0][29][1]), "+f"(d[0][29][2]), "+f"(d[0][29][3]),
-          "+f"(d[0][30][0]), "+f"(d[0][30][1]), "+f"(d[0][30][2]), "+f"(d[0][30][3]),
-          "+f"(d[0][31][0]), "+f"(d[0][31][1]), "+f"(d[0][31][2]), "+f"(d[0][31][3])
-        : "l"(desc_a), "l"(desc_b), "r"(1));
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS)
 matmul(const half* A, const half* B, half* C, int M, int N, int K, int ldb) {
     extern __shared__ __align__(128) half smem_raw[];
-    half* As = smem_raw + (1024 - smem_address(smem_raw) % 1024) % 1024 / 2;  // swizzle atoms: 1024-aligned
+    half* As = smem_raw + swizzle_atom_offset(smem_raw);  // 1024-byte aligned
     half* Bs = As + STAGES * A_STAGE;
     const int warpgroup = threadIdx.x / 128, warp_in_group = threadIdx.x / 32 % 4;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
@@ -120,13 +70,13 @@ matmul(const half* A, const half* B, half* C, int M, int N, int K, int ldb) {
         cp_async_commit();
         const half* a = As + (t % STAGES) * A_STAGE + warpgroup * 64 * 64;  // this group's 64 rows
         const half* b = Bs + (t % STAGES) * B_STAGE;
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        wgmma_fence();
 #pragma unroll
         for (int k = 0; k < BK / 16; ++k)  // k16 step: 32 bytes along A's rows, 16 rows down B
             wgmma_m64n256k16(acc, descriptor(a + k * 16, 16), descriptor(b + k * 16 * 64, BK * 128));
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // tile t-1 done
+        wgmma_commit();
+        wgmma_wait<1>();  // tile t-1 done
     }
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    wgmma_wait<0>();
     store_accumulators<16, BN>(acc, C, M, N, m0 + warpgroup * 64 + warp_in_group * 16, n0);
 }

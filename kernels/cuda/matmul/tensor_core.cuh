@@ -1,9 +1,10 @@
-// Tensor-core building blocks shared by matmul rungs 4-6 (sm_75 and newer).
+// Tensor-core building blocks shared by matmul rungs 4-8 (sm_75 and newer).
 //
 // * 16-byte tile copies, global -> shared, through registers (sync) or cp.async (sm_80+);
 // * ldmatrix: a warp loads 8x8 fp16 matrices from shared memory straight into mma fragments;
 // * mma.sync m16n8k16: D(16x8, fp32) += A(16x16, fp16) * B(16x8, fp16), one warp, tensor cores;
-// * the epilogue: fp32 accumulators -> fp16 C, bounds-checked.
+// * the epilogue: fp32 accumulators -> fp16 C, bounds-checked;
+// * Hopper (sm_90a, rungs 7 and 8): wgmma m64n256k16 on 128-byte-swizzled tiles, their descriptors.
 // Shared tiles are row-major with rows padded by 8 halves (16 bytes): the 8 rows one ldmatrix
 // reads then start in 8 different groups of 4 banks, so it runs without bank conflicts.
 #pragma once
@@ -137,3 +138,72 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[WM / 16][W
                 }
             }
 }
+
+// ---------------------------------------------------------------- wgmma (sm_90a: rungs 7 and 8)
+// Both Hopper rungs keep their tiles in the 128-byte swizzle: rows of 64 halves (128 bytes), the
+// 16-byte chunk c of row r at chunk position c ^ (r % 8), in atoms of 8 rows (1024 bytes) that start
+// on 1024-byte boundaries. A (BM x 64) is one column block of such rows; B (64 x BN) is BN/64 of them,
+// side by side. Rung 7's cp.async copies write this layout; rung 8's TMA writes it (128-byte swizzle).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ unsigned swizzle_atom_offset(const half* p) {  // halves from p to the next 1024-byte boundary
+    return (1024 - smem_address(p) % 1024) % 1024 / 2;
+}
+
+// Shared-memory matrix descriptor (128-byte swizzle): start address, the distance between column
+// blocks of 64 (leading), the distance between 8-row groups (stride, 1024 bytes).
+__device__ __forceinline__ unsigned long long descriptor(const half* p, unsigned leading) {
+    return (unsigned long long)((smem_address(p) & 0x3FFFF) >> 4) | (unsigned long long)(leading >> 4) << 16 |
+           (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
+}
+
+// d (64 x 256 fp32, the warpgroup's accumulators; a warp's 16 rows in mma.sync's C-fragment layout,
+// which store_accumulators<16, 256> writes) += A (64 x 16, K-major) * B (16 x 256, N-major), read from shared memory.
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[1][32][4], unsigned long long desc_a,
+                                                  unsigned long long desc_b) {
+    asm volatile(
+        "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+        "%128, %129, accumulate, 1, 1, 0, 1;\n}\n"  // A K-major (0), B N-major (1)
+        : "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]),
+          "+f"(d[0][1][0]), "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]),
+          "+f"(d[0][2][0]), "+f"(d[0][2][1]), "+f"(d[0][2][2]), "+f"(d[0][2][3]),
+          "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]), "+f"(d[0][3][3]),
+          "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]),
+          "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]),
+          "+f"(d[0][6][0]), "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]),
+          "+f"(d[0][7][0]), "+f"(d[0][7][1]), "+f"(d[0][7][2]), "+f"(d[0][7][3]),
+          "+f"(d[0][8][0]), "+f"(d[0][8][1]), "+f"(d[0][8][2]), "+f"(d[0][8][3]),
+          "+f"(d[0][9][0]), "+f"(d[0][9][1]), "+f"(d[0][9][2]), "+f"(d[0][9][3]),
+          "+f"(d[0][10][0]), "+f"(d[0][10][1]), "+f"(d[0][10][2]), "+f"(d[0][10][3]),
+          "+f"(d[0][11][0]), "+f"(d[0][11][1]), "+f"(d[0][11][2]), "+f"(d[0][11][3]),
+          "+f"(d[0][12][0]), "+f"(d[0][12][1]), "+f"(d[0][12][2]), "+f"(d[0][12][3]),
+          "+f"(d[0][13][0]), "+f"(d[0][13][1]), "+f"(d[0][13][2]), "+f"(d[0][13][3]),
+          "+f"(d[0][14][0]), "+f"(d[0][14][1]), "+f"(d[0][14][2]), "+f"(d[0][14][3]),
+          "+f"(d[0][15][0]), "+f"(d[0][15][1]), "+f"(d[0][15][2]), "+f"(d[0][15][3]),
+          "+f"(d[0][16][0]), "+f"(d[0][16][1]), "+f"(d[0][16][2]), "+f"(d[0][16][3]),
+          "+f"(d[0][17][0]), "+f"(d[0][17][1]), "+f"(d[0][17][2]), "+f"(d[0][17][3]),
+          "+f"(d[0][18][0]), "+f"(d[0][18][1]), "+f"(d[0][18][2]), "+f"(d[0][18][3]),
+          "+f"(d[0][19][0]), "+f"(d[0][19][1]), "+f"(d[0][19][2]), "+f"(d[0][19][3]),
+          "+f"(d[0][20][0]), "+f"(d[0][20][1]), "+f"(d[0][20][2]), "+f"(d[0][20][3]),
+          "+f"(d[0][21][0]), "+f"(d[0][21][1]), "+f"(d[0][21][2]), "+f"(d[0][21][3]),
+          "+f"(d[0][22][0]), "+f"(d[0][22][1]), "+f"(d[0][22][2]), "+f"(d[0][22][3]),
+          "+f"(d[0][23][0]), "+f"(d[0][23][1]), "+f"(d[0][23][2]), "+f"(d[0][23][3]),
+          "+f"(d[0][24][0]), "+f"(d[0][24][1]), "+f"(d[0][24][2]), "+f"(d[0][24][3]),
+          "+f"(d[0][25][0]), "+f"(d[0][25][1]), "+f"(d[0][25][2]), "+f"(d[0][25][3]),
+          "+f"(d[0][26][0]), "+f"(d[0][26][1]), "+f"(d[0][26][2]), "+f"(d[0][26][3]),
+          "+f"(d[0][27][0]), "+f"(d[0][27][1]), "+f"(d[0][27][2]), "+f"(d[0][27][3]),
+          "+f"(d[0][28][0]), "+f"(d[0][28][1]), "+f"(d[0][28][2]), "+f"(d[0][28][3]),
+          "+f"(d[0][29][0]), "+f"(d[0][29][1]), "+f"(d[0][29][2]), "+f"(d[0][29][3]),
+          "+f"(d[0][30][0]), "+f"(d[0][30][1]), "+f"(d[0][30][2]), "+f"(d[0][30][3]),
+          "+f"(d[0][31][0]), "+f"(d[0][31][1]), "+f"(d[0][31][2]), "+f"(d[0][31][3])
+        : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+
+// wgmma runs asynchronously: fence before the first wgmma that reads accumulators other instructions wrote,
+// commit the wgmmas issued so far as one group, wait until at most PENDING groups are still in flight.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(PENDING) : "memory"); }
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
