@@ -7,8 +7,9 @@
 //             rows of Q that are D halves apart (scores), and 32 rows of P that are S floats apart
 //             (softmax, P·V): every 2- or 4-byte load touches its own 32-byte sector. On top of that,
 //             the 4·B·H·S² bytes of S (then P) are written twice and read four times.
-// Prediction: the slowest rung by far, limited by load requests, not FLOPs; rung 2 keeps the three
-//             passes and only changes the mapping, and should be several times faster.
+// Prediction: the slowest rung by far, limited by load requests, not FLOPs: 0.4-1.2% of the fp32 roof
+//             (causal: the same time for half the FLOPs, 0.2-0.6%; kernels/predictions/attention_cuda.toml);
+//             rung 2 keeps the three passes and only changes the mapping, and should be 5-15x faster.
 // Signature:  three kernels; global loads (LDG), 16-bit in the score kernel; no shared memory (LDS/STS)
 //             or barriers (BAR); MUFU.EX2 only in the softmax.
 // Grids: x over blocks of queries, y over keys (scores) or output columns (P·V), z over B·H: no grid

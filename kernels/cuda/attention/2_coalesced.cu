@@ -11,8 +11,8 @@
 //             exp(x - max) rescaled when its max grows, then shuffles combine the 32 lanes (max, then sum).
 //             P·V: threads along D; the threads of one output row share P[i][j] (a broadcast) and read
 //             the row V[j][:] together (128 or 256 contiguous bytes).
-// Prediction: the same FLOPs as rung 1 but a few sectors per request instead of 32: several times
-//             faster. The 4·B·H·S² bytes of S (then P) are still written twice and read three times
+// Prediction: the same FLOPs as rung 1 but a few sectors per request instead of 32: 5-15x faster
+//             (a hit: >= 5x; kernels/predictions/attention_cuda.toml). The 4·B·H·S² bytes of S (then P) are still written twice and read three times
 //             (~20·B·H·S² bytes): the score matrix, not the math, sets the time, and it grows as S².
 // Signature:  SHFL (BFLY) in the score and softmax kernels; 32-bit global loads of half2 in the score
 //             kernel; still no shared memory (LDS/STS) or barriers (BAR).

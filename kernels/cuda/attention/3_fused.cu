@@ -15,7 +15,8 @@
 // Prediction: DRAM traffic drops from ~20·B·H·S² bytes (rungs 1-2) to about Q, K, V and O once (K and V
 //             come from L2 once per block of queries): now limited by FFMA issue, about 2·D FMAs per
 //             (query, key) pair plus the loads that feed them; far above rung 2, far below the tensor-core
-//             rungs. Causal does about half the work.
+//             rungs: 17-51% of the fp32 roof (kernels/predictions/attention_cuda.toml). Causal does about
+//             half the work in about half the time.
 // Signature:  a single kernel; LDS, STS and BAR (the tiles), FFMA for both products, MUFU.EX2 (exp2f),
 //             SHFL (the row max and the final sum), 128-bit global loads; no HMMA.
 // HEAD_DIM (64 or 128) must be defined; BLOCK_M and BLOCK_N are defines with defaults. Static shared

@@ -4,7 +4,8 @@
 //             (cp.async, sm_80+: global -> shared with no register round trip) while the warps compute
 //             tile t, as in matmul rung 5; one barrier per tile instead of two.
 //             sm_75 has no cp.async: there the kernel loads as rung 4 does, and the launcher says so.
-// Prediction: the loads of rung 4 hide behind the tensor cores: 1.3-2x, toward SDPA's FlashAttention
+// Prediction: the loads of rung 4 hide behind the tensor cores: 1.2-1.5x rung 4
+//             (kernels/predictions/attention_cuda.toml), toward SDPA's FlashAttention
 //             backend (which pipelines the same way); the softmax's exponentials stay in the way.
 // Signature:  as rung 4, with LDGSTS (cp.async) and LDGDEPBAR/DEPBAR instead of LDG + STS on sm_80/sm_90.
 // HEAD_DIM, BLOCK_M, BLOCK_N, WARPS and STAGES are defines. Dynamic shared memory: the Q tile and KV_BUFFERS

@@ -7,8 +7,9 @@
 //             One more knob, the order blocks run in: causal query blocks near the end of a head walk up
 //             to S keys, those at the start one tile. Numbered from the last, a head's long blocks start
 //             first and the short ones fill the tail of the grid instead of leaving SMs idle.
-// Prediction: 10-30% over rung 5 where its fixed tile fits badly (D=128, causal); near SDPA's
-//             FlashAttention backend, whose tiles were tuned the same way.
+// Prediction: 1.1-1.3x rung 5, most where its fixed tile fits badly (D=128, causal); near SDPA's
+//             FlashAttention backend, whose tiles were tuned the same way: 90-110% of it
+//             (kernels/predictions/attention_cuda.toml).
 // Signature:  as rung 5 (HMMA, LDSM, LDGSTS); the choice shows in the search report, not the SASS.
 #include "5_pipelined.cu"
 

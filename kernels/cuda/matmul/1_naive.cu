@@ -3,7 +3,8 @@
 // Idea:       the textbook loop, one thread per C[row][col], every operand read from global memory.
 // The catch:  threadIdx.x walks down a column of C (rows), so the 32 threads of a warp read 32 rows
 //             of A that are K elements apart: each 2-byte load touches a different 32-byte sector.
-// Prediction: far below both roofs; rung 2 only swaps the index mapping and should be >= 5x faster.
+// Prediction: far below both roofs: 0.4-1.2% of the fp32 roof (kernels/predictions/matmul_cuda.toml);
+//             rung 2 only swaps the index mapping and should be 5-15x faster.
 // Signature:  SASS holds global loads (LDG) and no shared memory (LDS/STS) or barriers (BAR).
 #include <cuda_fp16.h>
 

@@ -2,7 +2,8 @@
 //
 // Idea:       consecutive threads take consecutive columns: a warp reads 32 neighbouring elements
 //             of a row of B (64 bytes, two sectors) and one element of A that all 32 share.
-// Prediction: the sectors fetched per load drop from 32 to ~2, so >= 5x faster than rung 1; still
+// Prediction: the sectors fetched per load drop from 32 to ~2, so 5-15x faster than rung 1 (a hit:
+//             >= 5x; kernels/predictions/matmul_cuda.toml); still
 //             every operand comes from L1/L2, K times over, so far below the fp32 roof.
 // Signature:  the same SASS as rung 1 (LDG only); ncu shows ~2 sectors per request instead of ~32.
 #include <cuda_fp16.h>

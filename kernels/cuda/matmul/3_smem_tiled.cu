@@ -3,7 +3,8 @@
 // Idea:       each element a block loads from global memory is used 32 times from shared memory
 //             (one load per thread per tile, then 32 FMAs), instead of once per FMA.
 // Prediction: global traffic drops 32x, but each FMA still needs two shared-memory loads, so the
-//             shared-memory pipe, not DRAM, becomes the limit: a modest gain over rung 2 (~1.3-2x).
+//             shared-memory pipe, not DRAM, becomes the limit: a modest gain over rung 2, 1.3-2x
+//             (kernels/predictions/matmul_cuda.toml).
 // Signature:  LDS and STS (shared memory) and BAR (__syncthreads) appear in the SASS.
 #include <cuda_fp16.h>
 

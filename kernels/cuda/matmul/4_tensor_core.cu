@@ -3,9 +3,9 @@
 // Idea:       a 128x128 block tile, 8 warps of 64x32; each BK=32 step loads the A and B tiles into
 //             shared memory (16-byte loads through registers), then every warp runs 16 mma.sync per
 //             16-wide k slice on fragments that ldmatrix reads (tensor_core.cuh).
-// Prediction: the math moves from the fp32 roof (~60 TFLOP/s) to the tensor-core roof (~700): >= 5x
-//             rung 3b. But loads and math still take turns (load, barrier, compute, barrier), so
-//             expect well under half of cuBLAS.
+// Prediction: the math moves from the fp32 roof (~60 TFLOP/s) to the tensor-core roof (~700): 5-15x
+//             rung 3b (a hit: >= 5x; kernels/predictions/matmul_cuda.toml). But loads and math still
+//             take turns (load, barrier, compute, barrier), so expect well under half of cuBLAS.
 // Signature:  HMMA in the SASS (two HMMA.1688 per mma on sm_75), LDSM (ldmatrix), LDG.E.128.
 #include "tensor_core.cuh"
 

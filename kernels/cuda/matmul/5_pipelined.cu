@@ -5,7 +5,8 @@
 //             latency hides behind tensor-core work; one barrier per tile instead of two.
 //             sm_75 has no cp.async: there the next tile's loads wait in registers while the warps
 //             compute (a register-staged double buffer, STAGES = 2), and the launcher says so.
-// Prediction: rung 4 stalled on every load; hiding them should bring 1.5-2x, toward cuBLAS.
+// Prediction: rung 4 stalled on every load; hiding them should bring 1.3-2x, toward cuBLAS
+//             (kernels/predictions/matmul_cuda.toml).
 // Signature:  LDGSTS (cp.async) and LDGDEPBAR/DEPBAR on sm_80/sm_90; none on sm_75.
 // Tile sizes come from the launcher (-D); the defaults are its choice for sm_80+.
 #include "tensor_core.cuh"

@@ -5,7 +5,8 @@
 //             compiles one variant per configuration (-D), prunes those that cannot fit, times the
 //             rest and caches the winner (ladder/autotune.py, kernels/matmul.py). One more knob:
 //             GROUP_M, the order blocks run in, so that blocks running together share tiles in L2.
-// Prediction: 10-30% over rung 5 at large sizes; more where rung 5's fixed tile fits badly.
+// Prediction: 1.1-1.3x rung 5 at large sizes (kernels/predictions/matmul_cuda.toml); more where
+//             rung 5's fixed tile fits badly.
 // Signature:  as rung 5 (HMMA, LDGSTS); the choice shows in the search report, not the SASS.
 #include "5_pipelined.cu"
 

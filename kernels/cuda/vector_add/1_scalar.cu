@@ -5,7 +5,8 @@
 //             thread issues all ELEMS_PER_THREAD loads of A and B before its first add, so
 //             several requests are in flight per thread.
 // Prediction: 1 FLOP per 6 bytes moved: far left of every ridge point, so memory-bound; the time
-//             should approach bytes / copy bandwidth (6 GB at 1e9 elements: ~2 ms on an H100).
+//             should approach bytes / copy bandwidth (6 GB at 1e9 elements: ~2 ms on an H100):
+//             90-105% of the measured copy bandwidth (kernels/predictions/vector_add.toml).
 // Signature:  global loads are 16-bit (LDG.E.U16): one instruction per element per input.
 #include <cuda_fp16.h>
 

@@ -4,8 +4,8 @@
 //             same bytes, and each warp request covers 512 contiguous bytes. Needs 16-byte
 //             aligned tensors (the launcher checks); the last n % 8 elements go the scalar way.
 // Prediction: the bytes moved do not change, so if rung 1 already sat on the memory roof the
-//             time barely moves; the gain shows where rung 1 was instruction- or latency-bound
-//             (small GPUs, few threads in flight).
+//             time barely moves: 0.95-1.1x rung 1 (kernels/predictions/vector_add.toml); a gain shows
+//             only where rung 1 was instruction- or latency-bound (small GPUs, few threads in flight).
 // Signature:  LDG.E.128 for the body; LDG.E.U16 only in the tail.
 #include <cuda_fp16.h>
 

@@ -1,0 +1,403 @@
+"""Predictions and computed verdicts: one machine-readable table per ladder, hit or miss at every headline shape.
+
+The tables are `kernels/predictions/<ladder>.toml` (see the README there): per rung, what is predicted (a
+speed-up over an earlier rung, a % of a measured roof, or a % of the library anchor timed in the same run),
+the band, and what counts as a hit. `verdicts(problem, backend, rows)` judges rows (the recording's, or a
+live run's) at every headline shape (the problem's bench shapes); `format_verdicts` prints them compactly.
+
+`Ladder` walks a ladder rung by rung as a lesson does: `measure(rung)` times it live on a GPU (or takes the
+recording's rows without one) and prints one line per headline shape; `prediction(rung)` and `verdict(rung)`
+print the rung's prediction and its verdicts.
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ladder import results as results_mod
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLES = ROOT / "kernels" / "predictions"
+QUANTITIES = ("speedup", "pct_roof", "pct_anchor")
+ROOF_NAMES = {"copy_TBps": "copy", "fp32_TFLOPs": "fp32", "fp16_tc_TFLOPs": "tensor-core"}
+
+
+# ---------------------------------------------------------------- the tables
+
+@dataclass(frozen=True)
+class Prediction:
+    rung: str                      # "cuda:2_coalesced"
+    quantity: str                  # "speedup" | "pct_roof" | "pct_anchor"
+    band: tuple[float, float]
+    hit: tuple[float, float]
+    basis: str = ""
+    over: str | None = None        # speedup: the rung it is measured against
+    roof: str | None = None        # pct_roof: the ceiling's key
+    anchor: str | None = None      # pct_anchor: "torch:cublas"
+    at: dict = field(default_factory=dict, hash=False)  # shape label -> band (and hit) for that shape
+    source: str = ""               # the table file
+
+    @property
+    def backend(self) -> str:
+        return self.rung.split(":", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.rung.split(":", 1)[1]
+
+    def _at(self, label: str) -> tuple[float, float] | None:
+        """The band of the first `at` key whose words are all in the shape's label ('causal' matches
+        'D64 causal')."""
+        words = set(label.split())
+        return next((tuple(b) for k, b in self.at.items() if set(k.split()) <= words), None)
+
+    def band_at(self, label: str) -> tuple[float, float]:
+        return self._at(label) or self.band
+
+    def hit_at(self, label: str) -> tuple[float, float]:
+        return self._at(label) or self.hit
+
+    def what(self) -> str:
+        """'x over 1_naive', '% fp32 roof', '% of cublas'."""
+        if self.quantity == "speedup":
+            return f"x over {self.over.split(':', 1)[1]}"
+        if self.quantity == "pct_roof":
+            return f"% {ROOF_NAMES.get(self.roof, self.roof)} roof"
+        return f"% of {self.anchor.split(':', 1)[1]}"
+
+    def describe(self, label: str | None = None) -> str:
+        """'5-15x over 1_naive (hit: >= 5)'; for one shape, its band."""
+        lo, hi = self.band_at(label) if label else self.band
+        text = f"{_num(lo)}-{_num(hi)}{self.what()}"
+        if not label and self.at:
+            text += " (" + ", ".join(f"{k} {_num(a)}-{_num(b)}" for k, (a, b) in self.at.items()) + ")"
+        hlo, hhi = self.hit_at(label) if label else self.hit
+        if (hlo, hhi) != (lo, hi):
+            text += f" (hit: {'>= ' + _num(hlo) if math.isinf(hhi) else _num(hlo) + '-' + _num(hhi)})"
+        return text
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def _parse(path: Path) -> tuple[dict, list[Prediction]]:
+    data = tomllib.loads(path.read_text())
+    out = []
+    for p in data.get("prediction", []):
+        band = tuple(float(x) for x in p["band"])
+        at = {k: tuple(float(x) for x in v) for k, v in p.get("at", {}).items()}
+        out.append(Prediction(p["rung"], p["quantity"], band, tuple(float(x) for x in p.get("hit", band)),
+                              p.get("basis", ""), p.get("over"), p.get("roof"), p.get("anchor"), at,
+                              str(path.relative_to(ROOT))))
+    return data, out
+
+
+def tables() -> dict[str, tuple[dict, list[Prediction]]]:
+    """Every table: file stem -> (its header keys, its predictions)."""
+    return {path.stem: _parse(path) for path in sorted(TABLES.glob("*.toml"))}
+
+
+def _problem_name(problem) -> str:
+    return problem if isinstance(problem, str) else problem.name
+
+
+def _backends(backend) -> tuple[str, ...]:
+    return (backend,) if isinstance(backend, str) else tuple(backend)
+
+
+def predictions(problem, backend) -> list[Prediction]:
+    """The predictions of one ladder (a problem and one backend or several), in the table's order."""
+    name, backends = _problem_name(problem), _backends(backend)
+    return [p for header, preds in tables().values() if header.get("problem") == name
+            for p in preds if p.backend in backends]
+
+
+def bands_for(problem) -> str:
+    name = _problem_name(problem)
+    return next((h.get("bands_for", "") for h, _ in tables().values() if h.get("problem") == name), "")
+
+
+# ---------------------------------------------------------------- shapes
+
+def shape_label(problem, shape) -> str:
+    """A headline shape's short name: 'n=1e9', '4096³', 'D64 causal'."""
+    name, shape = _problem_name(problem), tuple(shape)
+    if name == "vector_add":
+        (n,) = shape
+        exponent = round(math.log10(n)) if n > 0 else 0
+        return f"n=1e{exponent}" if 10 ** exponent == n else f"n={n}"
+    if name == "attention":
+        return f"D{shape[3]}{' causal' if shape[4] else ''}"
+    if len(set(shape)) == 1:
+        return f"{shape[0]}³"
+    return "x".join(map(str, shape))
+
+
+def headline_shapes(problem) -> list[tuple]:
+    from ladder import problems
+    prob = problems.get(problem) if isinstance(problem, str) else problem
+    return [tuple(s) for s in prob.bench_shapes]
+
+
+# ---------------------------------------------------------------- verdicts
+
+@dataclass
+class Verdict:
+    prediction: Prediction
+    shape: tuple
+    label: str                     # the shape's short name
+    value: float | None            # the measured quantity (x or %), None when it cannot be computed
+    outcome: str                   # "hit", "miss", or why there is no verdict ("not measured", ...)
+    note: str = ""                 # "*" when the roof came from another run of the same GPU
+
+    @property
+    def direction(self) -> str:
+        """'', 'below' or 'above' the hit range."""
+        if self.value is None or self.outcome == "hit":
+            return ""
+        lo, _ = self.prediction.hit_at(self.label)
+        return "below" if self.value < lo else "above"
+
+    def text(self) -> str:
+        if self.value is None:
+            return self.outcome
+        unit = "x" if self.prediction.quantity == "speedup" else "%"
+        digits = 2 if unit == "x" or self.value < 10 else 1
+        mark = {"below": " ↓", "above": " ↑"}.get(self.direction, "")
+        return f"{self.value:.{digits}f}{unit}{self.note} {self.outcome}{mark}"
+
+
+def _label(row: dict) -> str:
+    return f"{row['backend']}:{row['rung']}"
+
+
+def _row(rows: list[dict], label: str, shape: tuple) -> dict | None:
+    return next((r for r in rows if _label(r) == label and tuple(r["shape"]) == tuple(shape)), None)
+
+
+def _ceilings(row: dict, ceilings: dict | None, recording) -> tuple[dict | None, str]:
+    """The ceilings a row is judged against: its own run's (a recorded row's session; a live row: those
+    given), else, for a recorded row whose run kept none, the recording's newest, marked '*'."""
+    if "recorded" not in row:
+        return ceilings, ""
+    rec = recording or results_mod.load()
+    session = rec.session(row) or {}
+    if session.get("ceilings"):
+        return session["ceilings"], ""
+    return rec.ceilings, "*"
+
+
+def _anchor(row: dict, rows: list[dict], anchor: str, recording) -> dict | None:
+    if "recorded" in row:
+        return results_mod.run_anchor(row, anchor, recording)
+    return next((r for r in rows if _label(r) == anchor and "recorded" not in r
+                 and tuple(r["shape"]) == tuple(row["shape"])), None)
+
+
+def judge(p: Prediction, shape: tuple, rows: list[dict], problem: str, ceilings: dict | None = None,
+          recording=None) -> Verdict:
+    label = shape_label(problem, shape)
+    row = _row(rows, p.rung, shape)
+    if row is None:
+        return Verdict(p, shape, label, None, "not measured")
+    note = ""
+    if p.quantity == "speedup":
+        before = _row(rows, p.over, shape)
+        if before is None:
+            return Verdict(p, shape, label, None, f"no {p.over.split(':', 1)[1]}")
+        value = before["ms"] / row["ms"]
+    elif p.quantity == "pct_roof":
+        ceil, note = _ceilings(row, ceilings, recording)
+        if not ceil:
+            return Verdict(p, shape, label, None, "no ceilings")
+        rate = row["tbps"] if p.roof == "copy_TBps" else row["tflops"]
+        value = 100 * rate / ceil[p.roof]
+    elif p.quantity == "pct_anchor":
+        ref = _anchor(row, rows, p.anchor, recording)
+        if ref is None:
+            return Verdict(p, shape, label, None, f"no {p.anchor.split(':', 1)[1]} in its run")
+        value = 100 * row["tflops"] / ref["tflops"]
+    else:
+        raise ValueError(f"{p.source}: unknown quantity {p.quantity!r} (one of {', '.join(QUANTITIES)})")
+    lo, hi = p.hit_at(label)
+    return Verdict(p, shape, label, value, "hit" if lo <= value <= hi else "miss", note)
+
+
+def verdicts(problem, backend, rows: list[dict], ceilings: dict | None = None, recording=None,
+             rung: str | None = None) -> list[Verdict]:
+    """Hit or miss of every prediction of the ladder (`backend`: one or several) at every headline shape.
+    `rows`: the recording's runs or a live run's (the anchors among them); `ceilings`: a live run's
+    (recorded rows are judged against their own run's). `rung`: only that rung's ('2_coalesced' or a label)."""
+    name = _problem_name(problem)
+    shapes = headline_shapes(problem)
+    chosen = [p for p in predictions(name, backend)
+              if rung is None or rung in (p.rung, p.name)]
+    return [judge(p, shape, rows, name, ceilings, recording) for p in chosen for shape in shapes]
+
+
+def format_verdicts(found: list[Verdict], title: str = "") -> str:
+    """One line per prediction, one column per headline shape; a last line counts the hits."""
+    if not found:
+        return title + "\n(no predictions)" if title else "(no predictions)"
+    labels = list(dict.fromkeys(v.label for v in found))
+    preds = list(dict.fromkeys(v.prediction for v in found))
+    by = {(v.prediction, v.label): v for v in found}
+    width = max(12, *(len(by[p, lab].text()) + 2 for p in preds for lab in labels))
+    rung_w = max(len(p.rung) for p in preds) + 1
+    pred_w = max(len(p.describe()) for p in preds) + 1
+    lines = [title] if title else []
+    lines.append(f"{'rung':{rung_w}s} {'predicted':{pred_w}s}" + "".join(f"{lab:>{width}s}" for lab in labels))
+    for p in preds:
+        lines.append(f"{p.rung:{rung_w}s} {p.describe():{pred_w}s}"
+                     + "".join(f"{by[p, lab].text():>{width}s}" for lab in labels))
+    judged = [v for v in found if v.value is not None]
+    hits = sum(v.outcome == "hit" for v in judged)
+    lines.append(f"{hits} hits, {len(judged) - hits} misses in {len(judged)} verdicts"
+                 + (f"; {len(found) - len(judged)} not judged" if len(judged) < len(found) else ""))
+    if any(v.note == "*" for v in found):
+        lines.append("* the run that timed this rung kept no ceilings: the roof is the recording's newest")
+    return "\n".join(lines)
+
+
+def show(problem, backend, rows: list[dict] | None = None, ceilings: dict | None = None,
+         rung: str | None = None) -> None:
+    """Print the verdicts of a ladder; without rows, over the recording (labelled)."""
+    title = ""
+    if rows is None:
+        rec = results_mod.load()
+        rows, title = rec.runs(_problem_name(problem)), f"{rec.label}; bands for {bands_for(problem)}"
+    print(format_verdicts(verdicts(problem, backend, rows, ceilings, rung=rung), title))
+
+
+def format_predictions(problem, backend, rung: str | None = None, basis: bool = True) -> str:
+    """The predictions of a ladder (or of one rung), one line each, with the model behind each band."""
+    lines = []
+    for p in predictions(problem, backend):
+        if rung is None or rung in (p.rung, p.name):
+            lines.append(f"{p.rung}: {p.describe()}" + (f"\n  basis: {p.basis}" if basis and p.basis else ""))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- a ladder, rung by rung
+
+def roof_of(problem, rung, gpu) -> str:
+    """The ceiling a rung is measured against: copy bandwidth for a memory-bound problem, else the unit
+    that does its math on `gpu` (tensor cores or CUDA cores)."""
+    from ladder import lesson
+    if problem.name == "vector_add":
+        return "copy_TBps"
+    return "fp16_tc_TFLOPs" if lesson.compute_unit(problem, rung, gpu) == "tensor cores" else "fp32_TFLOPs"
+
+
+class Ladder:
+    """A ladder measured rung by rung: live on a GPU (ceilings measured once), from the recording without."""
+
+    def __init__(self, problem, backend, shapes: list[tuple] | None = None):
+        from ladder import lesson, problems
+        from ladder.hardware import detect
+        from ladder.world import WORLD
+        self.problem = problems.get(problem) if isinstance(problem, str) else problem
+        self.backends = _backends(backend)
+        self.shapes = [tuple(s) for s in (shapes or self.problem.bench_shapes)]
+        self.live = WORLD.gpu
+        if self.live:
+            from ladder import ceilings
+            self.gpu = detect()
+            self.ceilings, self.rows = ceilings.measure(self.gpu), []
+            self.label = f"live on {self.gpu.emulation_note or self.gpu.name}"
+        else:
+            self.recording = results_mod.load()
+            self.gpu = lesson.datasheet_gpu(self.recording.gpu)
+            self.ceilings = None
+            self.rows = [r for r in self.recording.runs(self.problem.name) if tuple(r["shape"]) in self.shapes]
+            self.label = self.recording.label
+
+    def _rung(self, name: str):
+        backend, rung = name.split(":", 1) if ":" in name else (self.backends[0], name)
+        return self.problem.rung(backend, rung)
+
+    def _previous(self, rung) -> str | None:
+        labels = [r.label for r in self.problem.rungs if r.backend == rung.backend]
+        i = labels.index(rung.label)
+        return labels[i - 1] if i else None
+
+    def measure(self, name: str) -> None:
+        """Time the rung at every headline shape (live), or take its recorded rows; print one line per
+        shape: time, TFLOP/s (TB/s for a memory-bound problem), % of its roof, speed-up over the rung before."""
+        from ladder import runner
+        rung = self._rung(name)
+        if self.live:
+            reason = runner.unavailable(rung)
+            if reason:
+                print(f"{rung.label}: not run here: {reason}")
+                return
+            self.rows = [r for r in self.rows if _label(r) != rung.label]
+            self.rows += [runner.time_rung(self.problem, rung, shape) for shape in self.shapes]
+        print(self.lines(rung.label))
+
+    def lines(self, label: str) -> str:
+        rung = self._rung(label)
+        roof = roof_of(self.problem, rung, self.gpu)
+        before = self._previous(rung) if rung.backend != "torch" else None
+        out = [f"{rung.label} ({self.label})"]
+        for shape in self.shapes:
+            row = _row(self.rows, rung.label, shape)
+            tag = shape_label(self.problem, shape)
+            if row is None:
+                out.append(f"  {tag:>11s}  not measured")
+                continue
+            ceil, note = _ceilings(row, self.ceilings, getattr(self, "recording", None))
+            rate = f"{row['tbps']:6.2f} TB/s" if roof == "copy_TBps" else f"{row['tflops']:7.2f} TFLOP/s"
+            value = row["tbps"] if roof == "copy_TBps" else row["tflops"]
+            pct = f"{100 * value / ceil[roof]:5.1f}%{note or ' '} of {ROOF_NAMES[roof]}" if ceil else ""
+            prev = _row(self.rows, before, shape) if before else None
+            step = f"  {prev['ms'] / row['ms']:6.2f}x {before.split(':', 1)[1]}" if prev else ""
+            out.append(f"  {tag:>11s} {row['ms']:10.4f} ms {rate}  {pct}{step}"
+                       + ("" if row.get("correct", True) else "  WRONG"))
+        if any("*" in line for line in out[1:]):
+            out.append("  * the run that timed this rung kept no ceilings: the roof is the recording's newest")
+        return "\n".join(out)
+
+    def prediction(self, name: str) -> None:
+        rung = self._rung(name)
+        print(format_predictions(self.problem, rung.backend, rung.label))
+
+    def verdict(self, name: str | None = None) -> None:
+        """Hit or miss at every headline shape: one rung's, or (no name) the whole ladder's."""
+        rung = self._rung(name).label if name else None
+        found = verdicts(self.problem, self.backends, self.rows, self.ceilings,
+                         getattr(self, "recording", None), rung=rung)
+        print(format_verdicts(found, "" if name else f"{self.label}; bands for {bands_for(self.problem)}"))
+
+
+# ---------------------------------------------------------------- the counters behind a "why"
+
+COUNTERS = {
+    "DRAM GB": lambda m: ((m.get("dram_bytes_read") or 0) + (m.get("dram_bytes_write") or 0)) / 1e9,
+    "L2 GB": lambda m: (m.get("l2_bytes") or 0) / 1e9,
+    "load instr.": lambda m: m.get("global_load_instructions") or 0,
+    "sectors/request": lambda m: (m.get("global_load_sectors") or 0) / max(m.get("global_load_requests") or 1, 1),
+    "bank conflicts": lambda m: m.get("shared_bank_conflicts") or 0,
+    "tensor instr.": lambda m: m.get("tensor_instructions") or 0,
+    "tensor pipe %": lambda m: m.get("tensor_pipe_pct") or 0,
+}
+
+
+def counters(problem, labels: list[str], names: list[str], recording=None) -> str:
+    """The recorded Nsight Compute counters `names` (keys of COUNTERS) of the rungs `labels`, one line each."""
+    rec = recording or results_mod.load()
+    profiles = {_label(p): p for p in rec.profiles(_problem_name(problem))}
+    widths = [max(9, len(n) + 1) for n in names]
+    lines = [f"{'rung':26s}" + "".join(f"{n:>{w}s}" for n, w in zip(names, widths))]
+    for label in labels:
+        p = profiles.get(label)
+        if p is None:
+            lines.append(f"{label:26s} not profiled")
+            continue
+        lines.append(f"{label:26s}" + "".join(f"{COUNTERS[n](p['metrics']):>{w}.3g}" for n, w in zip(names, widths)))
+    shape = next(iter(profiles.values()))["shape"] if profiles else None
+    lines.append(f"(ncu at {'x'.join(map(str, shape)) if shape else '-'}, {rec.label})")
+    return "\n".join(lines)

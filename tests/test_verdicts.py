@@ -1,0 +1,166 @@
+"""The prediction tables (kernels/predictions/*.toml) and the verdicts computed from them (ladder.verdicts)."""
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from ladder import problems, results, verdicts
+
+LADDERS = [("vector_add", ("cuda", "triton")), ("matmul", "cuda"), ("matmul", "triton"),
+           ("attention", "cuda"), ("attention", "triton")]
+ALL = [p for _, preds in verdicts.tables().values() for p in preds]
+
+
+def _rungs(problem: str, backend) -> list:
+    return [r for r in problems.get(problem).rungs if r.backend in verdicts._backends(backend)]
+
+
+@pytest.mark.parametrize("problem,backend", LADDERS)
+def test_every_rung_has_a_prediction(problem, backend):
+    predicted = {p.rung for p in verdicts.predictions(problem, backend)}
+    missing = [r.label for r in _rungs(problem, backend) if r.label not in predicted]
+    assert not missing, f"no prediction for {missing} in kernels/predictions/"
+
+
+def test_every_prediction_is_of_a_rung_that_exists():
+    for header, preds in verdicts.tables().values():
+        labels = {r.label for r in problems.get(header["problem"]).rungs}
+        for p in preds:
+            assert p.rung in labels, f"{p.source}: no rung {p.rung}"
+            assert p.over is None or p.over in labels, f"{p.source}: {p.rung} over an unknown rung {p.over}"
+            assert p.anchor is None or p.anchor in labels, f"{p.source}: unknown anchor {p.anchor}"
+
+
+@pytest.mark.parametrize("p", ALL, ids=lambda p: f"{p.rung}:{p.quantity}")
+def test_bands_are_sane(p):
+    assert p.quantity in verdicts.QUANTITIES
+    assert {"speedup": p.over, "pct_roof": p.roof, "pct_anchor": p.anchor}[p.quantity], "what it is measured against"
+    assert p.roof is None or p.roof in verdicts.ROOF_NAMES
+    for lo, hi in [p.band, *p.at.values()]:
+        assert 0 < lo < hi, (lo, hi)
+        if p.quantity == "speedup":
+            assert hi / lo <= 3.5, f"a speed-up band {lo}-{hi} is wider than ~3x: it cannot fail"
+    lo, hi = p.hit
+    assert lo <= p.band[0] and hi >= p.band[1] and lo > 0, "the hit range holds the band"
+    if p.quantity == "speedup":
+        assert p.over != p.rung
+    assert p.basis, "each band says the model it comes from"
+
+
+def _prediction_text(path) -> str:
+    """The '// Prediction:' paragraph of a kernel file's header, on one line."""
+    text = path.read_text()
+    m = re.search(r"^// Prediction:(.*?)(?=^// [A-Z][A-Za-z ]*:|^(?!//))", text, re.S | re.M)
+    assert m, f"{path}: no '// Prediction:' in the header"
+    return " ".join(line.lstrip("/ ").strip() for line in m.group(1).splitlines())
+
+
+@pytest.mark.parametrize("p", [p for p in ALL if p.backend == "cuda"], ids=lambda p: f"{p.rung}:{p.quantity}")
+def test_kernel_headers_quote_the_tables_band(p):
+    """The CUDA kernels' headers state the band of the table, the single source (Triton rungs share one
+    file, whose docstring makes no numeric prediction)."""
+    rung = problems.get(_problem_of(p)).rung(p.backend, p.name)
+    text = _prediction_text(verdicts.ROOT / rung.source)
+    for lo, hi in [p.band, *p.at.values()]:
+        assert f"{lo:g}-{hi:g}" in text, f"{rung.source} header does not quote {lo:g}-{hi:g}: {text}"
+
+
+def _problem_of(p) -> str:
+    return next(h["problem"] for h, preds in verdicts.tables().values() if p in preds)
+
+
+def test_no_header_quotes_a_band_the_table_lacks():
+    """A range 'a-bx' or 'a-b%' in a CUDA header's prediction is one of the table's bands of that ladder
+    (a header may quote the next rung's, as rung 1's does for rung 2)."""
+    for problem in ("vector_add", "matmul", "attention"):
+        bands = {f"{lo:g}-{hi:g}" for p in verdicts.predictions(problem, "cuda") for lo, hi in [p.band, *p.at.values()]}
+        for rung in _rungs(problem, "cuda"):
+            text = _prediction_text(verdicts.ROOT / rung.source)
+            quoted = set(re.findall(r"(\d+(?:\.\d+)?-\d+(?:\.\d+)?)(?:x|%)", text))
+            assert quoted <= bands, f"{rung.source}: {quoted - bands} not in the table ({bands})"
+
+
+@pytest.mark.parametrize("problem,backend", LADDERS)
+def test_verdicts_over_the_recording_at_every_headline_shape(problem, backend):
+    rec = results.load()
+    found = verdicts.verdicts(problem, backend, rec.runs(problem), recording=rec)
+    shapes = {tuple(s) for s in problems.get(problem).bench_shapes}
+    for p in verdicts.predictions(problem, backend):
+        mine = [v for v in found if v.prediction == p]
+        assert {v.shape for v in mine} == shapes
+        for v in mine:
+            assert v.outcome in ("hit", "miss") and v.value is not None and math.isfinite(v.value), (p.rung, v.label, v.outcome)
+    text = verdicts.format_verdicts(found, "title")
+    assert len(text.splitlines()) <= 60
+    assert "hits" in text.splitlines()[-1] or "hits" in text
+
+
+def test_the_attention_shapes_are_d64_d128_causal_or_not():
+    labels = [verdicts.shape_label("attention", s) for s in verdicts.headline_shapes("attention")]
+    assert sorted(labels) == sorted(["D64", "D64 causal", "D128", "D128 causal"])
+
+
+def _fabricated(rows, label, shape, factor):
+    """`rows` with `label`'s row at `shape` made `factor` times faster."""
+    out = []
+    for r in rows:
+        if f"{r['backend']}:{r['rung']}" == label and tuple(r["shape"]) == tuple(shape):
+            r = {**r, "ms": r["ms"] / factor, "tflops": r["tflops"] * factor, "tbps": r["tbps"] * factor}
+        out.append(r)
+    return out
+
+
+@pytest.mark.parametrize("p", ALL, ids=lambda p: f"{p.rung}:{p.quantity}")
+def test_a_row_outside_the_band_is_a_miss(p):
+    problem = _problem_of(p)
+    rec = results.load()
+    rows = rec.runs(problem)
+    shape = verdicts.headline_shapes(problem)[0]
+    label = verdicts.shape_label(problem, shape)
+    v = verdicts.judge(p, shape, rows, problem, recording=rec)
+    lo, hi = p.hit_at(label)
+    # a rung far above its hit range (when it has a top), and far below it
+    if math.isfinite(hi):
+        up = verdicts.judge(p, shape, _fabricated(rows, p.rung, shape, 2 * hi / v.value), problem, recording=rec)
+        assert up.outcome == "miss" and up.direction == "above", up.text()
+    down = verdicts.judge(p, shape, _fabricated(rows, p.rung, shape, 0.5 * lo / v.value), problem, recording=rec)
+    assert down.outcome == "miss" and down.direction == "below", down.text()
+    inside = verdicts.judge(p, shape, _fabricated(rows, p.rung, shape, (lo + min(hi, 2 * lo)) / 2 / v.value),
+                            problem, recording=rec)
+    assert inside.outcome == "hit", inside.text()
+
+
+def test_live_rows_use_the_ceilings_and_anchors_given():
+    """A live run's rows carry no 'recorded' date: the roof is the ceilings passed, the anchor the row beside it."""
+    rec = results.load()
+    live = [{k: v for k, v in r.items() if k != "recorded"} for r in rec.runs("matmul")]
+    p = next(p for p in verdicts.predictions("matmul", "triton") if p.quantity == "pct_anchor")
+    v = verdicts.judge(p, (4096, 4096, 4096), live, "matmul")
+    mine, ref = (next(r for r in live if f"{r['backend']}:{r['rung']}" == x and r["shape"] == [4096] * 3)
+                 for x in (p.rung, p.anchor))
+    assert v.value == pytest.approx(100 * mine["tflops"] / ref["tflops"])
+    roof = next(p for p in verdicts.predictions("matmul", "cuda") if p.quantity == "pct_roof")
+    assert verdicts.judge(roof, (4096,) * 3, live, "matmul").outcome == "no ceilings"
+    v = verdicts.judge(roof, (4096,) * 3, live, "matmul", ceilings={"fp32_TFLOPs": 50.0})
+    assert v.value == pytest.approx(100 * _row(live, roof.rung)["tflops"] / 50.0)
+
+
+def _row(rows, label):
+    return next(r for r in rows if f"{r['backend']}:{r['rung']}" == label and r["shape"] == [4096] * 3)
+
+
+def test_a_missing_rung_is_not_measured_not_a_miss():
+    p = verdicts.predictions("matmul", "cuda")[1]
+    v = verdicts.judge(p, (4096,) * 3, [], "matmul")
+    assert v.value is None and v.outcome == "not measured"
+
+
+def test_the_ladder_walk_over_the_recording(capsys):
+    ladder = verdicts.Ladder("matmul", "cuda")
+    ladder.measure("2_coalesced")
+    ladder.prediction("2_coalesced")
+    ladder.verdict("2_coalesced")
+    out = capsys.readouterr().out
+    assert "4096³" in out and "8192³" in out and "x 1_naive" in out and "hit" in out
