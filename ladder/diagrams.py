@@ -405,13 +405,31 @@ def register_double_buffer(tiles: int) -> list[dict[str, tuple[int, str]]]:
             for t in range(tiles)]
 
 
-def _schedule(ax, rows: list[str], steps: list[dict], title: str):
+def register_operand_ring(buffers: int, tiles: int) -> list[dict[str, tuple[int, str]]]:
+    """Triton's pipelined K loop before Hopper (mma.sync reads registers): per step t, tile t's operands are in
+    registers under the math, and `buffers` copies are in flight, tiles t+1..t+buffers; the newest went into
+    the buffer tile t was just read from (t mod buffers)."""
+    return [{"registers": (t, "math"), **{f"buffer {j % buffers}": (j, "copy") for j in range(t + 1, min(tiles, t + 1 + buffers))}}
+            for t in range(tiles)]
+
+
+def triton_ring(config: dict, capability: tuple[int, int]) -> tuple[int, int]:
+    """(buffers, k-tiles in flight ahead of the math) of Triton's pipeliner for a tile `config` with num_stages,
+    on `capability`: the buffers as kernels/triton/matmul.py's shared_bytes counts them (num_stages on Hopper,
+    where wgmma reads its operands from shared memory while the next copies land; one fewer before), and
+    the copies always num_stages - 1 tiles ahead (tests/test_diagrams.py checks both against the compiler)."""
+    from kernels.triton import matmul as tm
+    per_buffer = 2 * config["BLOCK_K"] * (config["BLOCK_M"] + config["BLOCK_N"])
+    return tm.shared_bytes(config, capability) // per_buffer, config["num_stages"] - 1
+
+
+def _schedule(ax, rows: list[str], steps: list[dict], title: str, prefix: str = "k"):
     colors = {"math": TENSOR_CORES, "copy": IN_FLIGHT}
     cells = _fill((len(rows), len(steps)), "white")
     for t, held in enumerate(steps):
         for who, (tile, state) in held.items():
             cells[rows.index(who), t] = colors[state]
-            ax.text(t + 0.5, rows.index(who) + 0.5, f"k{tile}", ha="center", va="center", fontsize=9,
+            ax.text(t + 0.5, rows.index(who) + 0.5, f"{prefix}{tile}", ha="center", va="center", fontsize=9,
                     color="white" if state == "math" else "k")
     _cells(ax, cells, grid="0.6", lw=0.8)
     ax.set_aspect("auto")
@@ -425,23 +443,41 @@ def _schedule(ax, rows: list[str], steps: list[dict], title: str):
     ax.set_title(title, fontsize=10, loc="left")
 
 
-def matmul_stage_ring(tiles: int = 8):
-    """Rung 5 (kernels/matmul.py PIPELINED and TWO_STAGES): which k-tile each shared-memory buffer holds at
-    each step of the K loop, and whether the math reads it or its copy is still in flight."""
-    from kernels import matmul as mm
-    stages, bk = mm.PIPELINED["STAGES"], mm.PIPELINED["BK"]
-    fig = _figure(10, 1.6 + 0.45 * (stages + 3) + 0.8)
-    top, bottom = fig.subplots(2, 1, height_ratios=[stages, 3])
-    _schedule(top, [f"buffer {b}" for b in range(stages)], cp_async_ring(stages, tiles),
-              f"sm_80+: a ring of STAGES = {stages} buffers, cp.async {stages - 1} k-tiles ahead")
-    _schedule(bottom, [f"buffer {b}" for b in range(mm.TWO_STAGES["STAGES"])] + ["registers"],
-              register_double_buffer(tiles), "sm_75 (no cp.async): two buffers, the next tile waits in registers")
-    fig.suptitle(f"CUDA rung 5: the buffers at each step t of the K loop (k3: A's and B's 4th slice of BK = {bk})",
-                 fontsize=12)
-    _key(fig, [("tensor cores compute on it", TENSOR_CORES), ("its copy is in flight", IN_FLIGHT),
-               ("free", "white")], y=0.0)
+def _rings(panels: list[tuple[list[str], list[dict], str]], title: str, prefix: str = "k",
+           math: str = "tensor cores compute on it"):
+    """One schedule panel per (rows, steps, title), stacked, with the colour key below."""
+    fig = _figure(10, 1.6 + 0.45 * sum(len(rows) + 2 for rows, _, _ in panels) + 0.4)
+    axes = fig.subplots(len(panels), 1, height_ratios=[len(rows) for rows, _, _ in panels], squeeze=False)[:, 0]
+    for ax, (rows, steps, panel_title) in zip(axes, panels):
+        _schedule(ax, rows, steps, panel_title, prefix)
+    fig.suptitle(title, fontsize=12)
+    _key(fig, [(math, TENSOR_CORES), ("its copy is in flight", IN_FLIGHT), ("free", "white")], y=0.0)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
+
+
+def matmul_stage_ring(backend: str = "cuda", tiles: int = 8):
+    """Rung 5: which k-tile each shared-memory buffer holds at each step of the K loop, and whether the math
+    reads it or its copy is still in flight. CUDA: kernels/matmul.py PIPELINED and TWO_STAGES (5_pipelined.cu's
+    loop); Triton: rung 5's tiles and num_stages (LAUNCH), the ring its compiler writes on sm_90 and on sm_80."""
+    if backend == "cuda":
+        from kernels import matmul as mm
+        stages, bk = mm.PIPELINED["STAGES"], mm.PIPELINED["BK"]
+        return _rings([([f"buffer {b}" for b in range(stages)], cp_async_ring(stages, tiles),
+                        f"sm_80+: a ring of STAGES = {stages} buffers, cp.async {stages - 1} k-tiles ahead"),
+                       ([f"buffer {b}" for b in range(mm.TWO_STAGES["STAGES"])] + ["registers"],
+                        register_double_buffer(tiles), "sm_75 (no cp.async): two buffers, the next tile waits in registers")],
+                      f"CUDA rung 5: the buffers at each step t of the K loop (k3: A's and B's 4th slice of BK = {bk})")
+    from kernels.triton import matmul as tm
+    c = dict(tm.GPU_TILES["5_pipelined"], **tm.LAUNCH["5_pipelined"])
+    hopper, ampere = triton_ring(c, (9, 0)), triton_ring(c, (8, 0))
+    return _rings([([f"buffer {b}" for b in range(hopper[0])], cp_async_ring(hopper[0], tiles),
+                    f"sm_90 (wgmma reads shared memory): {hopper[0]} buffers, copies {hopper[1]} k-tiles ahead"),
+                   ([f"buffer {b}" for b in range(ampere[0])] + ["registers"], register_operand_ring(ampere[0], tiles),
+                    f"sm_80 (mma.sync reads registers): {ampere[0]} buffers, copies {ampere[1]} k-tiles ahead; "
+                    f"a buffer is refilled once its tile is in registers")],
+                  f"Triton rung 5, num_stages = {c['num_stages']}: the compiler's ring of cp.async buffers "
+                  f"(k3: the 4th BLOCK_K = {c['BLOCK_K']} slice)")
 
 
 # ------------------------------------------------------------- matmul: rung 6, tile order
@@ -625,5 +661,448 @@ def attention_causal_skip(rung: str = "5_pipelined", S: int | None = None):
     return fig
 
 
+# ------------------------------------------------------------- matmul: Triton rungs 1-2, 4
+
+def triton_lane_elements(block: int, num_warps: int, element_bytes: int = FP16_BYTES) -> int:
+    """Consecutive elements one lane loads from a 1-D block of `block` elements: Triton's default layout for an
+    aligned, contiguous load gives each lane up to 16 bytes, no more than its share of the block (block /
+    threads), at least one; lane l of warp w then holds elements (32w + l)·e .. +e-1 (tests/test_diagrams.py
+    checks the compiler's sizePerThread)."""
+    return max(1, min(16 // element_bytes, block // (32 * num_warps)))
+
+
+def _lanes_to_memory(ax, lane_elements: list[np.ndarray], window: int, title: str, color: str):
+    """32 lanes on top, `window` fp16 elements of one row of B below (32-byte sectors boxed), a line from each
+    lane to every element it loads, and the sectors those loads fetch shaded."""
+    sector = SECTOR_BYTES // FP16_BYTES
+    lane_w = window / 32
+    for lane in range(32):
+        _box(ax, lane * lane_w + 0.1 * lane_w, 0, 0.8 * lane_w, 1, _shade(color, 0.55 if lane % 2 else 1.0),
+             fill=True, lw=0)
+    mem = _fill((1, window))
+    touched = sorted({int(e) for es in lane_elements for e in es})
+    for s in _sectors(FP16_BYTES * np.array(touched)):
+        mem[0, s * sector: (s + 1) * sector] = _shade(color, 0.3)
+    mem[0, [e for e in touched if e < window]] = color
+    _cells(ax, mem, 0, 4, 1, 1, grid=None)
+    ax.vlines(np.arange(0, window + 1, sector), 4, 5, color="k", lw=0.8, zorder=2)
+    ax.hlines([4, 5], 0, window, color="k", lw=0.8, zorder=2)
+    for lane, es in enumerate(lane_elements):
+        for e in es:
+            ax.plot([(lane + 0.5) * lane_w, e + 0.5], [1, 4], color=color, lw=0.5, alpha=0.7, zorder=1)
+    n = len(_sectors(FP16_BYTES * np.array(touched)))
+    ax.text(-0.01 * window, 0.5, "lanes 0–31", ha="right", va="center", fontsize=9)
+    ax.text(-0.01 * window, 4.5, "B, row k", ha="right", va="center", fontsize=9)
+    _bare(ax, -0.12 * window, window + 0.01 * window, -0.4, 5.3)
+    ax.set_aspect("auto")
+    ax.set_title(f"{title}: {len(touched) * FP16_BYTES} useful bytes, {_count(n, 'sector')} "
+                 f"({n * SECTOR_BYTES} B) fetched", fontsize=10, loc="left")
+
+
+def matmul_triton_lanes(rung: str = "2_coalesced"):
+    """Triton rungs 1-2 (kernels/triton/matmul.py LAUNCH and GPU_TILES): which addresses of B the lanes of one
+    warp load at one k step. Rung 1: a program per C element on num_warps = 1 warp, all 32 lanes on one scalar;
+    neighbouring programs (neighbouring columns) are other warps. Rung 2: a program per strip of BLOCK_N columns,
+    the strip spread over num_warps warps, each lane a few neighbouring elements."""
+    from kernels.triton import matmul as tm
+    warps = tm.LAUNCH[rung]["num_warps"]
+    if rung == "1_naive":
+        programs = 4
+        fig = _figure(11, 1.0 + 1.6 * programs)
+        axes = fig.subplots(programs, 1)
+        for pid, ax in enumerate(axes):
+            _lanes_to_memory(ax, [np.array([pid])] * 32, 3 * SECTOR_BYTES // FP16_BYTES,
+                             f"program {pid} (C[0, {pid}], {_count(warps, 'warp')}), its one load of B[k, {pid}]", TRITON)
+        fig.suptitle(f"Triton rung 1: a program per element of C, {_count(warps, 'warp')} each; every lane of "
+                     f"the warp loads the same 2 bytes.\nPrograms 0–{programs - 1} (neighbours in C) are "
+                     f"{programs} warps and {programs} loads, each fetching a whole sector", fontsize=11)
+        fig.tight_layout(rect=(0, 0, 1, 0.98))
+        return fig
+    block = tm.GPU_TILES[rung]["BLOCK_N"]
+    per_lane = triton_lane_elements(block, warps)
+    span = 32 * per_lane                                   # elements one warp covers
+    shown = min(warps, 2)
+    fig = _figure(11, 1.2 + 1.9 * shown)
+    axes = fig.subplots(shown, 1, squeeze=False)[:, 0]
+    for w, ax in enumerate(axes):
+        lanes = [w * span + l * per_lane + np.arange(per_lane) for l in range(32)]
+        lanes = [es[es < block] for es in lanes]
+        _lanes_to_memory(ax, [es - 0 for es in lanes], min(block, shown * span), f"warp {w}, lanes 0–31, "
+                         f"{per_lane} neighbouring elements each ({per_lane * FP16_BYTES} B)", TRITON)
+    rounds = _cdiv(block, 32 * warps * per_lane)
+    fig.suptitle(f"Triton rung 2: a program per strip of BLOCK_N = {block} columns on {_count(warps, 'warp')}: "
+                 f"one vector load of B's row k\n= {warps} warps × 32 lanes × {per_lane} elements"
+                 + (f" × {rounds} rounds" if rounds > 1 else "") + f"; warp w covers elements {span}w … {span}w + "
+                 f"{span - 1}", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    return fig
+
+
+def triton_mma(block_m: int, block_n: int, num_warps: int, capability: tuple[int, int]) -> dict:
+    """The tensor-core instruction Triton's tl.dot becomes for a BLOCK_M x BLOCK_N tile on `num_warps` warps,
+    and how the warps split C: on sm_90 a warpgroup's wgmma m64nNk16 (N = BLOCK_N up to 256), each warp 16
+    rows of its 64; before, mma.sync m16n8k16, warps placed by Triton's rule for one dot (double the warps
+    along M while M has more 16-row pieces per warp than N has 16-column ones). Checked against the compiler's
+    layout in tests/test_diagrams.py."""
+    if capability >= (9, 0) and num_warps % 4 == 0:
+        along_m = min(num_warps, max(1, block_m // 16))
+        return dict(name="wgmma", shape=(64, min(block_n, 256), 16), warps=(along_m, num_warps // along_m))
+    warps = [1, 1]
+    while warps[0] * warps[1] < num_warps:
+        if block_m // 16 // warps[0] >= block_n // 16 // warps[1] and warps[0] < block_m // 16:
+            warps[0] *= 2
+        else:
+            warps[1] *= 2
+    return dict(name="mma.sync", shape=(16, 8, 16), warps=tuple(warps))
+
+
+def _dot_panel(ax, bm: int, bn: int, bk: int, mma: dict, color: str):
+    """A (bm x bk) left of C (bm x bn), B (bk x bn) above it. C in the pieces one warp computes per instruction
+    (16 x 8 for mma.sync, 16 x N for a warp's quarter of a wgmma), the pieces of warp 0 shaded: the warps'
+    pattern repeats every WARPS_M x 16 rows and WARPS_N x 8 columns. The first instruction's A, B, C filled."""
+    im, in_, ik = mma["shape"]
+    wm, wn = mma["warps"]
+    pm, pn = 16, in_                                       # one warp's piece of one instruction
+    gap = 0.15 * max(bm, bn)
+    a0, b0, c0 = (0, bk + gap), (bk + gap, 0), (bk + gap, bk + gap)
+    light = _shade(color, 0.2)
+    _cells(ax, _fill((bm // im, bk // ik), light), *a0, ik, im, grid="white", lw=1)
+    _cells(ax, _fill((bk // ik, bn // in_), light), *b0, in_, ik, grid="white", lw=1)
+    pieces = _fill((bm // pm, bn // pn), light)
+    pieces[::wm, ::wn] = _shade(color, 0.5)
+    _cells(ax, pieces, *c0, pn, pm, grid="white", lw=0.5)
+    _box(ax, a0[0], a0[1], ik, im, color, fill=True)
+    _box(ax, b0[0], b0[1], in_, ik, color, fill=True)
+    _box(ax, c0[0], c0[1], in_, im, "k", lw=1.5)
+    ax.text(a0[0] + bk / 2, a0[1] + bm + 0.03 * gap, f"A {bm}×{bk}", ha="center", va="top", fontsize=9)
+    ax.text(b0[0] - 0.05 * gap, b0[1] + bk / 2, f"B {bk}×{bn}", ha="right", va="center", fontsize=9)
+    ax.text(c0[0] + bn / 2, c0[1] + bm + 0.03 * gap, f"C {bm}×{bn}: warps {wm}×{wn}", ha="center", va="top",
+            fontsize=9)
+    _bare(ax, -0.05 * gap, bk + gap + bn + 0.05 * gap, -0.1 * gap, bk + gap + bm + 0.5 * gap)
+
+
+def matmul_triton_dot(rung: str = "4_tensor_core"):
+    """Triton rung 4 (GPU_TILES and LAUNCH of the rung): one tl.dot of a BLOCK_M x BLOCK_K tile of A by a
+    BLOCK_K x BLOCK_N tile of B, as the tensor-core instructions it becomes: on sm_90 wgmma (a warpgroup, from
+    shared memory), on sm_80 mma.sync (a warp, from registers); one instruction's pieces filled."""
+    from kernels.triton import matmul as tm
+    t, warps = tm.GPU_TILES[rung], tm.LAUNCH[rung]["num_warps"]
+    bm, bn, bk = t["BLOCK_M"], t["BLOCK_N"], t["BLOCK_K"]
+    fig = _figure(12, 6.6)
+    for k, (capability, where) in enumerate((((9, 0), "sm_90"), ((8, 0), "sm_80"))):
+        mma = triton_mma(bm, bn, warps, capability)
+        im, in_, ik = mma["shape"]
+        count = (bm // im) * (bn // in_) * (bk // ik)
+        ax = fig.add_axes((0.02 + 0.5 * k, 0.02, 0.46, 0.78))
+        _dot_panel(ax, bm, bn, bk, mma, TENSOR_CORES)
+        unit = "a warpgroup (4 warps)" if mma["name"] == "wgmma" else "a warp"
+        operands = "A, B from shared memory" if mma["name"] == "wgmma" else "A, B fragments in registers"
+        ax.set_title(f"{where}: {count} × {mma['name']} m{im}n{in_}k{ik} per tl.dot,\neach by {unit}; "
+                     f"{operands}; C in registers", fontsize=10)
+    fig.suptitle(f"Triton rung 4: one tl.dot of A's {bm}×{bk} tile by B's {bk}×{bn} on {warps} warps "
+                 f"\n(filled: one instruction's A and B, C outlined; shaded: the parts of C warp 0 holds)", fontsize=11)
+    return fig
+
+
+# ------------------------------------------------------------- matmul: Hopper (CUDA rung 7, TMA, warp specialization)
+
+def wgmma_shape(path: str = "matmul/7_wgmma.cu") -> tuple[int, int, int]:
+    """(m, n, k) of the wgmma instruction a .cu file issues."""
+    m = re.search(r"wgmma\.mma_async\.sync\.aligned\.m(\d+)n(\d+)k(\d+)", cuda.source(path))
+    if not m:
+        raise KeyError(f"{path} issues no wgmma.mma_async")
+    return tuple(int(x) for x in m.groups())
+
+
+def matmul_wgmma(path: str = "matmul/7_wgmma.cu"):
+    """CUDA rung 7 (7_wgmma.cu's BM, BN, BK, THREADS and its wgmma shape; STAGES from kernels/matmul.py WGMMA):
+    the block tile split into warpgroups of 4 warps, each issuing one asynchronous m64nNk16 per k16 step with
+    A's and B's slices read from shared memory; each warp holds 16 rows of its group's accumulators."""
+    from kernels import matmul as mm
+    bm, bn, bk, threads = (cu_define(path, n) for n in ("BM", "BN", "BK", "THREADS"))
+    im, in_, ik = wgmma_shape(path)
+    groups = threads // 128
+    stages = mm.WGMMA["STAGES"]
+    k = 1                                                   # the k16 step drawn
+    fig = _figure(11, 6.8)
+    ax = fig.add_axes((0.02, 0.1, 0.96, 0.76))
+    gap = 0.12 * max(bm, bn)
+    a0, b0, c0 = (0, bk + gap), (bk + gap, 0), (bk + gap, bk + gap)
+    smem = _shade(TENSOR_CORES, 0.2)
+    _cells(ax, _fill((bm // 8, bk // ik), smem), *a0, ik, 8, grid="white", lw=0.4)
+    _cells(ax, _fill((bk // ik, bn // 8), smem), *b0, 8, ik, grid="white", lw=0.4)
+    warps = _fill((bm // 16, 1))
+    for r in range(bm // 16):
+        warps[r, 0] = _shade(TENSOR_CORES, 0.55 if (r // 4) % 2 == 0 else 0.35)
+    _cells(ax, warps, *c0, bn, 16, grid="white", lw=1)
+    for g in range(groups):                                 # warpgroup g: rows 64g .. 64g + 63
+        _box(ax, a0[0] + k * ik, a0[1] + g * im, ik, im, TENSOR_CORES, fill=g == 0, lw=1.5)
+        _box(ax, c0[0], c0[1] + g * im, in_, im, "k", lw=2)
+        ax.text(c0[0] + in_ / 2, c0[1] + g * im + 8, f"warpgroup {g}: one m{im}n{in_}k{ik} per k16 step",
+                ha="center", va="center", fontsize=9, bbox=dict(facecolor="white", edgecolor="none", pad=1))
+        for w in range(4):
+            ax.text(c0[0] + in_ + 0.01 * bn, c0[1] + g * im + 16 * w + 8, f"warp {4 * g + w}", ha="left",
+                    va="center", fontsize=8)
+    _box(ax, b0[0], b0[1] + k * ik, in_, ik, TENSOR_CORES, fill=True)
+    ax.text(a0[0] + bk / 2, a0[1] - 0.02 * gap, f"A {bm}×{bk}\n(shared)", ha="center", va="bottom", fontsize=9)
+    ax.text(b0[0] - 0.03 * gap, b0[1] + bk / 2, f"B {bk}×{bn}\n(shared)", ha="right", va="center", fontsize=9)
+    _bare(ax, -0.02 * gap, bk + gap + bn + 0.16 * bn, -0.2 * gap, bk + gap + bm + 0.05 * gap)
+    fig.suptitle(f"CUDA rung 7: a {bm}×{bn} block tile, {threads} threads = {groups} warpgroups of 4 warps; "
+                 f"k16 step {k + 1} of {bk // ik} in a BK = {bk} tile", fontsize=11)
+    fig.text(0.5, 0.02, f"filled: the slices one wgmma reads from shared memory through descriptors (no ldmatrix, "
+             f"no operand registers);\nits {im}×{in_} fp32 sums stay in the group's registers, 16 rows per warp. "
+             f"Asynchronous: a tile's {bk // ik} wgmmas are committed as a group and waited on one tile later; "
+             f"{stages} stages", ha="center", fontsize=9)
+    return fig
+
+
+def swizzled_chunk(row: int, chunk: int, row_bytes: int, swizzle_bytes: int = 128) -> int:
+    """The 16-byte chunk position where chunk `chunk` of row `row` lands in shared memory under the TMA's (and
+    wgmma's) `swizzle_bytes` swizzle: byte offset bits 4.. are XORed with bits 7.. (as many bits as the swizzle
+    has 16-byte chunks, log2(swizzle/16)); 128 B rows: chunk ^ (row mod 8), as 7_wgmma.cu's copy_swizzled."""
+    offset = row * row_bytes + chunk * 16
+    mask = swizzle_bytes // 16 - 1
+    return ((offset ^ (((offset >> 7) & mask) << 4)) % row_bytes) // 16
+
+
+def tma_tile_copy(box: tuple[int, int] | None = None, element_bytes: int = FP16_BYTES, swizzle_bytes: int = 128):
+    """A TMA copy (Hopper): one thread hands the copy engine a tensor map (the matrix's address, sizes, strides
+    and box) and the box's coordinates; the engine copies the whole box into shared memory in the swizzled
+    layout wgmma reads, fills what lies outside the matrix with zeros, and counts the bytes landed on an
+    mbarrier, whose phase flips when all arrived. Default box: Triton rung 7's A descriptor (TMA_PERSISTENT's
+    BLOCK_M x BLOCK_K)."""
+    from kernels.triton import matmul as tm
+    rows, cols = box or (tm.TMA_PERSISTENT["BLOCK_M"], tm.TMA_PERSISTENT["BLOCK_K"])
+    row_bytes = cols * element_bytes
+    chunks = row_bytes // 16
+    nbytes = rows * row_bytes
+    fig = _figure(12, 6.2)
+    left, right = fig.add_axes((0.02, 0.1, 0.42, 0.72)), fig.add_axes((0.52, 0.1, 0.46, 0.72))
+    # global memory: a matrix of 3.5 x 3 boxes, the box at (2, 1) crosses the bottom edge (rows past M)
+    M, K = int(2.6 * rows), 3 * cols
+    grid = _fill((3, 3))
+    _cells(left, grid, 0, 0, cols, rows, grid="white", lw=1)
+    _box(left, 0, 0, K, M, MEMORY, lw=1)
+    _box(left, cols, 2 * rows, cols, rows, TENSOR_CORES, fill=True, alpha=0.5)
+    _box(left, cols, 2 * rows, cols, M - 2 * rows, TENSOR_CORES, fill=True)
+    left.plot([0, K], [M, M], color="k", lw=1.2, ls="--")
+    left.text(K + 0.03 * K, M, "row M: A ends", ha="left", va="center", fontsize=8)
+    left.text(1.27 * K, 2.2 * rows - 0.08 * rows, "cp.async.bulk.tensor\n(box at m0, k0)", ha="center", va="bottom",
+              fontsize=8)
+    left.text(cols * 1.5, M + (3 * rows - M) / 2, "zero-filled", ha="center", va="center", fontsize=8)
+    _bare(left, -0.05 * K, 1.5 * K, -0.05 * rows, 3 * rows + 0.05 * rows)
+    left.set_title(f"global memory: the tensor map holds A's address, sizes and row stride,\n"
+                   f"and the box {rows}×{cols}; one thread issues the copy of one box", fontsize=10)
+    # shared memory: the first 8 rows, chunk numbers after the swizzle
+    show = min(rows, 8)
+    cells = _fill((show, chunks), _shade(TENSOR_CORES, 0.25))
+    _cells(right, cells, 0, 0, 1, 1, grid="white", lw=1.5)
+    for r in range(show):
+        for c in range(chunks):
+            right.text(swizzled_chunk(r, c, row_bytes, swizzle_bytes) + 0.5, r + 0.5, str(c), ha="center",
+                       va="center", fontsize=9)
+        right.text(-0.15, r + 0.5, f"row {r}", ha="right", va="center", fontsize=8)
+    bar_y = show + 1.2
+    _box(right, -1.5, bar_y, chunks + 1.6, 1.4, "0.3", lw=1.2)
+    right.text((chunks - 1.4) / 2, bar_y + 0.7, f"mbarrier: expects {nbytes} bytes, counts them as they land;\n"
+               f"then its phase flips and the waiting warps run", ha="center", va="center", fontsize=9)
+    _bare(right, -1.6, chunks + 0.2, -0.2, bar_y + 1.6)
+    right.set_title(f"shared memory, rows 0–{show - 1} of {rows}: which 16-byte chunk of the row lands where\n"
+                    f"({swizzle_bytes}-byte swizzle: chunk c of row r at c XOR r mod 8; the banks spread)", fontsize=10)
+    fig.suptitle(f"TMA: one instruction copies a {rows}×{cols} tile ({nbytes // 1024} KiB), swizzled, "
+                 f"and signals its arrival on an mbarrier", fontsize=12)
+    _arrow(left, (1.08 * K, 2.2 * rows), (1.45 * K, 2.2 * rows))
+    return fig
+
+
+def warp_specialized_ring(stages: int = 4, producers: int = 1, consumers: int = 2, tiles: int = 8,
+                          title: str = "Producer and consumer warpgroups around a ring of stages"):
+    """The Hopper pipeline with specialized warpgroups: `producers` warpgroup(s) (one thread issuing TMA copies)
+    fill a ring of `stages` shared-memory buffers, each with a `full` and an `empty` mbarrier; `consumers`
+    warpgroups wait on full[s], run their wgmmas on it and arrive on empty[s], which lets the producer refill it.
+    Drawn generically: point the parameters at a kernel's constants (e.g. a rung's STAGES and warpgroups)."""
+    steps = []
+    for t in range(tiles):
+        held = {f"stage {j % stages}": (j, "copy") for j in range(t + 1, min(tiles, t + stages))}
+        held[f"stage {t % stages}"] = (t, "math")
+        if t + stages - 1 < tiles:
+            held["producer" + (f" ×{producers}" if producers > 1 else "")] = (t + stages - 1, "copy")
+        for c in range(consumers):
+            held[f"consumer {c}"] = (t, "math")
+        steps.append(held)
+    rows = (["producer" + (f" ×{producers}" if producers > 1 else "")] + [f"stage {s}" for s in range(stages)]
+            + [f"consumer {c}" for c in range(consumers)])
+    fig = _rings([(rows, steps, f"{stages} stages, {_count(producers, 'producer warpgroup')} issuing TMA "
+                                f"{stages - 1} k-tiles ahead, {_count(consumers, 'consumer warpgroup')} on wgmma")],
+                 title, math="read by the consumers' wgmma")
+    fig.text(0.5, 0.09, "stage s: the producer waits on empty[s], issues the TMA copy (full[s] expects its bytes); "
+             "the consumers wait on full[s],\nrun their wgmmas on it, then arrive on empty[s]. "
+             "No __syncthreads: the two mbarriers per stage are the only handshake.", ha="center", fontsize=9)
+    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    return fig
+
+
+# ------------------------------------------------------------- attention: rungs 4-6 (tensor cores)
+
+def _flash_constants(backend: str, rung: str) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, warps) of a tensor-core attention rung: CUDA kernels/attention.py, Triton GPU_TILES."""
+    if backend == "cuda":
+        from kernels import attention as at
+        c = at.PIPELINED if rung == "5_pipelined" else at.TENSOR_CORE
+        return c["BLOCK_M"], c["BLOCK_N"], c["WARPS"]
+    from kernels.triton import attention as ta
+    t = ta.GPU_TILES[rung]
+    return t["BLOCK_M"], t["BLOCK_N"], t["num_warps"]
+
+
+def attention_tensor_core_tile(backend: str = "cuda", head_dim: int = 64):
+    """Attention rung 4 (CUDA: kernels/attention.py TENSOR_CORE and the mma shape of tensor_core.cuh; Triton:
+    GPU_TILES["4_tensor_core"]): one block's BLOCK_M queries of Q loaded once; per key block, S = Q·Kᵀ
+    (BLOCK_M x BLOCK_N) in the tensor cores' accumulator registers, each warp 16-row slices of it; the online
+    softmax updates m, ℓ in registers and P, rounded to fp16, is P·V's operand straight from registers."""
+    bm, bn, warps = _flash_constants(backend, "4_tensor_core")
+    D = head_dim
+    rows = bm // warps
+    fm, fn, fk = mma_shape()
+    color = CUDA if backend == "cuda" else TRITON
+    fig = _figure(12, 6.4)
+    ax = fig.add_axes((0.02, 0.1, 0.96, 0.74))
+    gap = 0.5 * max(bn, D)
+    q0 = (0, D + gap)                        # Q: bm x D
+    kt0 = (D + gap, 0)                       # Kᵀ: D x bn
+    s0 = (D + gap, D + gap)                  # S: bm x bn
+    v0 = (D + 2 * gap + bn, D - bn) if bn <= D else (D + 2 * gap + bn, 0)  # V: bn x D
+    o0 = (D + 2 * gap + bn, D + gap)         # O acc: bm x D
+    st0 = (o0[0] + D + 0.4 * gap, D + gap)   # m, ℓ
+    strips = _fill((warps, 1))
+    strips[::2, 0] = _shade(color, 0.45)
+    strips[1::2, 0] = _shade(color, 0.3)
+    _cells(ax, strips, *q0, D, rows, grid="white", lw=1)
+    frag = _fill((bm // fm, bn // fn), _shade(TENSOR_CORES, 0.3))
+    frag[: rows // fm, :] = _shade(TENSOR_CORES, 0.6)
+    _cells(ax, frag, *s0, fn, fm, grid="white", lw=0.5)
+    _cells(ax, _fill((D // 8, bn // 8), _shade(MEMORY, 0.5)), *kt0, 8, 8, grid="white", lw=0.5)
+    _cells(ax, _fill((bn // 8, D // 8), _shade(MEMORY, 0.5)), *v0, 8, 8, grid="white", lw=0.5)
+    acc = _fill((warps, 1))
+    acc[:, 0] = _shade(CUDA_CORES, 0.3)
+    acc[0, 0] = _shade(CUDA_CORES, 0.7)
+    _cells(ax, acc, *o0, D, rows, grid="white", lw=1)
+    state = _fill((warps, 2), _shade(CUDA_CORES, 0.3))
+    state[0, :] = CUDA_CORES
+    _cells(ax, state, *st0, 0.12 * D, rows, grid="white", lw=1)
+    for w in range(warps):
+        ax.text(q0[0] + D / 2, q0[1] + w * rows + rows / 2, f"warp {w}", ha="center", va="center", fontsize=8)
+    labels = [((q0[0] + D / 2, q0[1] - 0.03 * gap), f"Q {bm}×{D}\nloaded once, kept on chip", "bottom"),
+              ((kt0[0] + bn / 2, kt0[1] - 0.03 * gap), f"Kᵀ {D}×{bn}\nkey block j, then j+1, …", "bottom"),
+              ((s0[0] + bn / 2, s0[1] + bm + 0.05 * gap), f"S = Q·Kᵀ {bm}×{bn}\nin accumulators", "top"),
+              ((v0[0] + D / 2, v0[1] - 0.03 * gap), f"V {bn}×{D}\nkey block j", "bottom"),
+              ((o0[0] + D / 2, o0[1] + bm + 0.05 * gap), f"acc += P·V\n{bm}×{D}, fp32", "top"),
+              ((st0[0] + 0.12 * D, st0[1] + bm + 0.05 * gap), "m, ℓ", "top")]
+    for (x, y), text, va in labels:
+        ax.text(x, y, text, ha="center", va=va, fontsize=9)
+    _arrow(ax, (s0[0] + bn + 0.1 * gap, s0[1] + rows / 2), (o0[0] - 0.1 * gap, o0[1] + rows / 2), TENSOR_CORES)
+    ax.text(s0[0] + bn + gap / 2, s0[1] + rows + 0.1 * gap, "P (fp16)\nstays in\nregisters", ha="center", va="top",
+            fontsize=8)
+    _bare(ax, -0.05 * gap, st0[0] + 0.3 * D + 0.1 * gap, -0.6 * gap, D + gap + bm + 0.6 * gap)
+    who = "CUDA" if backend == "cuda" else "Triton"
+    inst = (f"mma.sync m{fm}n{fn}k{fk}: warp 0's row of S is {rows // fm}×{bn // fn} of them"
+            if backend == "cuda" else "tl.dot: mma.sync on sm_80, wgmma on sm_90")
+    fig.suptitle(f"{who} attention rung 4 (D = {D}): BLOCK_M = {bm} queries on {warps} warps, {rows} rows each; "
+                 f"K and V sweep in blocks of BLOCK_N = {bn}", fontsize=11)
+    fig.text(0.5, 0.02, f"dark: what warp 0 holds in registers. {inst}. The scores never leave the registers: the online "
+             f"softmax rescales m, ℓ and acc there,\nand P rounded to fp16 is already the A operand of P·V", ha="center",
+             fontsize=9)
+    return fig
+
+
+def attention_kv_ring(tiles: int = 6):
+    """Attention rung 5 (CUDA: kernels/attention.py PIPELINED's STAGES, 5_pipelined.cu's loop; Triton:
+    GPU_TILES["5_pipelined"] num_stages): the K and V blocks in each shared-memory buffer at each step of the key
+    loop, computed on or still in flight."""
+    from kernels import attention as at
+    from kernels.triton import attention as ta
+    stages = at.PIPELINED["STAGES"]
+    triton_stages = ta.GPU_TILES["5_pipelined"]["num_stages"]
+    fig = _rings([([f"buffer {b}" for b in range(stages)], cp_async_ring(stages, tiles),
+                   f"CUDA: STAGES = {stages} K and V buffers, cp.async {_count(stages - 1, 'key block')} ahead"),
+                  (["buffer 0"], [{"buffer 0": (t // 2, "math" if t % 2 else "copy")} for t in range(tiles)],
+                   "rung 4 (and sm_75): one buffer; the tensor cores wait while each block loads")],
+                 f"Attention rung 5: the K and V blocks each buffer holds at each step of the key loop\n(kv2: the 3rd block of keys)",
+                 prefix="kv", math="tensor cores compute on it")
+    fig.text(0.5, 0.085, f"Triton rung 5, num_stages = {triton_stages}: the compiler builds such a ring itself, "
+             f"{triton_stages} K and {triton_stages} V buffers on sm_90, {triton_stages - 1} of each on sm_80", ha="center", fontsize=9)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return fig
+
+
+def _search_report(tuner: str, shape: tuple):
+    from ladder import autotune
+    gpu = hardware.detect()
+    for slug in ([gpu.slug] if gpu else []) + [None]:
+        for r in autotune.recorded_reports(slug):
+            if r.tuner == tuner and tuple(r.shape) == tuple(shape):
+                return r
+    return None
+
+
+def attention_search(backend: str = "triton", causal: int = 0):
+    """Attention rung 6 (SEARCH_SPACE of kernels/attention.py or kernels/triton/attention.py, and the recorded
+    search at the headline shapes): every configuration, pruned (why) or timed (its time against the best), the
+    winner starred, for D = 64 and D = 128: the best tile depends on D."""
+    from kernels import attention as at
+    from kernels.triton import attention as ta
+    space = at.SEARCH_SPACE if backend == "cuda" else ta.SEARCH_SPACE
+    names = list(space)
+    row_keys, col_keys = names[:2], names[2:]
+    import itertools
+    rows = list(itertools.product(*(space[k] for k in row_keys)))
+    cols = list(itertools.product(*(space[k] for k in col_keys)))
+    shapes = [s for s in at.HEADLINE if s[4] == causal]
+    color = CUDA if backend == "cuda" else TRITON
+    fig = _figure(12, 1.8 + 0.5 * len(rows))
+    axes = fig.subplots(1, len(shapes), squeeze=False)[0]
+    reasons: dict[str, int] = {}
+    for ax, shape in zip(axes, shapes):
+        report = _search_report(f"{backend}:6_autotuned", shape)
+        cells = _fill((len(rows), len(cols)), "white")
+        marks: dict[tuple[int, int], str] = {}
+        if report:
+            timed = {tuple(t["config"][k] for k in names): t["ms"] for t in report.timed}
+            pruned = {tuple(p["config"][k] for k in names): p["reason"] for p in report.pruned + report.failed}
+            for i, r in enumerate(rows):
+                for j, c in enumerate(cols):
+                    key = r + c
+                    if key in timed:
+                        cells[i, j] = _shade(color, max(0.08, report.best_ms / timed[key]) ** 2)
+                        marks[i, j] = "★" if timed[key] == report.best_ms else f"{report.best_ms / timed[key]:.0%}"
+                    elif key in pruned:
+                        reason = re.sub(r"\b\d+\b", "N", pruned[key])
+                        cells[i, j] = LIGHT
+                        marks[i, j] = f"p{reasons.setdefault(reason, len(reasons) + 1)}"
+        _cells(ax, cells, grid="0.7", lw=0.8)
+        for (i, j), text in marks.items():
+            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8 if text != "★" else 12,
+                    color="white" if text == "★" or (text.endswith("%") and int(text[:-1]) > 80) else "k")
+        ax.set_xlim(0, len(cols))
+        ax.set_ylim(len(rows), 0)
+        ax.set_aspect("auto")
+        ax.set_xticks(np.arange(len(cols)) + 0.5, ["\n".join(str(v) for v in c) for c in cols], fontsize=8)
+        ax.set_yticks(np.arange(len(rows)) + 0.5, [" × ".join(str(v) for v in r) for r in rows], fontsize=8)
+        ax.tick_params(length=0)
+        ax.set_xlabel(" / ".join(col_keys), fontsize=9)
+        ax.set_ylabel(" × ".join(row_keys), fontsize=9)
+        best = (" ".join(f"{k}={v}" for k, v in report.best.items()) if report else "no recorded search")
+        ax.set_title(f"D = {shape[3]}{', causal' if causal else ''}: ★ {best}", fontsize=9)
+    fig.suptitle(f"{'CUDA' if backend == 'cuda' else 'Triton'} attention rung 6: the search at "
+                 f"B{shapes[0][0]} H{shapes[0][1]} S{shapes[0][2]} (recorded); % = the best time / this one's",
+                 fontsize=11)
+    fig.text(0.01, 0.01, "\n".join(f"p{n}: pruned, {reason}" for reason, n in reasons.items()) or " ",
+             fontsize=8, va="bottom")
+    fig.tight_layout(rect=(0, 0.03 + 0.035 * len(reasons), 1, 1))
+    return fig
+
+
 ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_register_block, matmul_warp_tiles,
-       matmul_stage_ring, matmul_tile_order, attention_scores_in_dram, attention_flash_sweep, attention_causal_skip)
+       matmul_stage_ring, matmul_tile_order, attention_scores_in_dram, attention_flash_sweep, attention_causal_skip,
+       matmul_triton_lanes, matmul_triton_dot, matmul_wgmma, tma_tile_copy, warp_specialized_ring,
+       attention_tensor_core_tile, attention_kv_ring, attention_search)
