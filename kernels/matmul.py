@@ -5,15 +5,16 @@ the Triton rungs of the same names (kernels/triton/matmul.py), and torch:cublas,
 A shape is (M, N, K). Every launcher takes (a, b, out=None) and returns out; a bad argument raises a
 ValueError that names it.
 
-CUDA rungs 4-7 load 16-byte vectors, so every row of A and B must start on a 16-byte boundary: when K
-or N is not a multiple of 8 the launcher pads A and B with zeros (a copy, said in `pad_note`).
-M and N edges are handled inside the kernels.
+CUDA rungs 4-8 load 16-byte vectors (rung 8: TMA boxes, whose rows the TMA wants 16 bytes apart), so every
+row of A and B must start on a 16-byte boundary: when K or N is not a multiple of 8 the launcher pads A and B
+with zeros (a copy, said in `pad_note`). M and N edges are handled inside the kernels (rung 8: the TMA reads
+zeros past them, the stores are masked).
 """
 from __future__ import annotations
 
 import torch
 
-from ladder import autotune, cuda, validate
+from ladder import autotune, cuda, tma, validate
 from ladder.hardware import detect
 from ladder.problems import Problem, Rung, register
 from ladder.world import device
@@ -74,15 +75,17 @@ def shared_bytes(config: dict) -> int:
     return 2 * c["STAGES"] * (c["BM"] * (c["BK"] + 8) + c["BK"] * (c["BN"] + 8))
 
 
-def _tensor_core_launch(filename, kernel, defines, grid, n_threads, a, b, out, smem=0, arch=None):
-    """Shared by rungs 4-7: kernel(A, B, C, M, N, K, ldb) on 16-byte rows, grid(M, N) blocks."""
+def _tensor_core_launch(filename, kernel, defines, grid, n_threads, a, b, out, smem=0, arch=None, operands=None):
+    """Shared by rungs 4-8: kernel(A, B, C, M, N, K, ldb) on 16-byte rows, grid(M, N) blocks. `operands(a, b)`
+    gives what the kernel takes in place of the pointers A and B (rung 8: their tensor maps)."""
     M, N, K, out = _operands(a, b, out)
     if out.numel():
         if K == 0:
             return out.zero_()
         a, b, Kp, Np = validate.padded_rows(a, b)
         module = cuda.load(f"matmul/{filename}", defines, arch)
-        cuda.launch(module, kernel, grid(M, N), n_threads, (a, b, out) + cuda.int32s(M, N, Kp, Np), smem)
+        inputs = operands(a, b) if operands else (a, b)
+        cuda.launch(module, kernel, grid(M, N), n_threads, inputs + (out,) + cuda.int32s(M, N, Kp, Np), smem)
     return out
 
 
@@ -195,13 +198,30 @@ WGMMA = dict(STAGES=4)  # BM x BN x BK = 128 x 256 x 64 (two warpgroups) is fixe
 
 
 def wgmma_shared_bytes(c: dict) -> int:
-    """STAGES x (A tile + B tile), unpadded (the swizzle avoids bank conflicts), + 1 KiB to align the atoms."""
+    """Rungs 7 and 8: STAGES x (A tile + B tile), unpadded (the swizzle avoids bank conflicts), + 1 KiB to align
+    the atoms."""
     return 2 * c["STAGES"] * 64 * (128 + 256) + 1024
 
 
 def wgmma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     return _tensor_core_launch("7_wgmma.cu", "matmul", WGMMA, _tile_grid(dict(BM=128, BN=256)), 256,
                                a, b, out, wgmma_shared_bytes(WGMMA), arch="sm_90a")
+
+
+# ------------------------------------------------------------- rung 8: TMA copies, warp-specialized
+
+TMA_WS = dict(STAGES=4)  # BM x BN x BK = 128 x 256 x 64, 1 producer + 2 consumer warpgroups, fixed in the .cu
+
+
+def tma_maps(a: torch.Tensor, b: torch.Tensor) -> tuple:
+    """Rung 8's tensor maps, 128-byte swizzle: A (M x K) in boxes of 128 rows x 64 columns (one per k-tile),
+    B (K x N) in boxes of 64 x 64 (four side by side make a 64 x 256 k-tile)."""
+    return tma.encode(a, (128, 64)), tma.encode(b, (64, 64))
+
+
+def tma_warp_specialized(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    return _tensor_core_launch("8_tma_warp_specialized.cu", "matmul", TMA_WS, _tile_grid(dict(BM=128, BN=256)),
+                               384, a, b, out, wgmma_shared_bytes(TMA_WS), arch="sm_90a", operands=tma_maps)
 
 
 # ------------------------------------------------------------- cuBLAS and the problem
@@ -251,6 +271,7 @@ PROBLEM = register(Problem(
         _cuda("6_autotuned", autotuned, needs="tensor_cores",
               fallback=("cp.async", "rung 5's register-staged double buffer, tuned")),
         _cuda("7_wgmma", wgmma, needs="wgmma"),
+        _cuda("8_tma_warp_specialized", tma_warp_specialized, needs="wgmma"),
         *triton_matmul.rungs(),
         Rung("torch", "cublas", cublas),
     ],

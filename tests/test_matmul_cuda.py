@@ -1,10 +1,13 @@
 """The CUDA matmul ladder without a GPU: each rung's signature in its SASS (compiled with NVRTC for
-sm_75/80/90, and sm_90a for wgmma), the launchers' checks, the autotuner's pruning and its reports."""
+sm_75/80/90, and sm_90a for wgmma and TMA), the launchers' checks, rung 8's tensor-map rules, the
+autotuner's pruning and its reports."""
+import re
+
 import pytest
 import torch
 
 import kernels.matmul as mm
-from ladder import autotune, sass
+from ladder import autotune, cuda, sass, tma
 from ladder.cuda import CompileError
 from ladder.hardware import GPU
 from ladder.runner import check_rung, unavailable
@@ -66,6 +69,51 @@ def test_wgmma_rung_is_hopper_only_and_uses_hgmma():
     assert s.count("LDL") == s.count("STL") == 0  # 128 accumulators per thread stay in registers
     with pytest.raises(CompileError, match="sm_90a"):
         compiled("7_wgmma", "sm_90")
+
+
+def test_tma_rung_copies_with_the_tma_specializes_warps_and_keeps_everything_in_registers():
+    cubin = cuda.compile_cubin("matmul/8_tma_warp_specialized.cu", "sm_90a", tuple(sorted(mm.TMA_WS.items())))
+    s, usage = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
+    assert s.count("UTMALDG") == 5               # one A box and four B boxes per k-tile, from one thread
+    assert s.count("SYNCS.PHASECHK") > 0 and s.count("SYNCS.ARRIVE") > 0  # mbarrier waits and arrivals
+    assert s.count("HGMMA") > 0 and s.count("HMMA") == s.count("LDGSTS") == 0
+    assert s.count("USETMAXREG") == 2            # the producer gives registers back, the consumers take them
+    assert s.count("BAR") == 1                   # one __syncthreads, after the mbarriers' init: none in the loop
+    # the wgmmas of a k-tile issue back to back, as in rung 7: one fence, no wait between them (ptxas serializes
+    # them, warning C7515, when a branch that only some threads take sits inside the wgmma pipeline)
+    assert s.count("WARPGROUP.ARRIVE") == 1 and s.count("WARPGROUP.DEPBAR") == 2
+    assert s.count("LDL") == s.count("STL") == usage["local_bytes"] == usage["stack_bytes"] == 0
+    # setmaxnreg only moves registers within what the block got at launch: a consumer asking for more than
+    # the producer gave back would wait forever
+    text = cuda.source("matmul/8_tma_warp_specialized.cu")
+    down, up = (int(re.search(rf"setmaxnreg\.{d}\.sync\.aligned\.u32 (\d+)", text).group(1)) for d in ("dec", "inc"))
+    assert usage["registers"] == 65536 // 384 // 8 * 8  # the cap __launch_bounds__(384, 1) sets: 168
+    assert 128 * down + 256 * up <= 384 * usage["registers"]
+    with pytest.raises(CompileError, match="sm_90a"):
+        compiled("8_tma_warp_specialized", "sm_90")
+
+
+def test_hopper_rungs_say_na_on_older_gpus():
+    for name in ("7_wgmma", "8_tma_warp_specialized"):
+        rung = mm.PROBLEM.rung("cuda", name)
+        assert rung.unavailable_reason(T4) == "N/A on this GPU (Tesla T4, sm_75): needs wgmma"
+        assert rung.unavailable_reason(H100) is None
+
+
+def test_tensor_maps_of_rung_8_and_their_rules():
+    a, b = torch.empty(127, 136).half(), torch.empty(136, 264).half()  # K and N padded to multiples of 8
+    assert tma.layout(a, (128, 64)) == dict(data_type=6, dims=(136, 127), row_stride=272, box=(64, 128), swizzle=3)
+    assert tma.layout(b, (64, 64))["dims"] == (264, 136)
+    with pytest.raises(ValueError, match="multiple of 16 bytes apart: 129 columns"):
+        tma.layout(torch.empty(4, 129).half(), (128, 64))
+    with pytest.raises(ValueError, match="16-byte aligned start"):
+        tma.encode(torch.empty(65 * 8 + 1).half()[1:].view(65, 8), (64, 64))  # refused before the driver
+    with pytest.raises(ValueError, match="at most 128 bytes"):
+        tma.layout(a, (64, 128))
+    with pytest.raises(ValueError, match="1 to 256"):
+        tma.layout(a, (512, 64))
+    with pytest.raises(ValueError, match="non-empty"):
+        tma.layout(a[:0], (128, 64))
 
 
 def test_cuda_rungs_say_why_they_do_not_run_here_and_refuse_cpu_tensors():

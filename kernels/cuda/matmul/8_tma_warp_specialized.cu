@@ -1,0 +1,132 @@
+// Matmul rung 8 (Hopper only, sm_90a) - TMA copies and warp specialization: one warpgroup fills a ring
+// of tiles through the copy engine, two warpgroups only multiply.
+//
+// Idea:       in rung 7 the same 256 threads copy (cp.async: an address, a bounds check and an instruction
+//             per 16 bytes, 24 per thread per k-tile), wait for their own copies, meet at __syncthreads and
+//             only then issue wgmma: every k-tile, all of them stop together. Here the two jobs split.
+//             The tensor memory accelerator (TMA) copies a whole 2-D box, global -> shared, from one
+//             instruction, given a tensor map that the host encoded once (the matrix's address, shape and
+//             row stride, the box, the 128-byte swizzle that wgmma reads): it writes zeros outside the
+//             matrix, so the kernel has no bounds checks on its loads. A producer warpgroup (one thread of
+//             it) issues those copies into a ring of STAGES buffers; two consumer warpgroups run wgmma on
+//             them. They meet only through mbarriers in shared memory: full[s] completes when buffer s's
+//             bytes have landed (the TMA counts them in), empty[s] when all 256 consumer threads are done
+//             reading it; each side waits on the parity of the round it needs. No __syncthreads in the loop.
+//             The producer needs few registers: setmaxnreg lowers its warpgroup to 40 a thread and raises
+//             the consumers to 232 (from 168 each at launch), room for 128 accumulators and the rest.
+//             Same 128 x 256 x 64 tiles, swizzle, wgmma and one-tile lag as rung 7.
+// Prediction: about 1.1x rung 7 (band 1.0-1.25x): ~600 TFLOP/s on the H100, 0.85x cuBLAS (band 0.8-0.95x)
+//             at 4096^3 and 8192^3 (rung 7: 0.79x/0.83x). What is left to cuBLAS: its 2-CTA clusters
+//             (TMA multicast halves L2 -> SM traffic), a persistent grid whose epilogue overlaps the next
+//             tile's loads, a rasterized tile order; here the epilogue still stores from registers.
+// Signature:  UTMALDG (TMA loads), SYNCS (mbarrier arrive / try-wait), HGMMA, USETMAXREG (twice);
+//             no LDGSTS, no LDL/STL.
+#include "tensor_core.cuh"
+
+#ifndef STAGES
+#define STAGES 4
+#endif
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "8_tma_warp_specialized.cu uses wgmma and setmaxnreg: compile it for sm_90a (the launcher does)"
+#endif
+#define BM 128          // two consumer warpgroups of 64 rows
+#define BN 256          // one m64n256k16 wgmma per consumer warpgroup and k16 step
+#define BK 64           // one 128-byte swizzle row of halves
+#define THREADS 384     // warpgroup 0 produces, 1 and 2 consume
+#define CONSUMERS 256    // consumer threads: each arrives on empty[s]
+constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;           // halves per buffer, no padding
+constexpr unsigned STAGE_BYTES = 2 * (A_STAGE + B_STAGE);     // what the TMA writes per stage, zeros included
+
+// A tensor map: 128 bytes the driver encodes (cuTensorMapEncodeTiled, ladder/tma.py), passed by value.
+struct alignas(128) TensorMap {
+    unsigned long long opaque[16];
+};
+
+// ---------------------------------------------------------------- mbarriers (64-bit, in shared memory)
+// A phase completes when `count` threads have arrived and every byte a thread said to expect has landed;
+// waiting names the phase by its parity (round & 1). A fresh barrier is in phase 0, so waiting for
+// parity 1 (the phase "before" it) returns at once: the producer's first round waits for nothing.
+__device__ __forceinline__ void mbarrier_init(unsigned long long* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(smem_address(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_arrive_expect_bytes(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                 :: "r"(smem_address(bar)), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(smem_address(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(smem_address(bar)), "r"(parity) : "memory");
+}
+
+// ---------------------------------------------------------------- the TMA
+// One box of the map's matrix, its corner at column x, row y, into shared memory at dst (1024-byte
+// aligned); the bytes complete a transaction on bar. Outside the matrix the box is filled with zeros.
+__device__ __forceinline__ void tma_load(half* dst, const TensorMap& map, int x, int y, unsigned long long* bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 :: "r"(smem_address(dst)), "l"(&map), "r"(x), "r"(y), "r"(smem_address(bar)) : "memory");
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)  // the 1: a register cap, which setmaxnreg needs
+matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, half* C, int M, int N, int K,
+       int /* ldb: B's row stride, inside map_b */) {
+    extern __shared__ __align__(128) half smem_raw[];
+    __shared__ unsigned long long full[STAGES], empty[STAGES];
+    half* As = smem_raw + swizzle_atom_offset(smem_raw);  // 1024-byte aligned, as the swizzle needs
+    half* Bs = As + STAGES * A_STAGE;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const int tiles = (K + BK - 1) / BK;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbarrier_init(&full[s], 1);                // the producer's arrive, plus the TMA's bytes
+            mbarrier_init(&empty[s], CONSUMERS);       // every consumer thread's arrive
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit too
+    }
+    __syncthreads();  // the only block-wide barrier
+
+    if (threadIdx.x < 128) {  // ------------------------------------------------ producer warpgroup
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (threadIdx.x == 0) {
+            asm volatile("prefetch.tensormap [%0];\n" :: "l"(&map_a) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" :: "l"(&map_b) : "memory");
+            for (int t = 0; t < tiles; ++t) {
+                const int s = t % STAGES, k0 = t * BK;
+                mbarrier_wait(&empty[s], (t / STAGES + 1) & 1);  // consumers done with round t/STAGES - 1
+                mbarrier_arrive_expect_bytes(&full[s], STAGE_BYTES);
+                tma_load(As + s * A_STAGE, map_a, k0, m0, &full[s]);  // A: BM rows x 64 columns
+#pragma unroll
+                for (int j = 0; j < BN / 64; ++j)                     // B: 64 rows x BN, in column blocks of 64
+                    tma_load(Bs + s * B_STAGE + j * BK * 64, map_b, n0 + j * 64, k0, &full[s]);
+            }
+        }
+    } else {  // ------------------------------------------------------------------ consumer warpgroups
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int consumer = threadIdx.x / 128 - 1, warp_in_group = threadIdx.x / 32 % 4;
+        float acc[1][BN / 8][4] = {};
+        for (int t = 0; t < tiles; ++t) {
+            const int s = t % STAGES;
+            mbarrier_wait(&full[s], (t / STAGES) & 1);  // tile t landed
+            const half* a = As + s * A_STAGE + consumer * 64 * 64;  // this group's 64 rows
+            const half* b = Bs + s * B_STAGE;
+            wgmma_fence();
+#pragma unroll
+            for (int k = 0; k < BK / 16; ++k)  // k16 step: 32 bytes along A's rows, 16 rows down B
+                wgmma_m64n256k16(acc, descriptor(a + k * 16, 16), descriptor(b + k * 16 * 64, BK * 128));
+            wgmma_commit();
+            wgmma_wait<1>();  // tile t-1's wgmma done: its buffer may be refilled
+            // every thread arrives: one lane per warp would branch inside the wgmma pipeline, and ptxas
+            // then serializes the wgmmas (warning C7515, a wait after each one)
+            if (t > 0) mbarrier_arrive(&empty[(t - 1) % STAGES]);
+        }
+        wgmma_wait<0>();
+        store_accumulators<16, BN>(acc, C, M, N, m0 + consumer * 64 + warp_in_group * 16, n0);
+    }
+}

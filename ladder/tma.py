@@ -1,0 +1,99 @@
+"""Tensor maps for Hopper's tensor memory accelerator (TMA), encoded on the host.
+
+A tensor map is 128 opaque bytes that describe one kind of 2-D tile copy: the matrix's address, its shape and
+row stride, the box one copy moves, and the layout the box takes in shared memory (here the 128-byte swizzle
+that wgmma reads). The driver encodes it, `cuTensorMapEncodeTiled`; CuPy wraps no such call, so it is called
+through ctypes on libcuda, the driver library that a process running CUDA already has loaded. A kernel takes
+the map by value, as a `const __grid_constant__` parameter: CuPy passes a one-element NumPy array by value,
+whatever its dtype, so the map travels as one 128-byte void element (`encode`'s result goes in the argument
+tuple as it is).
+
+`layout` checks what the TMA requires and says what is wrong in a ValueError; it needs no GPU.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+import torch
+
+from ladder.world import NotAvailable
+
+MAP_BYTES = 128
+SWIZZLE_BYTES = {None: 0, 32: 1, 64: 2, 128: 3}       # CUtensorMapSwizzle
+_DATA_TYPES = {torch.float16: 6, torch.bfloat16: 9, torch.float32: 7}  # CUtensorMapDataType
+_INTERLEAVE_NONE = 0
+_L2_PROMOTION_256B = 3                                  # CUtensorMapL2promotion: fetch 256-byte lines into L2
+_OOB_FILL_ZEROS = 0                                     # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: zeros outside
+
+
+def layout(t: torch.Tensor, box: tuple[int, int], swizzle: int | None = 128) -> dict:
+    """What `cuTensorMapEncodeTiled` gets for the row-major matrix `t` and a box of `box` = (rows, columns):
+    sizes innermost first (columns, then rows), the row stride in bytes, the box. Raises a ValueError that
+    names the broken rule (the driver itself would say only CUDA_ERROR_INVALID_VALUE)."""
+    if t.dtype not in _DATA_TYPES:
+        raise ValueError(f"tensor maps here take {', '.join(map(str, _DATA_TYPES))}, got {t.dtype}")
+    if t.dim() != 2 or not t.is_contiguous():
+        raise ValueError(f"a tensor map needs a contiguous 2-D matrix, got shape {tuple(t.shape)}, "
+                         f"strides {t.stride()}")
+    rows, cols = t.shape
+    size = t.element_size()
+    if rows == 0 or cols == 0:
+        raise ValueError(f"a tensor map needs a non-empty matrix, got shape {tuple(t.shape)}")
+    if t.data_ptr() % 16:
+        raise ValueError(f"the TMA needs a 16-byte aligned start (address % 16 = {t.data_ptr() % 16})")
+    if cols * size % 16:
+        raise ValueError(f"the TMA needs rows that are a multiple of 16 bytes apart: {cols} columns x {size} bytes")
+    box_rows, box_cols = box
+    if not (0 < box_rows <= 256 and 0 < box_cols <= 256):
+        raise ValueError(f"a TMA box has 1 to 256 elements a side, got {box}")
+    if box_cols * size % 16:
+        raise ValueError(f"a TMA box row must be a multiple of 16 bytes: {box_cols} x {size}")
+    if swizzle not in SWIZZLE_BYTES:
+        raise ValueError(f"swizzle is one of {list(SWIZZLE_BYTES)} (bytes), got {swizzle}")
+    if swizzle and box_cols * size > swizzle:
+        raise ValueError(f"with the {swizzle}-byte swizzle a box row holds at most {swizzle} bytes: "
+                         f"{box_cols} x {size}")
+    return dict(data_type=_DATA_TYPES[t.dtype], dims=(cols, rows), row_stride=cols * size,
+                box=(box_cols, box_rows), swizzle=SWIZZLE_BYTES[swizzle])
+
+
+@functools.lru_cache(maxsize=None)
+def _encoder():
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        raise NotAvailable(f"Tensor maps need the CUDA driver (libcuda.so.1): {e}") from e
+    encode = getattr(libcuda, "cuTensorMapEncodeTiled", None)
+    if encode is None:
+        raise NotAvailable("This CUDA driver has no cuTensorMapEncodeTiled (it came with CUDA 12.0)")
+    u32, u64, p = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
+    encode.argtypes = [p, ctypes.c_int, u32, p, ctypes.POINTER(u64), ctypes.POINTER(u64), ctypes.POINTER(u32),
+                       ctypes.POINTER(u32), ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    encode.restype = ctypes.c_int
+    return libcuda, encode
+
+
+def _error_text(libcuda, code: int) -> str:
+    text = ctypes.c_char_p()
+    libcuda.cuGetErrorString(code, ctypes.byref(text))
+    return text.value.decode() if text.value else f"CUresult {code}"
+
+
+def encode(t: torch.Tensor, box: tuple[int, int], swizzle: int | None = 128) -> np.ndarray:
+    """The tensor map of the row-major matrix `t` (on the GPU) for boxes of `box` = (rows, columns): a NumPy
+    array of one 128-byte element, which `ladder.cuda.launch` passes by value. Outside `t` the TMA reads zeros.
+    The map holds `t`'s address: `t` must stay alive until the kernel that uses the map has run."""
+    spec = layout(t, box, swizzle)
+    libcuda, encode_tiled = _encoder()
+    raw = np.zeros(2 * MAP_BYTES, dtype=np.uint8)  # the map aligned to 128 bytes, as CUtensorMap is
+    start = -raw.ctypes.data % MAP_BYTES
+    out = raw[start:start + MAP_BYTES]
+    u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+    result = encode_tiled(out.ctypes.data, spec["data_type"], 2, t.data_ptr(), (u64 * 2)(*spec["dims"]),
+                          (u64 * 1)(spec["row_stride"]), (u32 * 2)(*spec["box"]), (u32 * 2)(1, 1),
+                          _INTERLEAVE_NONE, spec["swizzle"], _L2_PROMOTION_256B, _OOB_FILL_ZEROS)
+    if result:
+        raise RuntimeError(f"cuTensorMapEncodeTiled({tuple(t.shape)}, box {box}): {_error_text(libcuda, result)}")
+    return out.view(np.dtype((np.void, MAP_BYTES)))
