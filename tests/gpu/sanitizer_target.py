@@ -1,10 +1,14 @@
 """A compute-sanitizer target: every CUDA rung that runs here once, at ragged shapes (matmul, attention, or both);
-under KERNEL_LADDER_EMULATE=sm_75 (or sm_80) the emulated GPU's code paths.
+under KERNEL_LADDER_EMULATE=sm_75 (or sm_80) the emulated GPU's code paths. `--rung NAME` (repeatable) keeps
+only the rungs of those names, e.g. matmul's Hopper rung 8 alone (its ring of mbarriers is what synccheck and
+racecheck look at; (513, 257, 1000) has 16 k-tiles, so the 4-stage ring goes round four times):
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
     compute-sanitizer --tool racecheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
+    compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py matmul --rung 8_tma_warp_specialized
     KERNEL_LADDER_EMULATE=sm_75 compute-sanitizer --tool memcheck ... (the same, on the T4's code paths)
 """
+import argparse
 import sys
 
 import torch
@@ -15,34 +19,45 @@ from ladder.check import compare
 from ladder.runner import unavailable
 from ladder.world import WORLD
 
+parser = argparse.ArgumentParser(description="run CUDA rungs once each, for compute-sanitizer")
+parser.add_argument("problems", nargs="*", help="matmul, attention (default: both)")
+parser.add_argument("--rung", action="append", help="only the rungs of this name (repeatable)")
+args = parser.parse_args()
+problems = args.problems or ["matmul", "attention"]
+if set(problems) - {"matmul", "attention"}:
+    parser.error(f"problems are matmul and attention, not {sorted(set(problems) - {'matmul', 'attention'})}")
+chosen = lambda r: r.backend == "cuda" and unavailable(r) is None and (not args.rung or r.name in args.rung)  # noqa: E731
 print(WORLD.name)
-problems = sys.argv[1:] or ["matmul", "attention"]
-wrong = []
+wrong, ran = [], []
 
 
 def report(shape, name, verdict):
     print(shape, name, verdict)
+    ran.append(name)
     if not verdict.ok:
         wrong.append((shape, name))
 
 
 if "matmul" in problems:
-    for M, N, K in [(255, 257, 71), (130, 260, 64)]:
+    for M, N, K in [(255, 257, 71), (130, 260, 64), (127, 255, 129), (64, 72, 24), (513, 257, 1000)]:
         a, b = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
         for r in mm.PROBLEM.rungs:
-            if r.backend == "cuda" and unavailable(r) is None:
+            if chosen(r):
                 out = r.run(a, b)
                 torch.cuda.synchronize()
                 report((M, N, K), r.name, compare(out, a.double() @ b.double()))
 if "attention" in problems:
     # rung 6 also with a second configuration: 8 warps, 128 queries a block (the heavy-first order on causal)
-    runs = [(r.name, r.run) for r in at.PROBLEM.rungs if r.backend == "cuda" and unavailable(r) is None]
-    runs.append(("6_autotuned 128x32x8w", lambda q, k, v, c: at.run_config(dict(BLOCK_M=128, BLOCK_N=32, WARPS=8,
-                                                                               STAGES=3), q, k, v, c)))
+    runs = [(r.name, r.run) for r in at.PROBLEM.rungs if chosen(r)]
+    if not args.rung or "6_autotuned" in args.rung:
+        runs.append(("6_autotuned 128x32x8w", lambda q, k, v, c: at.run_config(dict(BLOCK_M=128, BLOCK_N=32, WARPS=8,
+                                                                                   STAGES=3), q, k, v, c)))
     for shape in [(1, 2, 100, 64, 1), (1, 2, 129, 64, 0), (1, 1, 130, 128, 0), (1, 1, 200, 128, 1)]:
         q, k, v = (torch.randn(*shape[:4], device="cuda").half() for _ in range(3))
         for name, run in runs:
             out = run(q, k, v, bool(shape[4]))
             torch.cuda.synchronize()
             report(shape, name, compare(out, at.reference(q, k, v, bool(shape[4]))))
+if args.rung and not ran:
+    sys.exit(f"no rung named {args.rung} runs here")
 sys.exit(f"wrong results: {wrong}" if wrong else 0)

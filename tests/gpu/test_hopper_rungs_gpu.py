@@ -1,0 +1,143 @@
+"""The Hopper-only CUDA rungs (7: wgmma; 8: TMA copies, warp-specialized) on an H100 or H200: fresh random inputs
+into a NaN-poisoned output, compared with the fp64 product, at ragged shapes and at 4096^3-class shapes; NaN
+never passes; bad inputs are named; and rung 8 timed beside rung 7 and cuBLAS (printed, not asserted).
+
+    pytest tests/gpu/test_hopper_rungs_gpu.py -o addopts="" -s
+
+On any other GPU the first test fails and says why (tests/gpu never skips)."""
+import pytest
+import torch
+
+import kernels.matmul as mm
+from ladder import cuda, hardware
+from ladder.check import compare
+from ladder.runner import check_rung, time_rung, unavailable
+
+PROBLEM = mm.PROBLEM
+HOPPER = [PROBLEM.rung("cuda", name) for name in ("7_wgmma", "8_tma_warp_specialized")]
+CUBLAS = PROBLEM.rung("torch", "cublas")
+# (M, N, K): no multiple of a tile (128 x 256 x 64) or of 8 (the padding), single tiles smaller than the block,
+# several blocks in both directions, more k-tiles than the 4 stages (the ring's parity wraps), and exact tiles
+RAGGED = [(127, 255, 129), (513, 257, 1000), (64, 72, 24), (1, 1, 1), (17, 33, 65), (129, 257, 8),
+          (128, 256, 64), (256, 512, 320), (4095, 4097, 31), (300, 1000, 2000)]
+BIG = [(4096, 4096, 4096), (4095, 4097, 4093), (3968, 4352, 4160), (8192, 8192, 8192)]
+TIMED = [(4096, 4096, 4096), (8192, 8192, 8192)]
+
+
+def where_wrong(out: torch.Tensor, ref: torch.Tensor) -> str:
+    """Which elements miss (for a first look at a layout bug): how many, the first few, and how they fall on
+    the tiles (rows mod 128 and mod 8, columns mod 256 and mod 64)."""
+    out64 = out.double()
+    bad = ~torch.isfinite(out64) | ((out64 - ref).abs() > 1e-2 * (ref.abs() + 1))
+    idx = bad.nonzero()
+    if not len(idx):
+        return "no element off by more than 1%"
+    rows, cols = idx[:, 0], idx[:, 1]
+    spread = lambda x, m: sorted(set((x % m).tolist()))[:12]  # noqa: E731
+    return (f"{len(idx)} of {out.numel()} elements off, first {idx[:4].tolist()}; rows mod 128 {spread(rows, 128)}, "
+            f"mod 8 {spread(rows, 8)}; cols mod 256 {spread(cols, 256)}, mod 64 {spread(cols, 64)}")
+
+
+def run_checked(rung, shape, seed):
+    M, N, K = shape
+    gen = torch.Generator("cuda").manual_seed(seed)
+    a, b = PROBLEM.make_inputs(shape, "cuda", gen)
+    out = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+    rung.run(a, b, out=out)
+    torch.cuda.synchronize()
+    ref = mm.reference(a, b)
+    return compare(out, ref), out, ref
+
+
+def test_this_gpu_is_hopper():
+    gpu = hardware.detect()
+    assert gpu is not None and gpu.has("wgmma") and gpu.emulated_on is None, \
+        f"rungs 7 and 8 need a Hopper GPU (sm_90a), not {gpu and gpu.name} ({gpu and gpu.arch})"
+    for rung in HOPPER:
+        assert unavailable(rung) is None
+
+
+@pytest.mark.parametrize("rung", HOPPER, ids=lambda r: r.label)
+@pytest.mark.parametrize("shape", RAGGED, ids=str)
+def test_correct_on_ragged_shapes(rung, shape):
+    for seed in (0, 1):  # fresh random data each time, output NaN first
+        verdict, out, ref = run_checked(rung, shape, 100 * seed + 7)
+        assert verdict.ok, (rung.label, shape, str(verdict), where_wrong(out, ref))
+
+
+@pytest.mark.parametrize("rung", HOPPER, ids=lambda r: r.label)
+@pytest.mark.parametrize("shape", BIG, ids=str)
+def test_correct_at_4096_class_shapes(rung, shape):
+    verdict, out, ref = run_checked(rung, shape, 3)
+    assert verdict.ok, (rung.label, shape, str(verdict), where_wrong(out, ref))
+
+
+@pytest.mark.parametrize("rung", HOPPER, ids=lambda r: r.label)
+def test_the_problem_check_shapes_pass(rung):
+    for shape, result in check_rung(PROBLEM, rung, seed=11):
+        assert result.ok, (rung.label, shape, str(result))
+
+
+@pytest.mark.parametrize("rung", HOPPER, ids=lambda r: r.label)
+def test_nan_never_passes(rung):
+    """A NaN in A reaches exactly its row of C (the kernel puts rows where they belong), and the check fails."""
+    M, N, K = 300, 520, 200
+    a, b = PROBLEM.make_inputs((M, N, K), "cuda", torch.Generator("cuda").manual_seed(5))
+    a[131, 77] = float("nan")
+    out = rung.run(a, b)
+    torch.cuda.synchronize()
+    nan_rows = (~torch.isfinite(out)).any(dim=1).nonzero().flatten().tolist()
+    assert nan_rows == [131] and torch.isnan(out[131]).all()
+    assert not compare(out, mm.reference(a, b)).ok
+    untouched = torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+    assert not compare(untouched, mm.reference(a, b)).ok  # an output the kernel never wrote fails too
+
+
+@pytest.mark.parametrize("rung", HOPPER, ids=lambda r: r.label)
+def test_bad_inputs_are_named(rung):
+    a = torch.randn(64, 32, device="cuda").half()
+    b = torch.randn(32, 48, device="cuda").half()
+    with pytest.raises(ValueError, match="float16"):
+        rung.run(a.float(), b)
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        rung.run(a, b[:31])
+    with pytest.raises(ValueError, match="not contiguous"):
+        rung.run(a, torch.randn(48, 32, device="cuda").half().t())
+    with pytest.raises(ValueError, match="is on cpu"):
+        rung.run(a.cpu(), b.cpu())
+    with pytest.raises(ValueError, match="out has shape"):
+        rung.run(a, b, out=torch.empty(64, 47, device="cuda").half())
+    with pytest.raises(ValueError, match="2 dimension"):
+        rung.run(a.view(-1), b)
+
+
+@pytest.mark.parametrize("rung", HOPPER, ids=lambda r: r.label)
+def test_views_off_16_bytes_empty_dimensions_and_zero_k(rung):
+    base = torch.randn(65 * 40 + 1, device="cuda").half()
+    a = base[1:].view(65, 40)  # starts 2 bytes into an allocation: the launcher copies it (TMA: 16-byte starts)
+    b = torch.randn(40, 24, device="cuda").half()
+    assert compare(rung.run(a, b), a.double() @ b.double()).ok
+    assert rung.run(a[:0], b).shape == (0, 24)
+    zero_k = rung.run(torch.empty(5, 0, device="cuda").half(), torch.empty(0, 7, device="cuda").half())
+    assert torch.equal(zero_k, torch.zeros(5, 7, device="cuda").half())
+
+
+def test_rung_8_loads_without_local_memory():
+    module = cuda.load("matmul/8_tma_warp_specialized.cu", mm.TMA_WS, "sm_90a")
+    attributes = module.get_function("matmul").attributes
+    assert attributes["local_size_bytes"] == 0 and attributes["num_regs"] == 168, attributes
+
+
+def test_rung_8_timed_beside_rung_7_and_cublas():
+    rows = []
+    for shape in TIMED:
+        for rung in HOPPER + [CUBLAS]:
+            rows.append(time_rung(PROBLEM, rung, shape))
+    print()
+    best = {tuple(r["shape"]): r["tflops"] for r in rows if r["rung"] == "cublas"}
+    for r in rows:
+        shape = tuple(r["shape"])
+        print(f"{r['backend'] + ':' + r['rung']:30s} {'x'.join(map(str, shape)):>14s} {r['ms']:8.4f} ms "
+              f"[{r['ms_p20']:.4f}-{r['ms_p80']:.4f}] {r['tflops']:7.1f} TFLOP/s  {r['tflops'] / best[shape]:5.2f}x cuBLAS"
+              f"  {'ok' if r['correct'] else 'WRONG'} (rel. error {r['rel_error']:.1e})")
+    assert all(r["correct"] for r in rows)
