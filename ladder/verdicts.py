@@ -307,11 +307,13 @@ class Ladder:
             from ladder import ceilings
             self.gpu = detect()
             self.ceilings, self.rows = ceilings.measure(self.gpu), []
+            self.roofs, self.datasheet = self.ceilings, ceilings.datasheet_ceilings(self.gpu.datasheet)
             self.label = f"live on {self.gpu.emulation_note or self.gpu.name}"
         else:
             self.recording = results_mod.load()
             self.gpu = lesson.datasheet_gpu(self.recording.gpu)
-            self.ceilings = None
+            self.ceilings = None  # each recorded row is judged against its own run's
+            self.roofs, self.datasheet = self.recording.ceilings, self.recording.data.get("datasheet")
             self.rows = [r for r in self.recording.runs(self.problem.name) if tuple(r["shape"]) in self.shapes]
             self.label = self.recording.label
 
@@ -352,14 +354,31 @@ class Ladder:
             ceil, note = _ceilings(row, self.ceilings, getattr(self, "recording", None))
             rate = f"{row['tbps']:6.2f} TB/s" if roof == "copy_TBps" else f"{row['tflops']:7.2f} TFLOP/s"
             value = row["tbps"] if roof == "copy_TBps" else row["tflops"]
-            pct = f"{100 * value / ceil[roof]:5.1f}%{note or ' '} of {ROOF_NAMES[roof]}" if ceil else ""
+            pct = 100 * value / ceil[roof] if ceil else None
+            pct = f"{pct:5.{2 if pct < 10 else 1}f}%{note or ' '} of {ROOF_NAMES[roof]} roof" if ceil else ""
             prev = _row(self.rows, before, shape) if before else None
-            step = f"  {prev['ms'] / row['ms']:6.2f}x {before.split(':', 1)[1]}" if prev else ""
+            step = f"  {prev['ms'] / row['ms']:6.2f}x over {before.split(':', 1)[1]}" if prev else ""
             out.append(f"  {tag:>11s} {row['ms']:10.4f} ms {rate}  {pct}{step}"
                        + ("" if row.get("correct", True) else "  WRONG"))
         if any("*" in line for line in out[1:]):
             out.append("  * the run that timed this rung kept no ceilings: the roof is the recording's newest")
         return "\n".join(out)
+
+    def gap(self, name: str, anchor: str) -> None:
+        """How fast `name` runs against the library `anchor` timed in the same run, per headline shape, with
+        the spread of the two timings (their 20th-80th percentiles)."""
+        label, recording = self._rung(name).label, getattr(self, "recording", None)
+        for shape in self.shapes:
+            row = _row(self.rows, label, shape)
+            ref = _anchor(row, self.rows, anchor, recording) if row else None
+            tag = shape_label(self.problem, shape)
+            if ref is None:
+                print(f"{tag:>11s}: {label} or {anchor} not timed in one run here")
+                continue
+            ratio = ref["ms"] / row["ms"]
+            lo, hi = ref["ms_p20"] / row["ms_p80"], ref["ms_p80"] / row["ms_p20"]
+            print(f"{tag:>11s}: {label} runs at {ratio:.3f}x {anchor.split(':', 1)[1]}'s speed "
+                  f"(spread of the two timings: {lo:.3f}-{hi:.3f}x)")
 
     def prediction(self, name: str) -> None:
         rung = self._rung(name)
@@ -399,5 +418,5 @@ def counters(problem, labels: list[str], names: list[str], recording=None) -> st
             continue
         lines.append(f"{label:26s}" + "".join(f"{COUNTERS[n](p['metrics']):>{w}.3g}" for n, w in zip(names, widths)))
     shape = next(iter(profiles.values()))["shape"] if profiles else None
-    lines.append(f"(ncu at {'x'.join(map(str, shape)) if shape else '-'}, {rec.label})")
+    lines.append(f"(ncu at {shape_label(problem, shape) if shape else '-'}, {rec.label})")
     return "\n".join(lines)
