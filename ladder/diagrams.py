@@ -11,6 +11,7 @@ tensor-core roof's red for tensor-core work, the fp32 roof's orange for CUDA-cor
 """
 from __future__ import annotations
 
+import io
 import re
 
 import numpy as np
@@ -78,8 +79,18 @@ def warp_elements(path: str, block: tuple[int, int], warp: int = 0) -> tuple[np.
 
 # ------------------------------------------------------------- drawing helpers
 
+class Diagram(Figure):
+    """A Figure that shows itself as a PNG when it is a cell's value: a figure made without pyplot has no inline
+    backend behind it, and a notebook would otherwise print only "<Figure size ...>"."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", bbox_inches="tight")
+        return buffer.getvalue()
+
+
 def _figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), dpi=100)
+    fig = Diagram(figsize=(width, height), dpi=100)
     FigureCanvasAgg(fig)
     return fig
 
