@@ -2,16 +2,17 @@
 // of tiles through the copy engine, two warpgroups only multiply.
 //
 // Idea:       in rung 7 the same 256 threads copy (cp.async: an address, a bounds check and an instruction
-//             per 16 bytes, 24 per thread per k-tile), wait for their own copies, meet at __syncthreads and
+//             per 16 bytes, 12 per thread per k-tile), wait for their own copies, meet at __syncthreads and
 //             only then issue wgmma: every k-tile, all of them stop together. Here the two jobs split.
 //             The tensor memory accelerator (TMA) copies a whole 2-D box, global -> shared, from one
-//             instruction, given a tensor map that the host encoded once (the matrix's address, shape and
-//             row stride, the box, the 128-byte swizzle that wgmma reads): it writes zeros outside the
-//             matrix, so the kernel has no bounds checks on its loads. A producer warpgroup (one thread of
-//             it) issues those copies into a ring of STAGES buffers; two consumer warpgroups run wgmma on
-//             them. They meet only through mbarriers in shared memory: full[s] completes when buffer s's
-//             bytes have landed (the TMA counts them in), empty[s] when both consumer warpgroups are done
-//             reading it; each side waits on the parity of the round it needs. No __syncthreads in the loop.
+//             instruction, given a tensor map that the host encodes (the matrix's address, shape and row
+//             stride, the box, the 128-byte swizzle that wgmma reads): it writes zeros outside the matrix,
+//             so the kernel has no bounds checks on its loads. A producer warpgroup (one thread of it)
+//             issues those copies into a ring of STAGES buffers; two consumer warpgroups run wgmma on them.
+//             They meet only through mbarriers in shared memory: full[s] completes when buffer s's bytes
+//             have landed (the TMA counts them in), empty[s] when both consumer warpgroups are done reading
+//             it; each side waits on the parity of the round it needs. No __syncthreads in the loop, and
+//             each buffer is refilled as soon as it is free: copies run STAGES-1 tiles ahead (rung 7: STAGES-2).
 //             The producer needs few registers: setmaxnreg lowers its warpgroup to 40 a thread and raises
 //             the consumers to 232 (from 168 each at launch), room for 128 accumulators and the rest.
 //             Same 128 x 256 x 64 tiles, swizzle, wgmma and one-tile lag as rung 7.
@@ -33,7 +34,7 @@
 #define BN 256          // one m64n256k16 wgmma per consumer warpgroup and k16 step
 #define BK 64           // one 128-byte swizzle row of halves
 #define THREADS 384     // warpgroup 0 produces, 1 and 2 consume
-#define CONSUMERS 2      // consumer warpgroups: one thread of each arrives on empty[s]
+#define CONSUMERS 2     // consumer warpgroups: one thread of each arrives on empty[s]
 constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;           // halves per buffer, no padding
 constexpr unsigned STAGE_BYTES = 2 * (A_STAGE + B_STAGE);     // what the TMA writes per stage, zeros included
 
