@@ -876,14 +876,20 @@ def swizzled_chunk(row: int, chunk: int, row_bytes: int, swizzle_bytes: int = 12
     return ((offset ^ (((offset >> 7) & mask) << 4)) % row_bytes) // 16
 
 
-def tma_tile_copy(box: tuple[int, int] | None = None, element_bytes: int = FP16_BYTES, swizzle_bytes: int = 128):
+TMA_RUNG = "matmul/8_tma_warp_specialized.cu"
+
+
+def tma_tile_copy(backend: str = "cuda", element_bytes: int = FP16_BYTES, swizzle_bytes: int = 128):
     """A TMA copy (Hopper): one thread hands the copy engine a tensor map (the matrix's address, sizes, strides
     and box) and the box's coordinates; the engine copies the whole box into shared memory in the swizzled
     layout wgmma reads, fills what lies outside the matrix with zeros, and counts the bytes landed on an
-    mbarrier, whose phase flips when all arrived. Default box: Triton rung 7's A descriptor (TMA_PERSISTENT's
-    BLOCK_M x BLOCK_K)."""
-    from kernels.triton import matmul as tm
-    rows, cols = box or (tm.TMA_PERSISTENT["BLOCK_M"], tm.TMA_PERSISTENT["BLOCK_K"])
+    mbarrier, whose phase flips when all arrived. The box: A's k-tile, BM x BK of CUDA rung 8 (its #defines),
+    or BLOCK_M x BLOCK_K of Triton rung 7 (TMA_PERSISTENT)."""
+    if backend == "cuda":
+        rows, cols = cu_define(TMA_RUNG, "BM"), cu_define(TMA_RUNG, "BK")
+    else:
+        from kernels.triton import matmul as tm
+        rows, cols = tm.TMA_PERSISTENT["BLOCK_M"], tm.TMA_PERSISTENT["BLOCK_K"]
     row_bytes = cols * element_bytes
     chunks = row_bytes // 16
     nbytes = rows * row_bytes
@@ -920,8 +926,9 @@ def tma_tile_copy(box: tuple[int, int] | None = None, element_bytes: int = FP16_
     _bare(right, -1.6, chunks + 0.2, -0.2, bar_y + 1.6)
     right.set_title(f"shared memory, rows 0–{show - 1} of {rows}: which 16-byte chunk of the row lands where\n"
                     f"({swizzle_bytes}-byte swizzle: chunk c of row r at c XOR r mod 8; the banks spread)", fontsize=10)
-    fig.suptitle(f"TMA: one instruction copies a {rows}×{cols} tile ({nbytes // 1024} KiB), swizzled, "
-                 f"and signals its arrival on an mbarrier", fontsize=12)
+    who = "CUDA rung 8" if backend == "cuda" else "Triton rung 7"
+    fig.suptitle(f"TMA ({who}'s A tile): one instruction copies a {rows}×{cols} box ({nbytes // 1024} KiB), "
+                 f"swizzled, and signals its arrival on an mbarrier", fontsize=12)
     _arrow(left, (1.08 * K, 2.2 * rows), (1.45 * K, 2.2 * rows))
     return fig
 
@@ -944,7 +951,7 @@ def warp_specialized_ring(stages: int = 4, producers: int = 1, consumers: int = 
     rows = (["producer" + (f" ×{producers}" if producers > 1 else "")] + [f"stage {s}" for s in range(stages)]
             + [f"consumer {c}" for c in range(consumers)])
     fig = _rings([(rows, steps, f"{stages} stages, {_count(producers, 'producer warpgroup')} issuing TMA "
-                                f"{stages - 1} k-tiles ahead, {_count(consumers, 'consumer warpgroup')} on wgmma")],
+                                f"{_count(stages - 1, 'k-tile')} ahead, {_count(consumers, 'consumer warpgroup')} on wgmma")],
                  title, math="read by the consumers' wgmma")
     fig.text(0.5, 0.09, "stage s: the producer waits on empty[s], issues the TMA copy (full[s] expects its bytes); "
              "the consumers wait on full[s],\nrun their wgmmas on it, then arrive on empty[s]. "
@@ -952,6 +959,16 @@ def warp_specialized_ring(stages: int = 4, producers: int = 1, consumers: int = 
     fig.tight_layout(rect=(0, 0.16, 1, 1))
     return fig
 
+
+
+def matmul_tma_ring(tiles: int = 8):
+    """CUDA rung 8 (8_tma_warp_specialized.cu's THREADS and CONSUMERS, kernels/matmul.py TMA_WS's STAGES): the
+    producer/consumer ring of warp_specialized_ring with the rung's own stages and warpgroups."""
+    from kernels import matmul as mm
+    consumers = cu_define(TMA_RUNG, "CONSUMERS")
+    producers = cu_define(TMA_RUNG, "THREADS") // 128 - consumers
+    return warp_specialized_ring(mm.TMA_WS["STAGES"], producers, consumers, tiles,
+                                 "CUDA rung 8: a producer warpgroup and consumer warpgroups around a ring of TMA stages")
 
 # ------------------------------------------------------------- attention: rungs 4-6 (tensor cores)
 
@@ -1115,5 +1132,5 @@ def attention_search(backend: str = "triton", causal: int = 0):
 
 ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_register_block, matmul_warp_tiles,
        matmul_stage_ring, matmul_tile_order, attention_scores_in_dram, attention_flash_sweep, attention_causal_skip,
-       matmul_triton_lanes, matmul_triton_dot, matmul_wgmma, tma_tile_copy, warp_specialized_ring,
+       matmul_triton_lanes, matmul_triton_dot, matmul_wgmma, tma_tile_copy, matmul_tma_ring,
        attention_tensor_core_tile, attention_kv_ring, attention_search)

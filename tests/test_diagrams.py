@@ -25,10 +25,10 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 VARIANTS = [(fn.__name__, ()) for fn in diagrams.ALL] + [
     ("matmul_warp_sectors", ("1_naive",)), ("matmul_shared_tile", ("triton",)), ("matmul_tile_order", ("cuda",)),
     ("matmul_triton_lanes", ("1_naive",)), ("matmul_stage_ring", ("triton",)), ("attention_tensor_core_tile", ("triton",)),
-    ("attention_search", ("cuda",)), ("attention_search", ("triton", 1))]
+    ("attention_search", ("cuda",)), ("attention_search", ("triton", 1)), ("tma_tile_copy", ("triton",))]
 # Diagrams drawn for lessons whose owners insert them (the cell to add is in the commit that added the diagram):
 # the test below fails once one of them is in its lesson, so that it leaves this list.
-AWAITING_A_LESSON = {"matmul_wgmma": "02, rung 7", "tma_tile_copy": "02, rung 7", "warp_specialized_ring": "02, rung 8",
+AWAITING_A_LESSON = {"matmul_wgmma": "02, rung 7", "tma_tile_copy": "02, rung 8", "matmul_tma_ring": "02, rung 8",
                      "attention_tensor_core_tile": "04, rung 4", "attention_kv_ring": "04, rung 5",
                      "attention_search": "04, rung 6"}
 
@@ -280,13 +280,23 @@ def test_swizzle_is_the_kernels():
 
 
 def test_tma_follows_the_box(monkeypatch):
-    assert "a 128×64 tile (16 KiB)" in joined(diagrams.tma_tile_copy())
+    assert "TMA (CUDA rung 8's A tile): one instruction copies a 128×64 box (16 KiB)" in joined(diagrams.tma_tile_copy())
+    edited_source(monkeypatch, diagrams.TMA_RUNG, "#define BK 64", "#define BK 32")
+    assert "a 128×32 box (8 KiB)" in joined(diagrams.tma_tile_copy())
     monkeypatch.setattr(tm, "TMA_PERSISTENT", dict(tm.TMA_PERSISTENT, BLOCK_M=64))
-    assert "expects 8192 bytes" in joined(diagrams.tma_tile_copy())
+    assert "expects 8192 bytes" in joined(diagrams.tma_tile_copy("triton"))
 
 
-def test_producer_consumer_ring_follows_its_parameters():
+def test_producer_consumer_ring_follows_its_parameters(monkeypatch):
+    fig = diagrams.matmul_tma_ring()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["producer", "stage 0", "stage 1", "stage 2",
+                                                                     "stage 3", "consumer 0", "consumer 1"]
+    monkeypatch.setattr(mm, "TMA_WS", dict(mm.TMA_WS, STAGES=2))
+    edited_source(monkeypatch, diagrams.TMA_RUNG, "#define CONSUMERS 2", "#define CONSUMERS 1")
+    assert "2 stages, 2 producer warpgroups issuing TMA 1 k-tile ahead, 1 consumer warpgroup" in \
+        joined(diagrams.matmul_tma_ring())   # THREADS stays 384: three warpgroups, one of them consuming
     fig = diagrams.warp_specialized_ring(stages=3, producers=1, consumers=1, tiles=6)
+    assert figcheck.collisions(fig) == []
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["producer", "stage 0", "stage 1", "stage 2",
                                                                      "consumer 0"]
     assert "TMA 2 k-tiles ahead" in joined(fig)
