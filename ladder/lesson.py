@@ -148,3 +148,249 @@ def gpu_model(problem, shape: tuple, name: str = "T4") -> str:
         how = rung.fallback_note(gpu) or "as on any GPU"
         lines.append(f"{rung.label:24s} {bound:13s} {ms:11.3f} {flops / ms / 1e9:15.1f}  {how}")
     return "\n".join(lines)
+
+
+# ---- The attention lessons (04a CUDA, 04b Triton): what their cells print, kept out of the notebooks ----
+
+# Passes over the B·H·S² fp32 score matrix, counted in the kernels (the same in CUDA and Triton).
+SCORE_PASSES = {"1_naive": dict(writes=2, reads=4), "2_coalesced": dict(writes=2, reads=3)}
+ATTENTION_FAMILIES = {"1_naive": "rung 1 (materialized)", "2_coalesced": "rung 2 (materialized)",
+                      "3_fused": "rungs 3-6, SDPA (fused)"}
+
+
+def attention_traffic_bytes(name: str, shape: tuple) -> float:
+    """DRAM bytes an attention rung named `name` moves if every pass streams its operands once: Q, K, V, O,
+    plus each pass over the score matrix (rungs 1-2); the fused rungs and SDPA move Q, K, V and O only."""
+    import kernels.attention as at
+    B, H, S, D, _ = shape
+    p = SCORE_PASSES.get(name)
+    return at.min_bytes(shape) + (4 * B * H * S * S * (p["writes"] + p["reads"]) if p else 0)
+
+
+def _shape_name(shape: tuple) -> str:
+    return f"D{shape[3]}" + (" causal" if shape[4] else "")
+
+
+def attention_fits(gpu, shape: tuple) -> bool:
+    """Can `gpu` check a rung at `shape`? The fp32 math reference holds two S×S matrices, rungs 1-2 one."""
+    import kernels.attention as at
+    return gpu is None or 3 * at.workspace_bytes("triton:1_naive", shape) < gpu.memory_bytes
+
+
+def attention_count(shapes: list[tuple], ceil: dict, source: str) -> str:
+    """Count first: per family, the bytes it moves, its intensity at each shape and the roof that bounds it on
+    the unit it computes with (materialized and rung 3: CUDA cores; rungs 4-6: tensor cores)."""
+    import kernels.attention as at
+    from ladder import roofline
+    bw = ceil["copy_TBps"]
+    lines = [f"ceilings, {source}: copy {bw:.2f} TB/s, fp32 {ceil['fp32_TFLOPs']:.0f} TFLOP/s, fp16 tensor cores "
+             f"{ceil['fp16_tc_TFLOPs']:.0f} TFLOP/s; ridge points {roofline.ridge(bw, ceil['fp32_TFLOPs']):.0f} "
+             f"and {roofline.ridge(bw, ceil['fp16_tc_TFLOPs']):.0f} FLOP/B",
+             f"{'':25s} {'GB moved':>9s}  " + "".join(f"{_shape_name(s):>22s}" for s in shapes)]
+    for name, family in ATTENTION_FAMILIES.items():
+        roofs = ("fp32_TFLOPs",) if name != "3_fused" else ("fp32_TFLOPs", "fp16_tc_TFLOPs")
+        for roof in roofs:
+            cells = []
+            for s in shapes:
+                i = at.flops(s) / attention_traffic_bytes(name, s)
+                cells.append(f"{i:6.0f} F/B <={roofline.attainable(i, bw, ceil[roof]):5.0f} TF")
+            label = family if roof == roofs[0] else "  ... on tensor cores"
+            gb = f"{attention_traffic_bytes(name, shapes[0]) / 1e9:9.2f}" if roof == roofs[0] else " " * 9
+            lines.append(f"{label:25s} {gb}  " + "".join(f"{c:>22s}" for c in cells))
+    lines.append(f"(GB moved at {_shape_name(shapes[0])}; F/B: FLOP per byte; TF: the roof in TFLOP/s)")
+    return "\n".join(lines)
+
+
+_SHOWN_INCLUDES: set = set()
+
+
+def _printed(fn, *args) -> str:
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        fn(*args)
+    return buf.getvalue()
+
+
+def show_cuda_rung(problem, number: int) -> None:
+    """CUDA rung `number` of `problem`: its diff from the CUDA rung before when that is shorter than the file,
+    else the file; then the headers beside it that it includes, each once per session."""
+    import re
+    cuda = [r for r in problem.rungs if r.backend == "cuda"]
+    mine = [r for r in cuda if r.name.split("_")[0] == str(number)]
+    if not mine:
+        print(f"no CUDA rung {number} in {problem.name} yet")
+
+    def includes(source: str) -> None:
+        here = (ROOT / source).parent
+        for name in re.findall(r'#include "([^"]+)"', (ROOT / source).read_text()):
+            path = (here / name).resolve().relative_to(ROOT)
+            if path.suffix == ".cu" or path in _SHOWN_INCLUDES:   # a rung file: its diff was shown
+                continue
+            _SHOWN_INCLUDES.add(path)
+            if (ROOT / path).parent == here:
+                print(f"// ===== {path}, included by {source}\n")
+                show_source(str(path))
+                includes(str(path))
+            else:
+                print(f"// {source} includes {path} (lesson 02's building blocks)\n")
+
+    for rung in mine:
+        i = cuda.index(rung)
+        text = _printed(show_source, rung.source)
+        if i:
+            diff = _printed(show_diff, cuda[i - 1].source, rung.source)
+            text = diff if diff.count("\n") < text.count("\n") else text
+        print(text)
+        includes(rung.source)
+
+
+def search_summary(reports) -> str:
+    """One line per autotuning search: its shape, how many configurations it timed and pruned, the winner."""
+    from ladder.autotune import format_config
+    lines = []
+    for r in reports:
+        timing = f"{r.best_ms:.3f} ms" if r.timed else "not timed"
+        lines.append(f"{r.tuner:18s} {_shape_name(tuple(r.shape)):11s} timed {len(r.timed):2d}, pruned {len(r.pruned):2d}: "
+                     f"{format_config(r.best)}  {timing}")
+    reasons = {}
+    for r in reports:
+        for reason, k in r.pruned_by_reason().items():
+            reasons[reason] = reasons.get(reason, 0) + k
+    lines += [f"  pruned {k:3d} in all: {reason}" for reason, k in sorted(reasons.items(), key=lambda kv: -kv[1])]
+    return "\n".join(lines)
+
+
+def memory_check(problem, labels: list[str], sizes=(1024, 2048, 4096), bh: tuple[int, int] = (1, 4)) -> str:
+    """On a GPU: what each rung's call allocates beyond its inputs and output (the caching allocator's peak)
+    against the model `workspace_bytes`, at (B, H, D) = (*bh, 64) for each S; summarized, a line per miss."""
+    import torch
+
+    import kernels.attention as at
+    from ladder import runner
+    from ladder.world import WORLD
+    if not WORLD.gpu:
+        return "the live check needs a GPU (torch.cuda.max_memory_allocated); the model above is what it checks"
+    held, missed, unmodelled = 0, [], {}
+    for S in sizes:
+        shape = (*bh, S, 64, 0)
+        inputs = problem.make_inputs(shape, "cuda", torch.Generator("cuda").manual_seed(0))
+        out = problem.new_output(shape, "cuda")
+        for rung in (r for r in problem.rungs if r.label in labels and not runner.unavailable(r)):
+            rung.run(*inputs, out=out)           # first call: compilation, searches
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            rung.run(*inputs, out=out)
+            torch.cuda.synchronize()
+            extra, model = torch.cuda.max_memory_allocated() - base, at.workspace_bytes(rung.label, shape)
+            if model is None:
+                unmodelled.setdefault(rung.label, []).append(extra)
+            elif extra == model:
+                held += 1
+            else:
+                missed.append(f"  {rung.label} S={S}: allocated {extra / 1e6:.2f} MB, model {model / 1e6:.2f} MB")
+    lines = [f"model holds for {held} of {held + len(missed)} (rung, S) calls at B={bh[0]} H={bh[1]} D=64, "
+             f"S = {', '.join(map(str, sizes))}"] + missed
+    lines += [f"  {label}: allocates {min(v) / 1e6:.2f}-{max(v) / 1e6:.2f} MB (not modelled)" for label, v in unmodelled.items()]
+    return "\n".join(lines)
+
+
+_P16, _P32, _I32, _CE = "*fp16", "*fp32", "i32", "constexpr"
+
+
+def _materialized_triton(ta) -> dict:
+    """(kernel, signature, constexprs, num_warps) of Triton attention rungs 1-2, as their launchers use them."""
+    return {
+        "1_naive": [(ta.naive_scores_kernel, dict(q_ptr=_P16, k_ptr=_P16, s_ptr=_P32, S=_I32, D=_I32, scale="fp32", CAUSAL=_CE),
+                     dict(CAUSAL=False), 1),
+                    (ta.naive_softmax_kernel, dict(s_ptr=_P32, S=_I32), {}, 1),
+                    (ta.naive_pv_kernel, dict(p_ptr=_P32, v_ptr=_P16, o_ptr=_P16, S=_I32, D=_I32), {}, 1)],
+        "2_coalesced": [(ta.coalesced_scores_kernel, dict(q_ptr=_P16, k_ptr=_P16, s_ptr=_P32, S=_I32, scale="fp32", HEAD_DIM=_CE,
+                                                          BLOCK_N=_CE, CAUSAL=_CE), dict(HEAD_DIM=64, BLOCK_N=128, CAUSAL=False), 4),
+                        (ta.coalesced_softmax_kernel, dict(s_ptr=_P32, S=_I32, BLOCK=_CE), dict(BLOCK=1024), 4),
+                        (ta.coalesced_pv_kernel, dict(p_ptr=_P32, v_ptr=_P16, o_ptr=_P16, S=_I32, HEAD_DIM=_CE, BLOCK_N=_CE),
+                         dict(HEAD_DIM=64, BLOCK_N=128), 4)]}
+
+
+def attention_sass(rung, arch: str, head_dim: int = 64):
+    """The SASS of an attention rung at `head_dim`, built as its launcher builds it on a GPU (CUDA with NVRTC at the
+    files' default tiles; Triton with triton.compile as at the headline shapes); None for the torch rungs."""
+    from kernels.triton import attention as ta
+    if rung.backend == "cuda":   # rung 3 with the launcher's tiles (FUSED_TILES); the others at the files' defaults
+        import kernels.attention as at
+        tiles = at.FUSED_TILES[head_dim] if rung.name == "3_fused" else {}
+        return sass.cuda_sass(f"attention/{rung.name}.cu", arch, dict(HEAD_DIM=head_dim, **tiles))
+    materialized = _materialized_triton(ta)
+    if rung.name in materialized:
+        parts = [sass.triton_sass(kernel, sig, const, arch, tuple(a for a in sig if a.endswith("_ptr") or a == "S"),
+                                  num_warps=w) for kernel, sig, const, w in materialized[rung.name]]
+        return sass.Sass(arch, {name: body for p in parts for name, body in p.functions.items()})
+    if rung.backend == "triton" and rung.name in ta.GPU_TILES:
+        return sass.triton_sass(**ta.flash_sass_case(rung.name, head_dim=head_dim), arch=arch)
+    return None
+
+
+ATTENTION_FAMILIES_SASS = ("LDG", "LDS", "BAR", "SHFL", "MUFU.EX2", "HMMA", "LDSM", "HGMMA", "LDGSTS", "LDL")
+
+
+def attention_signatures(problem, archs=("sm_80", "sm_90"), families=ATTENTION_FAMILIES_SASS) -> str:
+    """Which opcode families each rung's SASS contains, per architecture (`×3`: three kernels)."""
+    out = []
+    for arch in archs:
+        variants = {}
+        for rung in problem.rungs:
+            s = attention_sass(rung, arch)
+            if s is not None:
+                variants[rung.label + (f" ×{len(s.functions)}" if len(s.functions) > 1 else "")] = s
+        out += [arch, signature_table(variants, families)]
+    return "\n".join(out)
+
+
+def attention_checks(problem) -> str:
+    """runner.format_checks; in the interpreter (no GPU) the slow Triton rungs at one small ragged S instead of
+    the usual three (rung 1 runs a scalar program per score: ~40 s there)."""
+    import dataclasses
+
+    from ladder import runner
+    from ladder.world import WORLD
+    if WORLD.gpu:
+        return runner.format_checks(problem)
+    small = dataclasses.replace(problem, interpret_shapes=[(1, 1, 9, 64, 1)])
+    return "\n".join(runner.format_checks(small if r.slow and r.backend == "triton" else problem, [r])
+                     for r in problem.rungs)
+
+
+def measured_intensity(profiles: list[dict], labels: list[str], problem) -> str:
+    """FLOP per DRAM byte each rung really moved (ncu), at its profiled shape."""
+    cells = []
+    for p in profiles:
+        label = f"{p['backend']}:{p['rung']}"
+        if label in labels:
+            m = p["metrics"]
+            cells.append(f"{label} {problem.flops(tuple(p['shape'])) / (m['dram_bytes_read'] + m['dram_bytes_write']):,.0f}")
+    return "FLOP per DRAM byte (ncu): " + (", ".join(cells) or "not profiled")
+
+
+def opcode_counts(problem, labels: list[str], arch: str, head_dims=(64, 128), families=("FFMA", "LDS", "LDL", "STL")) -> str:
+    """How many of each opcode family the SASS of each rung holds (static counts), per head dimension."""
+    lines = [f"{arch} SASS, instructions in the code (not executed counts)"]
+    for label in labels:
+        rung = problem.rung(*label.split(":"))
+        for d in head_dims:
+            s = attention_sass(rung, arch, d)
+            lines.append(f"  {label:16s} D{d:<4d}" + "".join(f"{f:>6s} {s.count(f):5d}" for f in families))
+    return "\n".join(lines)
+
+
+def bank_conflicts_per_fma(profiles: list[dict], labels: list[str], problem) -> str:
+    """Shared-memory bank conflicts (ncu) per warp-wide FMA the two products need (FLOPs / 2 / 32 lanes)."""
+    lines = []
+    for p in profiles:
+        label = f"{p['backend']}:{p['rung']}"
+        if label in labels:
+            fmas = problem.flops(tuple(p["shape"])) / 2 / 32
+            lines.append(f"{label:16s} {p['metrics']['shared_bank_conflicts']:.2e} bank conflicts, "
+                         f"{p['metrics']['shared_bank_conflicts'] / fmas:.3f} per warp-wide FMA")
+    return "\n".join(lines)

@@ -28,15 +28,6 @@ rec = results_mod.load()
 sheet = rec.data.get("datasheet")
 
 
-def _notebook_definitions(notebook: str, name: str) -> dict:
-    """Run the one lesson cell that defines `name` (a model the lesson teaches), as the lesson does."""
-    cell = next(c for c in nbformat.read(NOTEBOOKS / notebook, 4).cells
-                if c.cell_type == "code" and f"def {name}(" in c.source)
-    namespace = {"at": at}
-    exec(cell.source, namespace)
-    return namespace
-
-
 def _square_matmuls():
     return [r for r in rec.runs("matmul") if r["backend"] != "triton" and len(set(r["shape"])) == 1]
 
@@ -48,19 +39,12 @@ def _attention_memory():
     return figures.memory_needed(curves, sizes, {rec.gpu: memory}, "sequence length S (B=4, H=32, D=64)")
 
 
-def _attention_sweep():
+def _attention_sweep(backends: tuple[str, ...]):
     sweep = {tuple(s) for s in at.PROBLEM.sweep_shapes} | {at.HEADLINE[0]}
-    rows = [r for r in rec.runs("attention") if tuple(r["shape"]) in sweep]
+    rows = [r for r in rec.runs("attention") if tuple(r["shape"]) in sweep and r["backend"] in backends]
     limit = np.sqrt(rec.data["gpu"]["memory_bytes"] / (4 * 4 * 32))
     return figures.size_sweep(rows, lambda shape: shape[2], "S (B=4, H=32, D=64, not causal)", rec.label,
                               unavailable_from=limit, note="rungs 1-2: N/A (S×S fp32 > memory)")
-
-
-def _attention_modelled():
-    traffic_bytes = _notebook_definitions("04_attention.ipynb", "traffic_bytes")["traffic_bytes"]
-    res = runner.results(at.PROBLEM)
-    return figures.modelled_roofline(res.rows, at.PROBLEM, at.HEADLINE[0], traffic_bytes, res.ceilings, res.datasheet,
-                                     res.label, "attention B4 H32 S4096 D64")
 
 
 def _vector_add():
@@ -100,12 +84,14 @@ LESSON_FIGURES = [
     ("03_matmul_triton", "ladder_roofline", lambda: figures.ladder_roofline(
         rec.runs("matmul_bias_relu"), rec.profiles("matmul_bias_relu"), mbr.PROBLEM, (n,) * 3, rec.ceilings, sheet,
         rec.label, "relu(A·B + bias) 4096³")),
-    ("04_attention", "modelled_roofline", _attention_modelled),
-    ("04_attention", "ladder_roofline", lambda: figures.ladder_roofline(
+    ("04a_attention_cuda", "ladder_roofline", lambda: figures.ladder_roofline(
+        rec.runs("attention"), rec.profiles("attention"), at.PROBLEM.only("cuda", "torch"), at.HEADLINE[0],
+        rec.ceilings, sheet, rec.label, "CUDA attention B4 H32 S4096 D64")),
+    ("04a_attention_cuda", "memory_needed", _attention_memory),
+    ("04a_attention_cuda", "size_sweep", lambda: _attention_sweep(("cuda", "torch"))),
+    ("04b_attention_triton", "ladder_roofline", lambda: figures.ladder_roofline(
         rec.runs("attention"), rec.profiles("attention"), at.PROBLEM, at.HEADLINE[0], rec.ceilings, sheet, rec.label,
         "attention B4 H32 S4096 D64")),
-    ("04_attention", "memory_needed", _attention_memory),
-    ("04_attention", "size_sweep", _attention_sweep),
 ]
 
 
