@@ -241,6 +241,8 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
         key.append(Line2D([], [], ls="", marker="o", ms=11, mfc="white", color="0.3",
                           label="hollow: the same rung by the bytes the SMs moved through L2 (ncu)"))
     key.append(Line2D([], [], ls="-", color="0.3", label="roofs measured on this GPU (solid), datasheet (dashed)"))
+    if not ceilings.get("l2_TBps"):   # recorded before L2 was measured (ladder.ceilings.l2_TBps): no roof to draw
+        key.append(Line2D([], [], ls="", label="no L2 roof: these ceilings have no measured L2 bandwidth"))
     fig.legend(handles=key, loc="upper left", bbox_to_anchor=(ax.get_position().x0, ax.get_position().y0 - 0.1),
                fontsize=7.5, ncol=2 if len(key) > 6 else 1, frameon=False)
     return ax

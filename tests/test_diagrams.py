@@ -9,9 +9,6 @@ from pathlib import Path
 import nbformat
 import pytest
 from matplotlib.text import Text
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from triton.runtime.jit import JITFunction
 
 import kernels.attention as at
 import kernels.matmul as mm
@@ -184,7 +181,10 @@ def test_causal_skip_is_the_kernels_rule_and_follows_the_tiles(monkeypatch):
 def ttgir(case: dict, capability: int) -> str:
     """The TritonGPU IR of a kernel (one of the modules' SASS cases) compiled for sm_<capability>, no GPU needed:
     the layouts and shared-memory buffers the compiler chose."""
-    import triton
+    import triton   # here, not at the top: ladder (imported first) sets TRITON_INTERPRET on CPU before triton loads
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
     kernel = case["kernel"]
     while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):
         kernel = kernel.fn
@@ -331,3 +331,29 @@ def test_attention_search_marks_the_recorded_winner():
             assert any(ax.get_title().startswith(f"D = {r.shape[3]}: ★ {autotune.format_config(r.best)}")
                        for ax in fig.axes)
         assert texts(fig).count("★") == len(reports)
+
+
+# ------------------------------------------------------------- the L2 roof (ladder.ceilings.l2_TBps, ladder.roofline)
+
+def test_l2_read_kernel_reads_every_block_each_pass():
+    import torch
+    from ladder import ceilings
+    x = torch.rand(3 * ceilings.L2_BLOCK)
+    for passes, programs in ((1, 1), (2, 2), (3, 4)):
+        out = ceilings.l2_read(x, passes, programs)
+        assert out.shape == (programs,) and torch.isclose(out.sum(), passes * x.sum(), rtol=1e-4)
+
+
+def test_l2_roof_only_when_measured():
+    import matplotlib.pyplot as plt
+    from ladder import roofline
+    pts = [roofline.Point("cuda:5_pipelined", 300.0, 400.0, "cuda", 40.0)]
+    measured = {"copy_TBps": 3.0, "fp32_TFLOPs": 58.0, "fp16_tc_TFLOPs": 700.0}
+    for ceilings, l2 in ((measured, False), (dict(measured, l2_TBps=10.5), True)):
+        ax = roofline.plot(pts, ceilings)
+        roofs = [line.get_gid() for line in ax.get_lines() if line.get_gid()]
+        assert any(r.startswith("L2 copy 10.50 TB/s") for r in roofs) == l2
+        key = [t.get_text() for legend in ax.figure.legends for t in legend.get_texts()]
+        assert ("no L2 roof: these ceilings have no measured L2 bandwidth" in key) != l2
+        assert figcheck.collisions(ax.figure) == []
+        plt.close(ax.figure)
