@@ -1,6 +1,8 @@
 """python -m ladder COMMAND
 
   info                 this machine: world, GPU, datasheet, measured (or recorded) ceilings
+  compare [GPU..]      recordings side by side (default: every results/*.json): ceilings, and
+                       the top rungs against cuBLAS / SDPA timed in the same run
   lab [JUPYTER ARGS..] JupyterLab on the repository root, opened at the first lesson
   record [PROBLEM..]   check and time every rung on this GPU, profile with ncu if present,
                        write results/<gpu>.json (rows of the rungs not run this time are kept);
@@ -45,6 +47,10 @@ def cmd_info(args) -> None:
     else:
         rec = results_mod.load()
         print(f"ceilings {rec.label}: " + ", ".join(f"{k} {v:.2f}" for k, v in rec.ceilings.items()))
+
+
+def cmd_compare(args) -> None:
+    print(results_mod.side_by_side(args.gpus or None))
 
 
 def cmd_lab(args) -> None:
@@ -220,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("info")
     p.add_argument("--refresh", action="store_true", help="measure the ceilings again")
     p.set_defaults(fn=cmd_info)
+    p = sub.add_parser("compare", help="recordings side by side: ceilings and the top rungs against their anchors")
+    p.add_argument("gpus", nargs="*", help="recording names (results/<name>.json), e.g. nvidia-h200")
+    p.set_defaults(fn=cmd_compare)
     sub.add_parser("lab", help="JupyterLab on the repository root; other arguments go to JupyterLab "
                                "(e.g. --no-browser --port 8890)").set_defaults(fn=cmd_lab)
     p = sub.add_parser("record")

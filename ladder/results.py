@@ -196,3 +196,36 @@ def merge(old: dict | None, new: dict) -> dict:
     in_use = {r.get("recorded") for r in merged["runs"]}
     merged["sessions"] = [s for s in _sessions(old, new) if s["date"] in in_use]
     return merged
+
+
+CEILING_NAMES = {"copy_TBps": "copy, TB/s", "l2_TBps": "L2 read, TB/s", "fp32_TFLOPs": "fp32 FMA, TFLOP/s",
+                 "fp16_tc_TFLOPs": "fp16 tensor cores (cuBLAS), TFLOP/s"}
+# the rows a side-by-side compares: the memory-bound vector add, each ladder's top rungs, beside their anchor
+HEADLINES = [("vector_add", "cuda:2_vectorized", (1000000000,), "torch:add"),
+             ("matmul", "cuda:7_wgmma", (8192, 8192, 8192), "torch:cublas"),
+             ("matmul", "cuda:8_tma_warp_specialized", (8192, 8192, 8192), "torch:cublas"),
+             ("matmul", "triton:6_autotuned", (4096, 4096, 4096), "torch:cublas"),
+             ("matmul", "triton:6_autotuned", (8192, 8192, 8192), "torch:cublas"),
+             ("attention", "cuda:6_autotuned", (4, 32, 4096, 64, 0), "torch:sdpa"),
+             ("attention", "triton:6_autotuned", (4, 32, 4096, 64, 0), "torch:sdpa"),
+             ("attention", "triton:6_autotuned", (4, 32, 4096, 128, 0), "torch:sdpa")]
+
+
+def side_by_side(slugs: list[str] | None = None) -> str:
+    """A markdown table of recordings side by side: the measured ceilings, then each headline rung's time and
+    its ratio to the anchor timed in the same run ("-" where a recording lacks the row or its run's anchor)."""
+    recs = [load(s) for s in (slugs or sorted(p.stem for p in RESULTS_DIR.glob("*.json")))]
+    lines = ["| | " + " | ".join(r.gpu for r in recs) + " |", "|---" * (len(recs) + 1) + "|"]
+    for key, name in CEILING_NAMES.items():
+        lines.append(f"| {name} | " + " | ".join(f"{r.ceilings[key]:.2f}" if key in r.ceilings else "not measured"
+                                                  for r in recs) + " |")
+    for problem, label, shape, anchor in HEADLINES:
+        backend, rung = label.split(":")
+        cells = []
+        for r in recs:
+            row = next(iter(r.runs(problem, backend=backend, rung=rung, shape=list(shape))), None)
+            base = row and run_anchor(row, anchor, r)
+            cells.append("-" if row is None else f"{row['ms']:.3f} ms" + (f", {base['ms'] / row['ms']:.3f}x {anchor.split(':')[1]}"
+                                                                        if base else ""))
+        lines.append(f"| {problem} {label} {'x'.join(map(str, shape))} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -52,3 +52,18 @@ def test_a_cpu_run_of_cpu_notebooks_goes_ahead(tmp_path, capsys):
     assert cli.main(["notebooks", str(path)]) == 0
     nb = nbformat.read(path, as_version=4)
     assert nb.cells[0].outputs[0]["text"] == "42\n" and nb.metadata["kernel_ladder"]["world"].startswith("CPU only")
+
+
+def test_compare_sets_the_recordings_side_by_side(capsys):
+    assert cli.main(["compare", "nvidia-h100-80gb-hbm3", "nvidia-h200"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0] == "| | NVIDIA H100 80GB HBM3 | NVIDIA H200 |"
+    copy = next(line for line in table if line.startswith("| copy"))
+    h100, h200 = (float(x) for x in copy.strip("|").split("|")[1:])
+    assert h200 > 1.3 * h100  # HBM3e: the memory roof follows the GPU
+    assert any("x cublas" in line for line in table if line.startswith("| matmul"))
+
+
+def test_compare_names_a_missing_recording(capsys):
+    assert cli.main(["compare", "nosuch-gpu"]) == 2
+    assert "no recorded results for nosuch-gpu" in capsys.readouterr().err
