@@ -119,6 +119,16 @@ def load(slug: str | None = None) -> Recording:
     return Recording(path, json.loads(path.read_text()))
 
 
+def load_having(kind: str) -> Recording:
+    """The preferred GPU's recording if it has rows of `kind` (e.g. "capstone"), else the first that does;
+    the preferred one if none has (its rows of that kind are then empty)."""
+    first = load()
+    if first.data.get(kind):
+        return first
+    others = (load(p.stem) for p in sorted(RESULTS_DIR.glob("*.json")))
+    return next((r for r in others if r.data.get(kind)), first)
+
+
 def save(data: dict) -> Path:
     path = path_for(data["provenance"]["slug"])
     RESULTS_DIR.mkdir(exist_ok=True)

@@ -198,3 +198,23 @@ def test_record_capstone_writes_its_row_with_provenance(tmp_path, monkeypatch):
     assert cli.main(["record", "capstone"]) == 0
     rows = results.load(gpu.slug).data["capstone"]
     assert len(rows) == 1 and rows[0]["variants"]["eager"]["ms"] == 11.0   # recorded again: replaced
+
+
+def test_the_lesson_reads_the_recording_that_holds_the_capstone(tmp_path, monkeypatch):
+    from ladder import results
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    base = {"provenance": {"gpu": "G", "date": "d"}, "ceilings": {}}
+    (tmp_path / f"{results.PREFERRED}.json").write_text(json.dumps(base))
+    (tmp_path / "other-gpu.json").write_text(json.dumps({**base, "capstone": [{"model": "gpt2-small"}]}))
+    assert results.load_having("capstone").path.stem == "other-gpu"
+    assert results.load_having("power").path.stem == results.PREFERRED  # none has it: the preferred one
+    (tmp_path / f"{results.PREFERRED}.json").write_text(json.dumps({**base, "capstone": [{"model": "gpt2-small"}]}))
+    assert results.load_having("capstone").path.stem == results.PREFERRED
+
+
+def test_the_variant_table_says_how_busy_the_gpu_was():
+    row = fake_row()
+    row["profiles"]["compile + ours"]["us_per_step"] = {"matmul": 2000.0, "attention": 1000.0}  # 3 ms of kernels
+    row["variants"]["compile + ours"]["ms"] = 6.0
+    line = next(x for x in endtoend.variant_table(row).splitlines() if x.startswith("compile + ours"))
+    assert "3.000" in line and "50%" in line  # half the measured time, the GPU waited for the host

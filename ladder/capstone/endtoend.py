@@ -140,13 +140,17 @@ def predictions(row: dict) -> dict:
 
 
 def variant_table(row: dict) -> str:
-    """The four variants: measured time and spread, speed-up over eager, Amdahl's prediction where one applies."""
+    """The four variants: measured time and spread, speed-up over eager, Amdahl's prediction where one applies,
+    and how busy the GPU was: the profile's kernel time per step over the measured time (well under 100%: the
+    GPU waited for the host between kernels)."""
     predicted = predictions(row)
     eager = row["variants"]["eager"]["ms"]
-    lines = [f"{'variant':16s} {'ms':>8s} {'p20-p80':>17s} {'vs eager':>9s} {'Amdahl ms':>10s} {'max rel. err':>12s}"]
+    lines = [f"{'variant':16s} {'ms':>8s} {'p20-p80':>17s} {'vs eager':>9s} {'Amdahl ms':>10s} {'kernels ms':>10s} "
+             f"{'GPU busy':>8s} {'max rel. err':>12s}"]
     for name in VARIANTS:
         v = row["variants"][name]
         guess = f"{predicted[name]:10.3f}" if name in predicted else f"{'-':>10s}"
+        kernels = sum(row["profiles"][name]["us_per_step"].values()) / 1e3
         lines.append(f"{name:16s} {v['ms']:8.3f} {v['ms_p20']:8.3f}-{v['ms_p80']:<8.3f} {eager / v['ms']:8.3f}x "
-                     f"{guess} {row['errors'][name]:12.1e}")
+                     f"{guess} {kernels:10.3f} {min(kernels / v['ms'], 1):8.0%} {row['errors'][name]:12.1e}")
     return "\n".join(lines)
