@@ -118,7 +118,7 @@ def compute_unit(problem, rung, gpu) -> str:
     the unit of the problem's compute roof."""
     if rung.backend == "torch":
         return "tensor cores" if problem.compute_roof == "fp16_tc_TFLOPs" else "CUDA cores"
-    if rung.needs not in ("tensor_cores", "wgmma"):
+    if rung.needs not in ("tensor_cores", "wgmma", "tma"):   # the TMA rungs feed wgmma
         return "CUDA cores"
     if rung.fallback and not gpu.has(rung.fallback[0]) and "CUDA cores" in rung.fallback[1]:
         return "CUDA cores"
@@ -393,4 +393,46 @@ def bank_conflicts_per_fma(profiles: list[dict], labels: list[str], problem) -> 
             fmas = problem.flops(tuple(p["shape"])) / 2 / 32
             lines.append(f"{label:16s} {p['metrics']['shared_bank_conflicts']:.2e} bank conflicts, "
                          f"{p['metrics']['shared_bank_conflicts'] / fmas:.3f} per warp-wide FMA")
+    return "\n".join(lines)
+
+
+# ---- Lesson 03 (Triton matmul): what its cells print, kept out of the notebook ----
+
+def matmul_lines_vs_speed(rows: list[dict], shape: tuple = (4096, 4096, 4096)) -> str:
+    """Lines of code (neither blank nor comment) of what each matmul rung runs, beside its TFLOP/s at `shape`:
+    the CUDA rung's file (rungs 4-7 also include tensor_core.cuh, counted once; rung 6 includes rung 5's file)
+    and the Triton rung's kernel functions (rungs 3-5 share one kernel and its helpers). Launchers not counted."""
+    import kernels.matmul as mm
+    from kernels.triton import matmul as tm
+    at = {f"{r['backend']}:{r['rung']}": r["tflops"] for r in rows if tuple(r["shape"]) == tuple(shape)}
+    cuda = {r.name: lines_of_code((ROOT / r.source).read_text(), "//") for r in mm.PROBLEM.rungs if r.backend == "cuda"}
+    header = lines_of_code((ROOT / mm.CUDA_DIR / "tensor_core.cuh").read_text(), "//")
+    tiled = [tm.tile_coords, tm.tile_product, tm.store_tile]
+    kernels = {"1_naive": [tm.naive_kernel], "2_coalesced": [tm.coalesced_kernel],
+               **{n: [*tiled, tm.matmul_kernel] for n in ("3_tiled", "4_tensor_core", "5_pipelined")},
+               "6_autotuned": [*tiled, tm.persistent_kernel],
+               "7_tma_persistent": [tm.tile_coords, tm.store_tile, tm.tma_persistent_kernel]}
+    triton = {n: sum(lines_of_code(code(k)) for k in ks) for n, ks in kernels.items()}
+    twins = {c: next((t for t in triton if t.split("_")[0] == c.split("_")[0]), None) for c in cuda}
+    def speed(label):
+        return f"{at[label]:8.1f}" if label in at else f"{'-':>8s}"
+    lines = [f"tensor_core.cuh (included by the CUDA tensor-core rungs): {header} lines; TFLOP/s at {'x'.join(map(str, shape))}",
+             f"{'CUDA rung':28s} {'lines':>5s} {'TFLOP/s':>8s}   {'Triton rung':18s} {'lines':>5s} {'TFLOP/s':>8s}"]
+    for c, t in twins.items():
+        right = f"{t:18s} {triton[t]:5d} {speed('triton:' + t)}" if t and c[1] != "b" else ""
+        lines.append(f"{c:28s} {cuda[c]:5d} {speed('cuda:' + c)}   {right}")
+    lines.append(f"{'torch:cublas':28s} {'':5s} {speed('torch:cublas')}")
+    return "\n".join(lines)
+
+
+def profiled_kernels(recording, problem: str, width: int = 34) -> str:
+    """Per recorded profile of `problem`: DRAM MB read and written (ncu) and the kernels that ran, short names."""
+    lines = [f"{'variant':18s} {'DRAM read MB':>13s} {'written MB':>11s}  kernels (ncu)"]
+    for p in recording.profiles(problem):
+        m = p["metrics"]
+        names = ", ".join(k.split("(")[0].split("<")[0][:width] for k in m.get("kernels", []))
+        lines.append(f"{p['backend'] + ':' + p['rung']:18s} {m['dram_bytes_read'] / 1e6:13.0f} "
+                     f"{m['dram_bytes_write'] / 1e6:11.0f}  {names}")
+    shape = recording.profiles(problem)[0]["shape"] if recording.profiles(problem) else None
+    lines.append(f"(ncu at {'x'.join(map(str, shape)) if shape else '-'}, {recording.label})")
     return "\n".join(lines)
