@@ -4,12 +4,19 @@
 * l2_TBps: a read kernel over a buffer that fits in L2 (a quarter of it, at most 8 MB), read many times over:
   the L2 roof of the hierarchical roofline (recordings made before it was measured have no L2 roof);
 * fp32_TFLOPs: a CUDA-core kernel of independent FMAs (kernels/cuda/ceilings/fma_peak.cu);
-* fp16_tc_TFLOPs: a large fp16 matmul through cuBLAS (torch.matmul), on random data.
+* fp16_tc_TFLOPs: a large fp16 matmul through cuBLAS (torch.matmul), on random data;
+* mma_sync_TFLOPs: independent mma.sync m16n8k16 (HMMA) from registers (kernels/cuda/ceilings/mma_sync_peak.cu),
+  the instruction CUDA rungs 4-6 use: on sm_75, which has only m16n8k8, each is two m16n8k8 (measured the same way);
+* wgmma_TFLOPs (Hopper, sm_90 only): wgmma m64n256k16 (HGMMA) from shared memory (kernels/cuda/ceilings/wgmma_peak.cu),
+  the instruction rungs 7-8 use.
+The two instruction roofs are left out where the GPU lacks the instruction (no key: not measured), and
+recordings made before they were measured have none: the roofline then draws no such roof.
 """
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -79,17 +86,127 @@ def fp16_tc_TFLOPs(n: int = 8192) -> float:
     return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
+# ---------------------------------------------------------------- instruction roofs (tensor cores)
+
+class CeilingError(RuntimeError):
+    """A ceiling's microbenchmark failed to compile, to launch, or to compute what it counts."""
+
+
+MMA_SYNC = dict(chains=8, warps=8, blocks_per_sm=4)   # CHAINS in mma_sync_peak.cu; 256 threads, 32 warps an SM
+WGMMA = dict(warpgroups=2, k_steps=4, n=256)          # WARPGROUPS, K_STEPS, BN in wgmma_peak.cu; one block an SM
+OPERAND = 2.0**-5   # every A and B element: a power of two, so each accumulator's end value is exact
+
+
+def _half2_bits(x: float) -> np.uint32:
+    """Two fp16 copies of `x` in one 32-bit register, as an mma fragment register holds them."""
+    return np.array([x, x], dtype=np.float16).view(np.uint32)[0]
+
+
+def _run_checked(name: str, gpu: GPU, launch, expected: float) -> None:
+    """Run a microbenchmark once and check every thread's sum; any failure becomes a CeilingError that names the
+    kernel and the GPU (a kernel that cannot launch, or that did not do the mmas its FLOPs count, is no roof)."""
+    try:
+        out = launch()
+        torch.cuda.synchronize()
+    except Exception as e:  # CompileError, NotAvailable, a CuPy/CUDA driver error: say which kernel, on which GPU
+        raise CeilingError(f"{name} failed on the {gpu.name} ({gpu.arch}): {type(e).__name__}: {e}") from e
+    wrong = (out != expected).sum().item()
+    if wrong:
+        raise CeilingError(f"{name} on the {gpu.name}: {wrong} of {out.numel()} threads' sums differ from {expected} "
+                           f"(e.g. {out.flatten()[0].item()}): the kernel did not compute the mmas its FLOPs count")
+
+
+def mma_sync_run(gpu: GPU, iters: int, blocks: int | None = None) -> torch.Tensor:
+    """mma_sync_peak over `blocks` blocks (default: MMA_SYNC's per SM) of MMA_SYNC's warps; each thread's sum."""
+    module = cuda.load("ceilings/mma_sync_peak.cu")
+    blocks = blocks or gpu.sm_count * MMA_SYNC["blocks_per_sm"]
+    threads = 32 * MMA_SYNC["warps"]
+    out = torch.empty(blocks * threads, dtype=torch.float32, device="cuda")
+    bits = _half2_bits(OPERAND)
+    cuda.launch(module, "mma_sync_peak", blocks, threads, (out, np.int32(iters), bits, bits, np.uint32(0)))
+    return out
+
+
+def mma_sync_expected(iters: int) -> float:
+    """Each thread's sum: CHAINS fragments of 4 accumulators, each iters x (16 products of OPERAND²)."""
+    return MMA_SYNC["chains"] * 4 * iters * 16 * OPERAND**2
+
+
+def mma_sync_TFLOPs(gpu: GPU, iters: int = 1024) -> float | None:
+    """Peak of mma.sync m16n8k16 (fp16 in, fp32 accumulate): None where the GPU has no tensor cores (before
+    sm_75). On sm_75 each m16n8k16 runs as two m16n8k8 (tensor_core.cuh's mma_16816): the roof of rungs 4-6 there."""
+    if not gpu.has("tensor_cores"):
+        return None
+    blocks = gpu.sm_count * MMA_SYNC["blocks_per_sm"]
+    _run_checked("mma_sync_peak.cu", gpu, lambda: mma_sync_run(gpu, iters, blocks), mma_sync_expected(iters))
+    ms = bench(lambda: mma_sync_run(gpu, iters, blocks)).median_ms
+    flops = blocks * MMA_SYNC["warps"] * iters * MMA_SYNC["chains"] * 2 * 16 * 8 * 16
+    return flops / (ms * 1e-3) / 1e12
+
+
+def has_wgmma(gpu: GPU) -> bool:
+    """wgmma is Hopper's alone (sm_90a): not on older GPUs, nor on Blackwell, nor on an emulated older GPU."""
+    return gpu.capability == (9, 0) and gpu.emulated_on is None
+
+
+def wgmma_run(gpu: GPU, iters: int, blocks: int | None = None) -> torch.Tensor:
+    """wgmma_peak over `blocks` blocks (default: one per SM) of WGMMA's warpgroups; each thread's sum."""
+    module = cuda.load("ceilings/wgmma_peak.cu", arch="sm_90a")
+    blocks = blocks or gpu.sm_count
+    threads = 128 * WGMMA["warpgroups"]
+    out = torch.empty(blocks * threads, dtype=torch.float32, device="cuda")
+    cuda.launch(module, "wgmma_peak", blocks, threads, (out, np.int32(iters), np.float32(OPERAND)))
+    return out
+
+
+def wgmma_expected(iters: int) -> float:
+    """Each thread's sum: 128 accumulators, each iters x K_STEPS x (16 products of OPERAND²)."""
+    return 128 * iters * WGMMA["k_steps"] * 16 * OPERAND**2
+
+
+def wgmma_TFLOPs(gpu: GPU, iters: int = 2048) -> float | None:
+    """Peak of wgmma m64n256k16 (fp16 in from shared memory, fp32 accumulate): None off Hopper (see has_wgmma)."""
+    if not has_wgmma(gpu):
+        return None
+    _run_checked("wgmma_peak.cu", gpu, lambda: wgmma_run(gpu, iters), wgmma_expected(iters))
+    ms = bench(lambda: wgmma_run(gpu, iters)).median_ms
+    flops = gpu.sm_count * WGMMA["warpgroups"] * iters * WGMMA["k_steps"] * 2 * 64 * WGMMA["n"] * 16
+    return flops / (ms * 1e-3) / 1e12
+
+
+INSTRUCTION_ROOFS = ("mma_sync_TFLOPs", "wgmma_TFLOPs")
+
+
 def measure(gpu: GPU | None = None, refresh: bool = False) -> dict:
-    """Measured ceilings of this GPU: from the cache unless `refresh`, else measured (~10 s)."""
+    """Measured ceilings of this GPU: from the cache unless `refresh`, else measured (~15 s).
+
+    The instruction roofs come last and only where the GPU has the instruction; one that fails is left out with a
+    warning that says why (the other ceilings are kept, and the next call tries it again)."""
     require_gpu("Measuring ceilings")
     gpu = gpu or detect()
     cache = CACHE_DIR / f"ceilings-{gpu.slug}.json"
     measures = {"copy_TBps": copy_TBps, "l2_TBps": lambda: l2_TBps(gpu), "fp32_TFLOPs": lambda: fp32_TFLOPs(gpu),
                 "fp16_tc_TFLOPs": fp16_tc_TFLOPs}
+    if gpu.has("tensor_cores"):
+        measures["mma_sync_TFLOPs"] = lambda: mma_sync_TFLOPs(gpu)
+    if has_wgmma(gpu):
+        measures["wgmma_TFLOPs"] = lambda: wgmma_TFLOPs(gpu)
     result = json.loads(cache.read_text()) if cache.exists() and not refresh else {}
     if set(measures) <= set(result):
         return result
-    result.update({name: run() for name, run in measures.items() if name not in result})  # an older cache: the rest
+    for name, run in measures.items():   # an older cache: the rest
+        if name in result:
+            continue
+        if name not in INSTRUCTION_ROOFS:
+            result[name] = run()
+            continue
+        try:
+            value = run()
+        except CeilingError as e:
+            warnings.warn(f"{name} not measured: {e}", RuntimeWarning, stacklevel=2)
+            continue
+        if value is not None:
+            result[name] = value
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(result, indent=1))
     return result

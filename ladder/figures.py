@@ -22,15 +22,38 @@ def _legend_outside(ax, **kw):
     return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, **kw)
 
 
+def _rows_gpu(rows: list[dict]):
+    """The GPU the rows were timed on: this one for live rows, the default recording's for recorded rows (what
+    runner.results and results.load give on a machine without a GPU); None where neither is known."""
+    from ladder import hardware, lesson, results
+    if any("recorded" not in r for r in rows):
+        return hardware.detect()
+    try:
+        return lesson.datasheet_gpu(results.load().gpu)
+    except Exception:   # no recording, or its GPU is not in the datasheet table: the key names no unit
+        return None
+
+
+def _with_units(pts: list[roofline.Point], rows: list[dict], problem) -> list[roofline.Point]:
+    """`pts`, each told which unit does its rung's math on the rows' GPU (roofline.unit), for the key."""
+    gpu = _rows_gpu(rows)
+    rungs = {r.label: r for r in problem.rungs}
+    for p in pts:
+        if gpu is not None and p.label in rungs:
+            p.unit = roofline.unit(problem, rungs[p.label], gpu)
+    return pts
+
+
 def ladder_roofline(rows: list[dict], profiles: list[dict], problem, shape: tuple, ceilings: dict,
                     datasheet: dict | None, source: str, what: str):
     """The rungs at `shape` on the roofline, placed by the DRAM and L2 bytes ncu measured where profiled
-    (else by the problem's minimum bytes, said in the title)."""
+    (else by the problem's minimum bytes, said in the title); the key says which unit each rung's math uses."""
     pts = roofline.measured_points(rows, profiles, problem, shape)
     placed = "by the DRAM (filled) and L2 (hollow) bytes ncu measured"
     if not pts:
         pts, placed = roofline.points(rows, problem, shape), "by the fewest bytes the problem must move"
-    return roofline.plot(pts, ceilings, datasheet, source=source, title=f"{what}, {placed}\n{source}").figure
+    return roofline.plot(_with_units(pts, rows, problem), ceilings, datasheet, source=source,
+                         title=f"{what}, {placed}\n{source}").figure
 
 
 def best_positions(examples: dict[str, tuple[float, str]], ceilings: dict, datasheet: dict | None, source: str):
@@ -138,5 +161,5 @@ def modelled_roofline(rows: list[dict], problem, shape: tuple, model_bytes, ceil
     """The rungs at `shape` placed by the bytes a model says they move (`model_bytes(rung name, shape)`)."""
     pts = [roofline.Point(p.label, problem.flops(tuple(shape)) / model_bytes(p.label.split(":")[1], shape),
                           p.tflops, p.backend) for p in roofline.points(rows, problem, shape)]
-    return roofline.plot(pts, ceilings, datasheet, source=source,
+    return roofline.plot(_with_units(pts, rows, problem), ceilings, datasheet, source=source,
                          title=f"{what}, by modelled bytes\n{source}").figure

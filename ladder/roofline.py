@@ -17,11 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 
 ROOFS = {"fp32_TFLOPs": "fp32 CUDA cores", "fp16_tc_TFLOPs": "fp16 tensor cores"}
-ROOF_COLORS = {"fp32_TFLOPs": "tab:orange", "fp16_tc_TFLOPs": "tab:red"}
+# Instruction roofs (ladder.ceilings: microbenchmarks of one tensor-core instruction), drawn only where measured:
+# recordings made before them, and GPUs without the instruction (wgmma off Hopper), have none.
+INSTRUCTION_ROOFS = {"mma_sync_TFLOPs": "mma.sync", "wgmma_TFLOPs": "wgmma"}
+ROOF_COLORS = {"fp32_TFLOPs": "tab:orange", "fp16_tc_TFLOPs": "tab:red", "mma_sync_TFLOPs": "tab:olive",
+               "wgmma_TFLOPs": "tab:brown"}
 # What each roof is, as measured (ladder.ceilings) and on the datasheet: the tensor-core roof we measure is
 # cuBLAS's speed, a library anchor rather than the unit's peak, and the plot says so.
 ROOF_NAMES = {"measured": {"copy_TBps": "DRAM copy", "l2_TBps": "L2 copy", "fp32_TFLOPs": "FMA kernel",
-                           "fp16_tc_TFLOPs": "cuBLAS 8192³"},
+                           "fp16_tc_TFLOPs": "cuBLAS 8192³", **INSTRUCTION_ROOFS},
               "datasheet": {"copy_TBps": "HBM datasheet", "fp32_TFLOPs": "fp32 datasheet",
                             "fp16_tc_TFLOPs": "fp16 tensor-core datasheet"}}
 BANDWIDTHS = ("copy_TBps", "l2_TBps")
@@ -52,6 +56,7 @@ class Point:
     tflops: float      # achieved
     backend: str = "cuda"
     l2_intensity: float | None = None   # FLOP per byte moved between L2 and the SMs (ncu), when profiled
+    unit: str | None = None   # what does its math: "CUDA cores", "mma.sync", "wgmma" (see `unit`), said in the key
 
     @property
     def glyph(self) -> str:
@@ -59,6 +64,20 @@ class Point:
         name = self.label.split(":")[-1]
         number = re.match(r"\d+[a-z]?(?=_|$)", name)
         return number.group(0) if number else LIBRARY_GLYPHS.get(name, name[:1].upper())
+
+
+def unit(problem, rung, gpu) -> str:
+    """The unit and instruction a rung's math runs on, on `gpu`: "CUDA cores" (FMA/FADD: rungs without tensor cores,
+    and tl.dot before sm_80), "mma.sync" (HMMA: CUDA rungs 4-6; Triton's tl.dot on sm_80-89), "wgmma" (HGMMA: CUDA
+    rungs 7-8; Triton's tl.dot on Hopper, as tests/test_matmul_triton.py finds in its SASS), or "tensor cores" for a
+    library anchor (cuBLAS, SDPA), whose instruction is the library's choice."""
+    from ladder.lesson import compute_unit
+    where = compute_unit(problem, rung, gpu)
+    if where == "CUDA cores" or rung.backend == "torch":
+        return where
+    if rung.needs in ("wgmma", "tma") or (rung.backend == "triton" and gpu.capability == (9, 0)):
+        return "wgmma"
+    return "mma.sync"
 
 
 def points(rows: list[dict], problem, shape: tuple | None = None) -> list[Point]:
@@ -94,14 +113,15 @@ def measured_points(runs: list[dict], profiles: list[dict], problem, shape: tupl
 def _roof_segments(sheet: dict, tag: str, lo: float, hi: float):
     """(label, xs, ys, color) for each roof of one sheet of ceilings, over intensities lo..hi."""
     xs = np.geomspace(lo, hi, 400)
-    top = max(sheet[k] for k in ROOFS)
+    flat = [k for k in (*ROOFS, *INSTRUCTION_ROOFS) if sheet.get(k) and k in ROOF_NAMES[tag]]
+    top = max(sheet[k] for k in flat)
     names = ROOF_NAMES[tag]
     for key in BANDWIDTHS:
         if sheet.get(key) and key in names:
             ys = xs * sheet[key]
             keep = ys <= top
             yield f"{names[key]} {sheet[key]:.2f} TB/s", xs[keep], ys[keep], "tab:purple" if key == "l2_TBps" else "k"
-    for key in ROOFS:
+    for key in flat:
         keep = xs >= min(sheet[key] / sheet["copy_TBps"], hi)
         yield f"{names[key]} {sheet[key]:.0f} TFLOP/s", xs[keep], np.full(keep.sum(), sheet[key]), ROOF_COLORS[key]
 
@@ -134,9 +154,10 @@ def _draw_points(ax, pts, arrows, size=170):
                                         shrinkA=8, shrinkB=8))
 
 
-def _label_roofs(ax):
+def _label_roofs(ax) -> set[str]:
     """Write each roof's name on the roof itself, at the first place along it where the text covers no
-    marker and no other label (tried from the right end of the roof leftwards)."""
+    marker and no other label (tried from the right end of the roof leftwards). Returns the names written."""
+    placed = set()
     fig = ax.figure
     renderer = fig.canvas.get_renderer()
     taken = [_marker_box(ax, x, y, s) for x, y, s in _markers(ax)]
@@ -153,8 +174,10 @@ def _label_roofs(ax):
             if ax.bbox.contains(box.x0, box.y0) and ax.bbox.contains(box.x1, box.y1) \
                     and not any(box.overlaps(t) for t in taken):
                 taken.append(box)
+                placed.add(line.get_gid())
                 break
             text.remove()
+    return placed
 
 
 def _slope_degrees(ax, line) -> float:
@@ -208,7 +231,7 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     else:
         fig, zoom_ax = ax.figure, None
     xs_seen = [x for p in pts for x in (p.intensity, p.l2_intensity) if x] or [1.0]
-    roof_top = max(ceilings[k] for k in ROOFS)
+    roof_top = max(ceilings.get(k) or 0 for k in (*ROOFS, *INSTRUCTION_ROOFS))
     lo = min(min(xs_seen) / 4, 0.05)
     hi = max(max(xs_seen) * 4, 4 * ridge(ceilings["copy_TBps"], roof_top))
     ys_seen = [p.tflops for p in pts] or [roof_top]
@@ -232,17 +255,27 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
         (x0, x1), (y0, y1) = zoom_ax.get_xlim(), zoom_ax.get_ylim()
         ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, ls=":", color="0.4", zorder=0))
     fig.canvas.draw()
-    for where, *_ in panels:
-        _label_roofs(where)
+    placed = set().union(*(_label_roofs(where) for where, *_ in panels))
+    unlabelled = {line.get_gid(): line for line in ax.get_lines() if line.get_gid() and line.get_gid() not in placed}
     key = [Line2D([], [], ls="", marker="o", ms=11, color=BACKEND_COLORS.get(p.backend, "k"),
                   label=f"{p.glyph:>3s}  {p.label}: {p.tflops:.3g} TFLOP/s at {p.intensity:.3g} FLOP/B"
-                  + (f" (L2: {p.l2_intensity:.3g})" if p.l2_intensity else "")) for p in pts]
+                  + (f" (L2: {p.l2_intensity:.3g})" if p.l2_intensity else "") + (f" [{p.unit}]" if p.unit else ""))
+           for p in pts]
     if any(p.l2_intensity for p in pts):
         key.append(Line2D([], [], ls="", marker="o", ms=11, mfc="white", color="0.3",
                           label="hollow: the same rung by the bytes the SMs moved through L2 (ncu)"))
     key.append(Line2D([], [], ls="-", color="0.3", label="roofs measured on this GPU (solid), datasheet (dashed)"))
+    for name, line in unlabelled.items():   # roofs too close to others for their name to fit on them in any panel
+        key.append(Line2D([], [], ls=line.get_linestyle(), color=line.get_color(), label=name))
     if not ceilings.get("l2_TBps"):   # recorded before L2 was measured (ladder.ceilings.l2_TBps): no roof to draw
         key.append(Line2D([], [], ls="", label="no L2 roof: these ceilings have no measured L2 bandwidth"))
+    if any(p.unit for p in pts):
+        key.append(Line2D([], [], ls="", label="[unit]: what does each rung's math (CUDA cores; mma.sync = HMMA, "
+                                               "wgmma = HGMMA on tensor cores)"))
+    missing = [name for k, name in INSTRUCTION_ROOFS.items() if not ceilings.get(k)
+               and any(p.unit == name for p in pts)]
+    if missing:   # a rung on an instruction whose roof these ceilings lack (recorded before it was measured)
+        key.append(Line2D([], [], ls="", label=f"no {' or '.join(missing)} roof: not measured with these ceilings"))
     fig.legend(handles=key, loc="upper left", bbox_to_anchor=(ax.get_position().x0, ax.get_position().y0 - 0.1),
                fontsize=7.5, ncol=2 if len(key) > 6 else 1, frameon=False)
     return ax
