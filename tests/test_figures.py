@@ -77,10 +77,6 @@ LESSON_FIGURES = [
     ("03_matmul_triton", "ladder_roofline", lambda: (res := _triton_matmul()) and figures.ladder_roofline(
         res.rows, rec.profiles("matmul"), mm.PROBLEM.only("triton", "torch"), (n,) * 3, res.ceilings, res.datasheet,
         res.label, "Triton matmul 4096³")),
-    ("03_matmul_triton", "speed_bars", lambda: figures.speed_bars(
-        sorted(rec.runs("matmul"), key=lambda r: (r["rung"], r["backend"])), [(n,) * 3, (8192,) * 3], rec.label)),
-    ("03_matmul_triton", "ladder_roofline", lambda: figures.ladder_roofline(
-        rec.runs("matmul"), rec.profiles("matmul"), mm.PROBLEM, (n,) * 3, rec.ceilings, sheet, rec.label, "matmul")),
     ("03_matmul_triton", "ladder_roofline", lambda: figures.ladder_roofline(
         rec.runs("matmul_bias_relu"), rec.profiles("matmul_bias_relu"), mbr.PROBLEM, (n,) * 3, rec.ceilings, sheet,
         rec.label, "relu(A·B + bias) 4096³")),
