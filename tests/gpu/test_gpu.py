@@ -92,3 +92,13 @@ def test_power_sampling_reads_watts_and_clock():
     found = power.compare({"add": lambda: torch.add(a, a)}, flop=a.numel(), rounds=1, seconds=2.0)["add"]
     assert found["tflops"] > 0 and found["rounds"] == 1
     assert 0 < found["W"] <= 1.2 * found["limit_W"] and 0 < found["MHz"] <= found["max_MHz"]
+
+
+def test_bench_times_long_kernels_over_a_few_runs():
+    import time
+    from ladder.timing import bench
+    cycles = int(0.15 * torch.cuda.get_device_properties(0).clock_rate * 1e3)  # ~150 ms at the max clock
+    start = time.time()
+    t = bench(lambda: torch.cuda._sleep(cycles))
+    assert 100 < t.median_ms < 1000 and t.p20_ms <= t.median_ms <= t.p80_ms
+    assert time.time() - start < 12 * t.median_ms / 1e3  # a handful of runs, not do_bench's windows
