@@ -165,8 +165,10 @@ def run_anchor(row: dict, anchor: str, recording: "Recording | None" = None) -> 
 def _sessions(old: dict, new: dict) -> list[dict]:
     """The old sessions still referred to by a row, and the new run's (when it timed anything)."""
     date = new.get("provenance", {}).get("date")
+    if not new.get("runs"):  # a run that timed nothing (ncu only) replaces no session, even one of its minute
+        return list(old.get("sessions", []))
     kept = [s for s in old.get("sessions", []) if s["date"] != date]
-    if new.get("runs") and date:
+    if date:
         kept.append({"date": date, "ceilings": new.get("ceilings"),
                      "anchors": [r for r in new["runs"] if r["backend"] == ANCHOR_BACKEND]})
     return kept

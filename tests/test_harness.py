@@ -71,7 +71,8 @@ def test_recording_has_provenance_ceilings_and_correct_runs():
     prov = rec.data["provenance"]
     for key in ("gpu", "driver", "cuda", "torch", "triton", "cupy", "date"):
         assert prov.get(key), key
-    assert set(rec.ceilings) == {"copy_TBps", "fp32_TFLOPs", "fp16_tc_TFLOPs"}
+    assert {"copy_TBps", "fp32_TFLOPs", "fp16_tc_TFLOPs"} <= set(rec.ceilings) <= {
+        "copy_TBps", "l2_TBps", "fp32_TFLOPs", "fp16_tc_TFLOPs", "mma_sync_TFLOPs", "wgmma_TFLOPs"}
     runs = rec.runs("vector_add")
     assert runs and all(r["correct"] for r in runs)
     for r in runs:
@@ -116,6 +117,8 @@ def test_merge_pins_each_runs_ceilings_and_anchors():
     assert results.run_anchor(new_row, "torch:cublas", rec)["tflops"] == 650.0
     ncu_only = results.merge(second, {"provenance": {"date": "later"}, "ceilings": {"copy_TBps": 3.1}, "profiles": []})
     assert [s["date"] for s in ncu_only["sessions"]] == ["then", "now"]   # no timing, no session
+    same_minute = results.merge(second, {"provenance": {"date": "now"}, "profiles": []})  # ncu right after timing
+    assert [s["date"] for s in same_minute["sessions"]] == ["then", "now"]  # the timing run's session stays
 
 
 def test_recording_says_which_runs_kept_no_anchor_or_ceilings():
