@@ -314,7 +314,9 @@ class Ladder:
             self.gpu = lesson.datasheet_gpu(self.recording.gpu)
             self.ceilings = None  # each recorded row is judged against its own run's
             self.roofs, self.datasheet = self.recording.ceilings, self.recording.data.get("datasheet")
-            self.rows = [r for r in self.recording.runs(self.problem.name) if tuple(r["shape"]) in self.shapes]
+            labels = {r.label for r in self.problem.rungs}  # this ladder's rungs and its anchor, not the others'
+            self.rows = [r for r in self.recording.runs(self.problem.name)
+                         if tuple(r["shape"]) in self.shapes and _label(r) in labels]
             self.label = self.recording.label
 
     def _rung(self, name: str):
