@@ -1,0 +1,40 @@
+"""Every lesson within ../shared/LESSONS.md's budgets: prose words, code lines per cell and per lesson, text
+outputs (a kernel's source or diff excepted), and no clock times or run history in the prose."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+LESSONS = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
+SOURCE_CELL = re.compile(r"show_source|show_diff|show_cuda_rung|show_code")  # a kernel's source or diff
+
+
+def code_lines(source: str) -> int:
+    return sum(1 for line in source.splitlines() if line.strip())
+
+
+def text_of(output) -> str:
+    text = output.get("text") or output.get("data", {}).get("text/plain", "")
+    return "".join(text)
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_lesson_within_budgets(name):
+    nb = nbformat.read(NOTEBOOKS / name, 4)
+    prose = "\n".join(re.sub(r"<!--.*?-->", "", c.source, flags=re.S) for c in nb.cells if c.cell_type == "markdown")
+    lines = [code_lines(c.source) for c in nb.cells if c.cell_type == "code"]
+    assert len(prose.split()) <= 3500
+    assert sum(lines) <= 200 and max(lines) <= 25
+    for cell in nb.cells:
+        if cell.cell_type == "code" and not SOURCE_CELL.search(cell.source):
+            longest = max((len(text_of(o).splitlines()) for o in cell.get("outputs", [])), default=0)
+            assert longest <= 60, cell.source[:80]
+    assert not re.search(r"\b\d\d:\d\d UTC\b|earlier today|this session", prose)
+
+
+def test_every_lesson_is_checked():
+    assert {"00_roofline.ipynb", "02_matmul_cuda.ipynb", "04a_attention_cuda.ipynb", "05_capstone.ipynb"} <= set(LESSONS)
