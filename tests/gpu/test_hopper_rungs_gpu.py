@@ -94,32 +94,13 @@ def test_nan_never_passes(rung):
 
 
 @pytest.mark.parametrize("rung", HOPPER, ids=lambda r: r.label)
-def test_bad_inputs_are_named(rung):
+def test_a_wrong_output_or_rank_is_named(rung):  # dtype, shapes, strides, device: test_matmul_gpu.py, every rung
     a = torch.randn(64, 32, device="cuda").half()
     b = torch.randn(32, 48, device="cuda").half()
-    with pytest.raises(ValueError, match="float16"):
-        rung.run(a.float(), b)
-    with pytest.raises(ValueError, match="inner dimensions differ"):
-        rung.run(a, b[:31])
-    with pytest.raises(ValueError, match="not contiguous"):
-        rung.run(a, torch.randn(48, 32, device="cuda").half().t())
-    with pytest.raises(ValueError, match="is on cpu"):
-        rung.run(a.cpu(), b.cpu())
     with pytest.raises(ValueError, match="out has shape"):
         rung.run(a, b, out=torch.empty(64, 47, device="cuda").half())
     with pytest.raises(ValueError, match="2 dimension"):
         rung.run(a.view(-1), b)
-
-
-@pytest.mark.parametrize("rung", HOPPER, ids=lambda r: r.label)
-def test_views_off_16_bytes_empty_dimensions_and_zero_k(rung):
-    base = torch.randn(65 * 40 + 1, device="cuda").half()
-    a = base[1:].view(65, 40)  # starts 2 bytes into an allocation: the launcher copies it (TMA: 16-byte starts)
-    b = torch.randn(40, 24, device="cuda").half()
-    assert compare(rung.run(a, b), a.double() @ b.double()).ok
-    assert rung.run(a[:0], b).shape == (0, 24)
-    zero_k = rung.run(torch.empty(5, 0, device="cuda").half(), torch.empty(0, 7, device="cuda").half())
-    assert torch.equal(zero_k, torch.zeros(5, 7, device="cuda").half())
 
 
 def test_rung_8_loads_without_local_memory():
