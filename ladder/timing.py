@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from ladder.world import require_gpu
 
 
@@ -34,18 +36,17 @@ def bench(fn, warmup_ms: int = 200, rep_ms: int = 500) -> Timing:
     """Median and spread of `fn`'s run time; a long warm-up lets the clocks settle first. A kernel whose
     first run takes over LONG_RUN_MS is timed over a few more runs instead (CUDA events, as do_bench)."""
     require_gpu("Timing")
-    import torch
     import triton.testing
     fn()  # a first call may compile (Triton, CuPy): not a measurement
-    repeats = long_run_repeats(_event_ms(fn, torch))
+    repeats = long_run_repeats(_event_ms(fn))
     if repeats:
-        times = sorted(_event_ms(fn, torch) for _ in range(repeats))
+        times = sorted(_event_ms(fn) for _ in range(repeats))
         return Timing(times[len(times) // 2], times[0], times[-1])
     median, p20, p80 = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
     return Timing(median, p20, p80)
 
 
-def _event_ms(fn, torch) -> float:
+def _event_ms(fn) -> float:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     fn()
