@@ -22,7 +22,7 @@
 //             tile's loads, a rasterized tile order; here the epilogue still stores from registers.
 // Signature:  UTMALDG (TMA loads), SYNCS (mbarrier arrive / try-wait), HGMMA, USETMAXREG (twice);
 //             no LDGSTS, no LDL/STL.
-#include "tensor_core.cuh"
+#include "tma.cuh"
 
 #ifndef STAGES
 #define STAGES 4
@@ -37,43 +37,6 @@
 #define CONSUMERS 2     // consumer warpgroups: one thread of each arrives on empty[s]
 constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;           // halves per buffer, no padding
 constexpr unsigned STAGE_BYTES = 2 * (A_STAGE + B_STAGE);     // what the TMA writes per stage, zeros included
-
-// A tensor map: 128 bytes the driver encodes (cuTensorMapEncodeTiled, ladder/tma.py), passed by value.
-struct alignas(128) TensorMap {
-    unsigned long long opaque[16];
-};
-
-// ---------------------------------------------------------------- mbarriers (64-bit, in shared memory)
-// A phase completes when `count` threads have arrived and every byte a thread said to expect has landed;
-// waiting names the phase by its parity (round & 1). A fresh barrier is in phase 0, so waiting for
-// parity 1 (the phase "before" it) returns at once: the producer's first round waits for nothing.
-__device__ __forceinline__ void mbarrier_init(unsigned long long* bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(smem_address(bar)), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbarrier_arrive_expect_bytes(unsigned long long* bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-                 :: "r"(smem_address(bar)), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(smem_address(bar)) : "memory");
-}
-
-__device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity) {
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done) : "r"(smem_address(bar)), "r"(parity) : "memory");
-}
-
-// ---------------------------------------------------------------- the TMA
-// One box of the map's matrix, its corner at column x, row y, into shared memory at dst (1024-byte
-// aligned); the bytes complete a transaction on bar. Outside the matrix the box is filled with zeros.
-__device__ __forceinline__ void tma_load(half* dst, const TensorMap& map, int x, int y, unsigned long long* bar) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
-                 :: "r"(smem_address(dst)), "l"(&map), "r"(x), "r"(y), "r"(smem_address(bar)) : "memory");
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)  // the 1: a register cap, which setmaxnreg needs
 matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, half* C, int M, int N, int K,
