@@ -465,7 +465,7 @@ def compare_schedules(sizes: tuple = (4096, 8192), rounds: int = 5) -> str:
         names, ms = list(variants), {name: [] for name in variants}
         for r in range(rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
-                ms[name].append(bench(variants[name], 100, 300).median_ms)
+                ms[name].append(bench(variants[name], 50, 150).median_ms)  # hundreds of runs a window
         lines.append(f"{n}^3, {autotune.format_config(config)}; median of {rounds} rounds, x cuBLAS "
                      "(range over the rounds)")
         for name, t in ms.items():

@@ -27,20 +27,24 @@ LONG_RUN_MS = 100   # a run this long flushes L2 itself, and settles the clocks:
 
 
 def long_run_repeats(first_ms: float) -> int:
-    """How many more runs time a kernel whose first timed run took `first_ms` (0: do_bench's windows instead).
-    do_bench first runs a kernel five times to size its windows: 60 s for a naive rung's 12 s runs."""
+    """How many runs, the first timed run included, time a kernel whose first timed run took `first_ms` (0:
+    do_bench's windows instead). do_bench first runs a kernel five times to size its windows: 60 s for a naive
+    rung's 12 s runs."""
     return 0 if first_ms < LONG_RUN_MS else (3 if first_ms < 1000 else 2)
 
 
-def bench(fn, warmup_ms: int = 200, rep_ms: int = 500) -> Timing:
+def bench(fn, warmup_ms: int = 200, rep_ms: int = 500, warmed: bool = False) -> Timing:
     """Median and spread of `fn`'s run time; a long warm-up lets the clocks settle first. A kernel whose
-    first run takes over LONG_RUN_MS is timed over a few more runs instead (CUDA events, as do_bench)."""
+    first timed run takes over LONG_RUN_MS is timed over a few runs instead (CUDA events, as do_bench).
+    `warmed`: `fn` has just run (a correctness check), so it has compiled: no untimed first call."""
     require_gpu("Timing")
     import triton.testing
-    fn()  # a first call may compile (Triton, CuPy): not a measurement
-    repeats = long_run_repeats(_event_ms(fn))
+    if not warmed:
+        fn()  # a first call may compile (Triton, CuPy): not a measurement
+    first = _event_ms(fn)
+    repeats = long_run_repeats(first)
     if repeats:
-        times = sorted(_event_ms(fn) for _ in range(repeats))
+        times = sorted([first] + [_event_ms(fn) for _ in range(repeats - 1)])
         return Timing(times[len(times) // 2], times[0], times[-1])
     median, p20, p80 = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
     return Timing(median, p20, p80)
