@@ -1,7 +1,8 @@
 """The CUDA matmul ladder without a GPU: each rung's signature in its SASS (compiled with NVRTC for
-sm_75/80/90, and sm_90a for wgmma and TMA), the launchers' checks, rung 8's tensor-map rules, the
-autotuner's pruning and its reports."""
+sm_75/80/90, and sm_90a for wgmma and TMA), the launchers' checks, rung 8's tensor-map rules, rung 9's grid,
+the autotuner's pruning and its reports."""
 import re
+from collections import Counter
 
 import pytest
 import torch
@@ -93,8 +94,49 @@ def test_tma_rung_copies_with_the_tma_specializes_warps_and_keeps_everything_in_
         compiled("8_tma_warp_specialized", "sm_90")
 
 
+_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+
+
+def loops(s: sass.Sass) -> list[Counter]:
+    """The opcode families of each loop in the SASS: the instructions from a conditional backward branch's target
+    to the branch. (An unconditional one returns from an mbarrier wait's out-of-line retry: not a loop.)"""
+    code = [(int(address, 16), guard, op, operands) for address, guard, op, operands in _INSTRUCTION.findall(s.text)
+            if guard.strip() != "@!PT"]
+    return [Counter(o.split(".")[0] for a, _, o, _ in code if int(operands, 16) <= a <= address)
+            for address, guard, op, operands in code
+            if op == "BRA" and guard and operands.startswith("0x") and int(operands, 16) <= address]
+
+
+def test_persistent_rung_is_rung_8_walking_tiles_in_loops():
+    cubin = cuda.compile_cubin("matmul/9_persistent.cu", "sm_90a", tuple(sorted(mm.PERSISTENT.items())))
+    s, usage = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
+    # rung 8's signature, unchanged: 5 TMA boxes per k-tile from one thread, mbarriers, a k-tile's 4 wgmmas back
+    # to back (no C7515 serialization), registers moved by setmaxnreg, one __syncthreads, no spills
+    assert s.count("UTMALDG") == 5 and s.count("HGMMA") == 4 and s.count("HMMA") == s.count("LDGSTS") == 0
+    assert s.count("SYNCS.PHASECHK") > 0 and s.count("SYNCS.ARRIVE") > 0
+    assert s.count("USETMAXREG") == 2 and s.count("BAR") == 1
+    assert s.count("WARPGROUP.ARRIVE") == 1 and s.count("WARPGROUP.DEPBAR") == 2
+    assert s.count("LDL") == s.count("STL") == usage["local_bytes"] == usage["stack_bytes"] == 0
+    assert usage["registers"] == 168
+    # what is new: the consumers store C inside a loop that holds their wgmmas (the tile loop; rung 8 stores once,
+    # after its k loop), and the producer's TMA loads sit in a k loop inside a tile loop
+    found, rung_8 = loops(s), loops(compiled("8_tma_warp_specialized", "sm_90a", mm.TMA_WS))
+    assert any(body["HGMMA"] and body["STG"] for body in found)
+    assert not any(body["STG"] for body in rung_8)
+    assert sum(1 for body in found if body["UTMALDG"]) == 2 and sum(1 for body in rung_8 if body["UTMALDG"]) == 1
+    with pytest.raises(CompileError, match="sm_90a"):
+        compiled("9_persistent", "sm_90")
+
+
+def test_persistent_grid_is_one_block_per_sm_or_per_tile():
+    assert mm.persistent_grid(8192, 8192, sms=132) == 132     # 2048 tiles of 128 x 256: 15.5 each
+    assert mm.persistent_grid(513, 257, sms=132) == 5 * 2     # fewer tiles than SMs: one block each
+    assert mm.persistent_grid(1, 1, sms=132) == 1
+    assert mm.wgmma_shared_bytes(mm.PERSISTENT) <= H100.smem_per_block_bytes
+
+
 def test_hopper_rungs_say_na_on_older_gpus():
-    for name in ("7_wgmma", "8_tma_warp_specialized"):
+    for name in ("7_wgmma", "8_tma_warp_specialized", "9_persistent"):
         rung = mm.PROBLEM.rung("cuda", name)
         assert rung.unavailable_reason(T4) == "N/A on this GPU (Tesla T4, sm_75): needs wgmma"
         assert rung.unavailable_reason(H100) is None

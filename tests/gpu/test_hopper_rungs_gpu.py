@@ -1,10 +1,14 @@
-"""The Hopper-only CUDA rungs (7: wgmma; 8: TMA copies, warp-specialized) on an H100 or H200: fresh random inputs
-into a NaN-poisoned output, compared with the fp64 product, at ragged shapes and at 4096^3-class shapes; NaN
-never passes; bad inputs are named; and rung 8 timed beside rung 7 and cuBLAS (printed, not asserted).
+"""The Hopper-only CUDA rungs (7: wgmma; 8: TMA copies, warp-specialized; 9: 8 on a persistent grid in grouped
+tile order) on an H100 or H200: fresh random inputs into a NaN-poisoned output, compared with the fp64 product, at
+ragged shapes and at 4096^3-class shapes; NaN never passes; bad inputs are named; and rungs 8-9 timed beside rung 7
+and cuBLAS (printed, not asserted).
 
     pytest tests/gpu/test_hopper_rungs_gpu.py -o addopts="" -s
 
 On any other GPU the first test fails and says why (tests/gpu never skips)."""
+import dataclasses
+import functools
+
 import pytest
 import torch
 
@@ -14,12 +18,15 @@ from ladder.check import compare
 from ladder.runner import check_rung, time_rung, unavailable
 
 PROBLEM = mm.PROBLEM
-HOPPER = [PROBLEM.rung("cuda", name) for name in ("7_wgmma", "8_tma_warp_specialized")]
+HOPPER = [PROBLEM.rung("cuda", name) for name in ("7_wgmma", "8_tma_warp_specialized", "9_persistent")]
 CUBLAS = PROBLEM.rung("torch", "cublas")
 # (M, N, K): no multiple of a tile (128 x 256 x 64) or of 8 (the padding), single tiles smaller than the block,
-# several blocks in both directions, more k-tiles than the 4 stages (the ring's parity wraps), and exact tiles
+# several blocks in both directions, more k-tiles than the 4 stages (the ring's parity wraps), and exact tiles;
+# rung 9: more tiles than SMs, with 5 or 16 k-tiles (the ring carries on mid-round into the next tile) or one
+# (each tile's only k-tile is released after its loop), and a last group of fewer than GROUP_M tile rows
 RAGGED = [(127, 255, 129), (513, 257, 1000), (64, 72, 24), (1, 1, 1), (17, 33, 65), (129, 257, 8),
-          (128, 256, 64), (256, 512, 320), (4095, 4097, 31), (300, 1000, 2000)]
+          (128, 256, 64), (256, 512, 320), (4095, 4097, 31), (300, 1000, 2000),
+          (2200, 4500, 300), (5000, 2100, 1000), (3000, 3000, 64)]
 BIG = [(4096, 4096, 4096), (4095, 4097, 4093), (3968, 4352, 4160), (8192, 8192, 8192)]
 TIMED = [(4096, 4096, 4096), (8192, 8192, 8192)]
 
@@ -52,7 +59,7 @@ def run_checked(rung, shape, seed):
 def test_this_gpu_is_hopper():
     gpu = hardware.detect()
     assert gpu is not None and gpu.has("wgmma") and gpu.emulated_on is None, \
-        f"rungs 7 and 8 need a Hopper GPU (sm_90a), not {gpu and gpu.name} ({gpu and gpu.arch})"
+        f"rungs 7-9 need a Hopper GPU (sm_90a), not {gpu and gpu.name} ({gpu and gpu.arch})"
     for rung in HOPPER:
         assert unavailable(rung) is None
 
@@ -103,13 +110,25 @@ def test_a_wrong_output_or_rank_is_named(rung):  # dtype, shapes, strides, devic
         rung.run(a.view(-1), b)
 
 
-def test_rung_8_loads_without_local_memory():
-    module = cuda.load("matmul/8_tma_warp_specialized.cu", mm.TMA_WS, "sm_90a")
+@pytest.mark.parametrize("name,config", [("8_tma_warp_specialized", mm.TMA_WS), ("9_persistent", mm.PERSISTENT)])
+def test_tma_rungs_load_without_local_memory(name, config):
+    module = cuda.load(f"matmul/{name}.cu", config, "sm_90a")
     attributes = module.get_function("matmul").attributes
     assert attributes["local_size_bytes"] == 0 and attributes["num_regs"] == 168, attributes
 
 
-def test_rung_8_timed_beside_rung_7_and_cublas():
+def test_rung_9_is_right_in_any_tile_order():
+    """8192 x 4096: 1024 tiles, ~8 per block on the persistent grid, 5 k-tiles each; GROUP_M 1 (row by row), 3 (a
+    last group of one tile row), 16 (the launcher's) and 64 (one group) all give the product."""
+    assert mm.persistent_grid(8192, 4096) == torch.cuda.get_device_properties(0).multi_processor_count
+    rung = PROBLEM.rung("cuda", "9_persistent")
+    for group_m in (1, 3, 16, 64):
+        run = functools.partial(mm.persistent, config=dict(mm.PERSISTENT, GROUP_M=group_m))
+        verdict, out, ref = run_checked(dataclasses.replace(rung, run=run), (8192, 4096, 320), 9)
+        assert verdict.ok, (group_m, str(verdict), where_wrong(out, ref))
+
+
+def test_tma_rungs_timed_beside_rung_7_and_cublas():
     rows = []
     for shape in TIMED:
         for rung in HOPPER + [CUBLAS]:
