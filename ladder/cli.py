@@ -82,6 +82,10 @@ def record_capstone(model: str = "gpt2-small") -> Path:
         "provenance": results_mod.provenance(gpu), "gpu": gpu.as_dict(),
         "datasheet": ceilings.datasheet_ceilings(gpu.datasheet), "ceilings": measured}
     row = endtoend.measure(model, ceilings=measured)
+    from ladder import profile
+    from ladder.capstone import decision
+    if profile.available():  # the lesson's Nsight Compute section, as text for readers without ncu
+        row["ncu"] = decision.hottest_op_ncu(model)
     record["capstone"] = [{**row, "recorded": record["provenance"]["date"]}]
     print(endtoend.variant_table(row))
     return results_mod.save(results_mod.merge(old, record))

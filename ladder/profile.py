@@ -61,6 +61,28 @@ def _ncu(problem: str, backend: str, rung: str, shape: tuple, metrics) -> subpro
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 
+SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "SpeedOfLight_RooflineChart")
+
+
+def sections_command(problem: str, backend: str, rung: str, shape: tuple, python: str = "python") -> list[str]:
+    """The ncu command that prints SECTIONS (as text) for one rung run once at `shape`."""
+    return ["ncu", "--clock-control", "none", "--profile-from-start", "off",
+            *[arg for name in SECTIONS for arg in ("--section", name)],
+            python, "-m", "ladder", "run-once", problem, backend, rung, *map(str, shape)]
+
+
+def sections(problem: str, backend: str, rung: str, shape: tuple) -> str:
+    """ncu's pages for SECTIONS, as it prints them, for one rung run once (its own ==PROF== lines left out)."""
+    if not available():
+        raise NotAvailable("Nsight Compute (ncu) is not on PATH here.")
+    out = subprocess.run(sections_command(problem, backend, rung, shape, sys.executable),
+                         capture_output=True, text=True, timeout=600)
+    text = "\n".join(line for line in out.stdout.splitlines() if not line.startswith("==PROF=="))
+    if out.returncode or "Section:" not in text:
+        raise RuntimeError(f"ncu failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    return text.strip("\n")
+
+
 def summary(metrics: dict, shape: tuple, min_bytes: float) -> str:
     dram = (metrics["dram_bytes_read"] or 0) + (metrics["dram_bytes_write"] or 0)
     per_req = (metrics["global_load_sectors"] or 0) / max(metrics["global_load_requests"] or 1, 1)

@@ -143,3 +143,33 @@ def headroom_table(row: dict | None) -> str:
         lines.append(f"{op.name:24s} {op.per_forward:3d} {1e3 * ms:9.1f} {1e3 * floor:9.1f} {ms / floor:8.2f} "
                      f"{100 * share:9.1f}%")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- Nsight Compute on the hottest op
+
+def hottest_op(model: str = "gpt2-small") -> tuple:
+    """The vocabulary projection as `ladder run-once` takes it: matmul torch cublas M N K."""
+    cfg = PRESETS[model]
+    return "matmul", "torch", "cublas", (cfg.tokens, cfg.vocab, cfg.d_model)
+
+
+def hottest_op_ncu(model: str = "gpt2-small") -> dict:
+    """ncu's speed-of-light, memory-workload and roofline sections for the hottest op, run once (GPU with ncu)."""
+    from ladder import profile
+    problem, backend, rung, shape = hottest_op(model)
+    return {"command": " ".join(profile.sections_command(problem, backend, rung, shape)),
+            "text": profile.sections(problem, backend, rung, shape)}
+
+
+def ncu_report(row: dict | None, label: str, model: str = "gpt2-small") -> str:
+    """The sections live where a GPU and ncu are (a minute), else as `record capstone` saved them."""
+    from ladder import profile
+    from ladder.world import WORLD
+    if WORLD.gpu and profile.available():
+        found, source = hottest_op_ncu(model), "live"
+    elif row and row.get("ncu"):
+        found, source = row["ncu"], label
+    else:
+        return "no ncu here, and the recording holds no ncu sections (`python -m ladder record capstone` on a GPU with ncu)"
+    return f"$ {found['command']}    ({source})\n{found['text']}"
+
