@@ -5,9 +5,9 @@ the Triton rungs of the same names (kernels/triton/matmul.py), and torch:cublas,
 A shape is (M, N, K). Every launcher takes (a, b, out=None) and returns out; a bad argument raises a
 ValueError that names it.
 
-CUDA rungs 4-9 load 16-byte vectors (rungs 8-9: TMA boxes, whose rows the TMA wants 16 bytes apart), so every
+CUDA rungs 4-10 load 16-byte vectors (rungs 8-10: TMA boxes, whose rows the TMA wants 16 bytes apart), so every
 row of A and B must start on a 16-byte boundary: when K or N is not a multiple of 8 the launcher pads A and B
-with zeros (a copy, said in `pad_note`). M and N edges are handled inside the kernels (rungs 8-9: the TMA reads
+with zeros (a copy, said in `pad_note`). M and N edges are handled inside the kernels (rungs 8-10: the TMA reads
 zeros past them, the stores are masked).
 """
 from __future__ import annotations
@@ -76,8 +76,8 @@ def shared_bytes(config: dict) -> int:
 
 
 def _tensor_core_launch(filename, kernel, defines, grid, n_threads, a, b, out, smem=0, arch=None, operands=None):
-    """Shared by rungs 4-9: kernel(A, B, C, M, N, K, ldb) on 16-byte rows, grid(M, N) blocks. `operands(a, b)`
-    gives what the kernel takes in place of the pointers A and B (rungs 8-9: their tensor maps)."""
+    """Shared by rungs 4-10: kernel(A, B, C, M, N, K, ldb) on 16-byte rows, grid(M, N) blocks. `operands(a, b)`
+    gives what the kernel takes in place of the pointers A and B (rungs 8-10: their tensor maps)."""
     M, N, K, out = _operands(a, b, out)
     if out.numel():
         if K == 0:
@@ -198,7 +198,7 @@ WGMMA = dict(STAGES=4)  # BM x BN x BK = 128 x 256 x 64 (two warpgroups) is fixe
 
 
 def wgmma_shared_bytes(c: dict) -> int:
-    """Rungs 7-9: STAGES x (A tile + B tile), unpadded (the swizzle avoids bank conflicts), + 1 KiB to align
+    """Rungs 7-10: STAGES x (A tile + B tile), unpadded (the swizzle avoids bank conflicts), + 1 KiB to align
     the atoms."""
     return 2 * c["STAGES"] * 64 * (128 + 256) + 1024
 
@@ -214,7 +214,7 @@ TMA_WS = dict(STAGES=4)  # BM x BN x BK = 128 x 256 x 64, 1 producer + 2 consume
 
 
 def tma_maps(a: torch.Tensor, b: torch.Tensor) -> tuple:
-    """Rungs 8 and 9's tensor maps, 128-byte swizzle: A (M x K) in boxes of 128 rows x 64 columns (one per k-tile),
+    """Rungs 8-10's tensor maps, 128-byte swizzle: A (M x K) in boxes of 128 rows x 64 columns (one per k-tile),
     B (K x N) in boxes of 64 x 64 (four side by side make a 64 x 256 k-tile)."""
     return tma.encode(a, (128, 64)), tma.encode(b, (64, 64))
 
@@ -229,17 +229,38 @@ def tma_warp_specialized(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | N
 PERSISTENT = dict(STAGES=4, GROUP_M=16)  # rung 8's tiles and warpgroups; GROUP_M tile rows down a column, then right
 
 
+def _sm_count() -> int:
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+
+
 def persistent_grid(M: int, N: int, sms: int | None = None) -> int:
     """Rung 9's blocks: one per SM (default: this GPU's), or one per 128 x 256 tile of C where there are fewer;
     each block walks the tiles blockIdx.x, + gridDim.x, ..."""
-    sms = sms or torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    return min(sms, cuda.cdiv(M, 128) * cuda.cdiv(N, 256))
+    return min(sms or _sm_count(), cuda.cdiv(M, 128) * cuda.cdiv(N, 256))
 
 
 def persistent(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
                config: dict = PERSISTENT) -> torch.Tensor:
     """Rung 9; `config` may change GROUP_M (the tile order) or STAGES."""
     return _tensor_core_launch("9_persistent.cu", "matmul", config, persistent_grid, 384, a, b, out,
+                               wgmma_shared_bytes(config), arch="sm_90a", operands=tma_maps)
+
+
+# ------------------------------------------------------------- rung 10: 2-block clusters, B multicast
+
+CLUSTER_MULTICAST = dict(STAGES=4, GROUP_M=8)  # GROUP_M in cluster rows of 256 rows of C (rung 9: 16 of 128)
+
+
+def cluster_grid(M: int, N: int, sms: int | None = None) -> int:
+    """Rung 10's blocks, two per cluster (__cluster_dims__ in the .cu): a cluster per two SMs, or per 256 x 256
+    block of C where there are fewer; each cluster walks the blocks of C clusterid, + clusters, ..."""
+    return 2 * min((sms or _sm_count()) // 2, cuda.cdiv(M, 256) * cuda.cdiv(N, 256))
+
+
+def cluster_multicast(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
+                      config: dict = CLUSTER_MULTICAST) -> torch.Tensor:
+    """Rung 10; `config` may change GROUP_M (the order of the clusters' blocks of C) or STAGES."""
+    return _tensor_core_launch("10_cluster_multicast.cu", "matmul", config, cluster_grid, 384, a, b, out,
                                wgmma_shared_bytes(config), arch="sm_90a", operands=tma_maps)
 
 
@@ -292,6 +313,7 @@ PROBLEM = register(Problem(
         _cuda("7_wgmma", wgmma, needs="wgmma"),
         _cuda("8_tma_warp_specialized", tma_warp_specialized, needs="wgmma"),
         _cuda("9_persistent", persistent, needs="wgmma"),
+        _cuda("10_cluster_multicast", cluster_multicast, needs="wgmma"),
         *triton_matmul.rungs(),
         Rung("torch", "cublas", cublas),
     ],

@@ -1,5 +1,5 @@
 """The CUDA matmul ladder without a GPU: each rung's signature in its SASS (compiled with NVRTC for
-sm_75/80/90, and sm_90a for wgmma and TMA), the launchers' checks, rung 8's tensor-map rules, rung 9's grid,
+sm_75/80/90, and sm_90a for wgmma and TMA), the launchers' checks, rung 8's tensor-map rules, rungs 9-10's grids,
 the autotuner's pruning and its reports."""
 import re
 from collections import Counter
@@ -135,8 +135,36 @@ def test_persistent_grid_is_one_block_per_sm_or_per_tile():
     assert mm.wgmma_shared_bytes(mm.PERSISTENT) <= H100.smem_per_block_bytes
 
 
+def test_cluster_rung_multicasts_b_and_releases_buffers_in_both_blocks():
+    cubin = cuda.compile_cubin("matmul/10_cluster_multicast.cu", "sm_90a", tuple(sorted(mm.CLUSTER_MULTICAST.items())))
+    s, usage = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
+    # per k-tile: this block's A box, and its two of B's four boxes multicast to both blocks of the cluster
+    assert s.count("UTMALDG") == 3 and s.count("UTMALDG.2D.MULTICAST") == 2
+    # a consumer releases a buffer in both blocks (remote arrives), in the k loop and after it
+    assert s.count("SYNCS.ARRIVE.TRANS64.RED") == 4
+    # cluster barriers after the mbarriers' init and before the consumers exit, instead of __syncthreads
+    assert s.count("UCGABAR_ARV") == s.count("UCGABAR_WAIT") == 2 and s.count("BAR") == 0
+    assert s.count("HGMMA") == 4 and s.count("WARPGROUP.ARRIVE") == 1 and s.count("WARPGROUP.DEPBAR") == 2
+    assert s.count("USETMAXREG") == 2 and usage["registers"] == 168
+    assert s.count("LDL") == s.count("STL") == usage["local_bytes"] == usage["stack_bytes"] == 0
+    # the releases are relaxed enough to keep memory fences out of the loops (a .release.cluster arrive would put a
+    # MEMBAR.ALL.GPU before each); the persistent loops are rung 9's
+    found = loops(s)
+    assert any(body["HGMMA"] and body["STG"] for body in found) and not any(body["MEMBAR"] for body in found)
+    assert "EIATTR_CTA_PER_CLUSTER" in sass._cuobjdump(cubin, "-elf")  # __cluster_dims__: the driver launches pairs
+    with pytest.raises(CompileError, match="sm_90a"):
+        compiled("10_cluster_multicast", "sm_90")
+
+
+def test_cluster_grid_is_pairs_of_blocks():
+    assert mm.cluster_grid(8192, 8192, sms=132) == 132        # 66 clusters walk 1024 blocks of 256 x 256
+    assert mm.cluster_grid(8192, 8192, sms=133) == 132        # never half a cluster
+    assert mm.cluster_grid(513, 257, sms=132) == 2 * 3 * 2    # fewer blocks of C than SM pairs: a cluster each
+    assert mm.cluster_grid(1, 1, sms=132) == 2
+
+
 def test_hopper_rungs_say_na_on_older_gpus():
-    for name in ("7_wgmma", "8_tma_warp_specialized", "9_persistent"):
+    for name in ("7_wgmma", "8_tma_warp_specialized", "9_persistent", "10_cluster_multicast"):
         rung = mm.PROBLEM.rung("cuda", name)
         assert rung.unavailable_reason(T4) == "N/A on this GPU (Tesla T4, sm_75): needs wgmma"
         assert rung.unavailable_reason(H100) is None

@@ -119,12 +119,21 @@ def test_the_attention_shapes_are_d64_d128_causal_or_not():
     assert sorted(labels) == sorted(["D64", "D64 causal", "D128", "D128 causal"])
 
 
-def _invented(rows, label, shape, p) -> dict:
-    """A row for a rung the recording lacks, copied from the rung (or anchor) it is measured against."""
-    base = next(r for r in rows if f"{r['backend']}:{r['rung']}" == (p.over or p.anchor or "torch:cublas")
-                and tuple(r["shape"]) == tuple(shape))
-    backend, name = label.split(":", 1)
-    return {**base, "backend": backend, "rung": name}
+def _invented(rows, shape, p) -> list[dict]:
+    """Rows for a rung the recording lacks: a copy of the row of the rung (or anchor) it is measured against, and
+    that rung's own row, copied from cuBLAS's, where it is newer than the recording too."""
+    def row(label):
+        return next((r for r in rows if f"{r['backend']}:{r['rung']}" == label and tuple(r["shape"]) == tuple(shape)),
+                    None)
+
+    def renamed(r, label):
+        backend, name = label.split(":", 1)
+        return {**r, "backend": backend, "rung": name}
+
+    against = p.over or p.anchor or "torch:cublas"
+    base = row(against)
+    invented = [] if base else [renamed(row("torch:cublas"), against)]
+    return invented + [renamed(base or invented[0], p.rung)]
 
 
 def _fabricated(rows, label, shape, factor):
@@ -145,7 +154,7 @@ def test_a_row_outside_the_band_is_a_miss(p):
     shape = verdicts.headline_shapes(problem)[0]
     label = verdicts.shape_label(problem, shape)
     if verdicts.judge(p, shape, rows, problem, recording=rec).value is None:  # newer than the recording:
-        rows = rows + [_invented(rows, p.rung, shape, p)]                        # give it a row
+        rows = rows + _invented(rows, shape, p)                                  # give it a row
     v = verdicts.judge(p, shape, rows, problem, recording=rec)
     lo, hi = p.hit_at(label)
     # a rung far above its hit range (when it has a top), and far below it

@@ -1,12 +1,12 @@
 """A compute-sanitizer target: every CUDA rung that runs here once, at ragged shapes (matmul, attention, or both);
 under KERNEL_LADDER_EMULATE=sm_75 (or sm_80) the emulated GPU's code paths. `--rung NAME` (repeatable) keeps
-only the rungs of those names, e.g. matmul's Hopper rungs 8 and 9 (their ring of mbarriers is what synccheck and
+only the rungs of those names, e.g. matmul's Hopper rungs 8-10 (their ring of mbarriers is what synccheck and
 racecheck look at; (513, 257, 1000) has 16 k-tiles, so the 4-stage ring goes round four times; at (2200, 4500, 300)
-rung 9's ring runs on from tile to tile):
+the rings of rungs 9-10 run on from tile to tile):
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
     compute-sanitizer --tool racecheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
-    compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py matmul --rung 8_tma_warp_specialized --rung 9_persistent
+    compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py matmul --rung 8_tma_warp_specialized --rung 9_persistent --rung 10_cluster_multicast
     KERNEL_LADDER_EMULATE=sm_75 compute-sanitizer --tool memcheck ... (the same, on the T4's code paths)
 """
 import argparse
@@ -40,7 +40,7 @@ def report(shape, name, verdict):
 
 
 if "matmul" in problems:
-    # the Hopper rungs also where C has more tiles (324) than the GPU has SMs: rung 9's blocks walk several each
+    # the Hopper rungs also where C has more tiles (324) than the GPU has SMs: the blocks of rungs 9-10 walk several
     for M, N, K in [(255, 257, 71), (130, 260, 64), (127, 255, 129), (64, 72, 24), (513, 257, 1000), (2200, 4500, 300)]:
         a, b = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
         for r in mm.PROBLEM.rungs:

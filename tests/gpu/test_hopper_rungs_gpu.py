@@ -1,11 +1,12 @@
 """The Hopper-only CUDA rungs (7: wgmma; 8: TMA copies, warp-specialized; 9: 8 on a persistent grid in grouped
-tile order) on an H100 or H200: fresh random inputs into a NaN-poisoned output, compared with the fp64 product, at
-ragged shapes and at 4096^3-class shapes; NaN never passes; bad inputs are named; and rungs 8-9 timed beside rung 7
-and cuBLAS (printed, not asserted).
+tile order; 10: 9 in 2-block clusters that multicast B) on an H100 or H200: fresh random inputs into a NaN-poisoned
+output, compared with the fp64 product, at ragged shapes and at 4096^3-class shapes; NaN never passes; bad inputs are
+named; rung 10's clusters all fit on the GPU at once; and rungs 7-10 timed beside cuBLAS (printed, not asserted).
 
     pytest tests/gpu/test_hopper_rungs_gpu.py -o addopts="" -s
 
 On any other GPU the first test fails and says why (tests/gpu never skips)."""
+import ctypes
 import dataclasses
 import functools
 
@@ -18,12 +19,14 @@ from ladder.check import compare
 from ladder.runner import check_rung, time_rung, unavailable
 
 PROBLEM = mm.PROBLEM
-HOPPER = [PROBLEM.rung("cuda", name) for name in ("7_wgmma", "8_tma_warp_specialized", "9_persistent")]
+HOPPER = [PROBLEM.rung("cuda", name) for name in ("7_wgmma", "8_tma_warp_specialized", "9_persistent",
+                                                   "10_cluster_multicast")]
 CUBLAS = PROBLEM.rung("torch", "cublas")
 # (M, N, K): no multiple of a tile (128 x 256 x 64) or of 8 (the padding), single tiles smaller than the block,
 # several blocks in both directions, more k-tiles than the 4 stages (the ring's parity wraps), and exact tiles;
-# rung 9: more tiles than SMs, with 5 or 16 k-tiles (the ring carries on mid-round into the next tile) or one
-# (each tile's only k-tile is released after its loop), and a last group of fewer than GROUP_M tile rows
+# rungs 9-10: more tiles than SMs, with 5 or 16 k-tiles (the ring carries on mid-round into the next tile) or one
+# (each tile's only k-tile is released after its loop), and a last group of fewer than GROUP_M tile rows; rung 10:
+# M <= 128 (the cluster's second block reads A wholly outside the matrix: zeros) and M = 129 (one row of it)
 RAGGED = [(127, 255, 129), (513, 257, 1000), (64, 72, 24), (1, 1, 1), (17, 33, 65), (129, 257, 8),
           (128, 256, 64), (256, 512, 320), (4095, 4097, 31), (300, 1000, 2000),
           (2200, 4500, 300), (5000, 2100, 1000), (3000, 3000, 64)]
@@ -59,7 +62,7 @@ def run_checked(rung, shape, seed):
 def test_this_gpu_is_hopper():
     gpu = hardware.detect()
     assert gpu is not None and gpu.has("wgmma") and gpu.emulated_on is None, \
-        f"rungs 7-9 need a Hopper GPU (sm_90a), not {gpu and gpu.name} ({gpu and gpu.arch})"
+        f"rungs 7-10 need a Hopper GPU (sm_90a), not {gpu and gpu.name} ({gpu and gpu.arch})"
     for rung in HOPPER:
         assert unavailable(rung) is None
 
@@ -110,25 +113,48 @@ def test_a_wrong_output_or_rank_is_named(rung):  # dtype, shapes, strides, devic
         rung.run(a.view(-1), b)
 
 
-@pytest.mark.parametrize("name,config", [("8_tma_warp_specialized", mm.TMA_WS), ("9_persistent", mm.PERSISTENT)])
+@pytest.mark.parametrize("name,config", [("8_tma_warp_specialized", mm.TMA_WS), ("9_persistent", mm.PERSISTENT),
+                                         ("10_cluster_multicast", mm.CLUSTER_MULTICAST)])
 def test_tma_rungs_load_without_local_memory(name, config):
     module = cuda.load(f"matmul/{name}.cu", config, "sm_90a")
     attributes = module.get_function("matmul").attributes
     assert attributes["local_size_bytes"] == 0 and attributes["num_regs"] == 168, attributes
 
 
-def test_rung_9_is_right_in_any_tile_order():
-    """8192 x 4096: 1024 tiles, ~8 per block on the persistent grid, 5 k-tiles each; GROUP_M 1 (row by row), 3 (a
-    last group of one tile row), 16 (the launcher's) and 64 (one group) all give the product."""
-    assert mm.persistent_grid(8192, 4096) == torch.cuda.get_device_properties(0).multi_processor_count
-    rung = PROBLEM.rung("cuda", "9_persistent")
-    for group_m in (1, 3, 16, 64):
-        run = functools.partial(mm.persistent, config=dict(mm.PERSISTENT, GROUP_M=group_m))
+@pytest.mark.parametrize("name,launch,config,groups", [
+    ("9_persistent", mm.persistent, mm.PERSISTENT, (1, 3, 16, 64)),                        # of 64 tile rows
+    ("10_cluster_multicast", mm.cluster_multicast, mm.CLUSTER_MULTICAST, (1, 3, 8, 32))])  # of 32 cluster rows
+def test_persistent_rungs_are_right_in_any_tile_order(name, launch, config, groups):
+    """8192 x 4096: 1024 tiles, ~8 per block (rung 10: per cluster) of the persistent grid, 5 k-tiles each;
+    GROUP_M 1 (row by row), 3 (a last group of one row), the launcher's and one group of all rows give the product."""
+    rung = PROBLEM.rung("cuda", name)
+    for group_m in groups:
+        run = functools.partial(launch, config=dict(config, GROUP_M=group_m))
         verdict, out, ref = run_checked(dataclasses.replace(rung, run=run), (8192, 4096, 320), 9)
-        assert verdict.ok, (group_m, str(verdict), where_wrong(out, ref))
+        assert verdict.ok, (name, group_m, str(verdict), where_wrong(out, ref))
 
 
-def test_tma_rungs_timed_beside_rung_7_and_cublas():
+class LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
+
+
+def test_rung_10_clusters_all_fit_at_once():
+    """The persistent grid assumes every cluster runs from the start: a cluster that waited for another to finish
+    would walk its blocks of C after the others, doubling the time. The driver says how many fit."""
+    a, b = PROBLEM.make_inputs((8192, 8192, 64), "cuda", torch.Generator("cuda").manual_seed(1))
+    mm.cluster_multicast(a, b)  # loads the module and sets its shared-memory size
+    function = cuda.load("matmul/10_cluster_multicast.cu", mm.CLUSTER_MULTICAST, "sm_90a").get_function("matmul")
+    grid = mm.cluster_grid(8192, 8192)
+    config = LaunchConfig((grid, 1, 1), (384, 1, 1), mm.wgmma_shared_bytes(mm.CLUSTER_MULTICAST), None, None, 0)
+    fits = ctypes.c_int()
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    assert libcuda.cuOccupancyMaxActiveClusters(ctypes.byref(fits), ctypes.c_void_p(function.kernel.ptr),
+                                                ctypes.byref(config)) == 0
+    assert fits.value >= grid // 2, f"{fits.value} clusters of 2 fit at once, the grid has {grid // 2}"
+
+
+def test_hopper_rungs_timed_beside_cublas():
     rows = []
     for shape in TIMED:
         for rung in HOPPER + [CUBLAS]:

@@ -1,10 +1,10 @@
-// Tensor-core building blocks shared by matmul rungs 4-9 (sm_75 and newer).
+// Tensor-core building blocks shared by matmul rungs 4-10 (sm_75 and newer).
 //
 // * 16-byte tile copies, global -> shared, through registers (sync) or cp.async (sm_80+);
 // * ldmatrix: a warp loads 8x8 fp16 matrices from shared memory straight into mma fragments;
 // * mma.sync m16n8k16: D(16x8, fp32) += A(16x16, fp16) * B(16x8, fp16), one warp, tensor cores;
 // * the epilogue: fp32 accumulators -> fp16 C, bounds-checked;
-// * Hopper (sm_90a, rungs 7-9): wgmma m64n256k16 on 128-byte-swizzled tiles, their descriptors.
+// * Hopper (sm_90a, rungs 7-10): wgmma m64n256k16 on 128-byte-swizzled tiles, their descriptors.
 // Shared tiles are row-major with rows padded by 8 halves (16 bytes): the 8 rows one ldmatrix
 // reads then start in 8 different groups of 4 banks, so it runs without bank conflicts.
 #pragma once
@@ -139,11 +139,11 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[WM / 16][W
             }
 }
 
-// ---------------------------------------------------------------- wgmma (sm_90a: rungs 7-9)
+// ---------------------------------------------------------------- wgmma (sm_90a: rungs 7-10)
 // The Hopper rungs keep their tiles in the 128-byte swizzle: rows of 64 halves (128 bytes), the
 // 16-byte chunk c of row r at chunk position c ^ (r % 8), in atoms of 8 rows (1024 bytes) that start
 // on 1024-byte boundaries. A (BM x 64) is one column block of such rows; B (64 x BN) is BN/64 of them,
-// side by side. Rung 7's cp.async copies write this layout; the TMA of rungs 8-9 writes it (128-byte swizzle).
+// side by side. Rung 7's cp.async copies write this layout; the TMA of rungs 8-10 writes it (128-byte swizzle).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ unsigned swizzle_atom_offset(const half* p) {  // halves from p to the next 1024-byte boundary
     return (1024 - smem_address(p) % 1024) % 1024 / 2;

@@ -1,0 +1,163 @@
+// Matmul rung 10 (Hopper only, sm_90a) - 2-CTA clusters with TMA multicast: two blocks on two SMs compute
+// vertically adjacent tiles of C, and each k-tile of B they share crosses from L2 once, into both.
+//
+// Idea:       in rung 9 every block copies its own 48 KB per k-tile from L2 (A: 128 x 64, B: 64 x 256), and
+//             the two blocks that hold tiles m and m+1 of one tile column copy the same B. At ~600 TFLOP/s
+//             that is ~7 TB/s out of L2, near its measured read roof (8.6 TB/s on the H100). Here the grid is
+//             made of clusters of 2 blocks (__cluster_dims__): a cluster walks 256 x 256 blocks of C in rung 9's
+//             persistent, grouped order, block rank r taking rows r*128 .. r*128+127. Each block's producer
+//             copies its own A box and two of the four 64 x 64 boxes of B, and multicasts those to the same
+//             shared-memory offset in both blocks (cp.async.bulk.tensor ... .multicast::cluster, ctaMask 0b11),
+//             whose full[s] mbarriers count the bytes: 32 KB per block and k-tile leave L2 (rung 9: 48 KB).
+//             A producer now writes into its partner's buffers, so a buffer is free only when all four
+//             consumer warpgroups of the cluster have read it: each consumer arrives on empty[s] in both blocks
+//             (mapa: the partner's address of the same barrier; mbarrier.arrive.shared::cluster), and empty[s]
+//             expects 4 arrivals. A cluster barrier after the mbarriers' init (no multicast or remote arrive
+//             before the partner's barriers exist) and one before the consumers exit (no block leaves while its
+//             partner may still arrive on its barriers). Rung 9's ring, warpgroups and tiles otherwise.
+// Prediction: 1.0-1.15x rung 9 (less from L2, but both blocks of a cluster now wait for the slower), about
+//             0.9-1.0x cuBLAS at 4096^3 and 8192^3. What is left: the consumers still stop multiplying to
+//             store C from registers.
+// Signature:  as rung 9, but 3 UTMALDG (A, and 2 UTMALDG.2D.MULTICAST of B), remote arrives
+//             (SYNCS.ARRIVE.TRANS64.RED), UCGABAR_ARV/_WAIT (the cluster barriers) where rung 9 has its one BAR;
+//             no MEMBAR in the loops, no LDL/STL.
+#include "tma.cuh"
+
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8       // cluster rows (256 rows of C) per group: 8 x ~8 clusters in flight, as rung 9's 16 x ~8 tiles
+#endif
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "10_cluster_multicast.cu uses wgmma, setmaxnreg and TMA multicast: compile it for sm_90a (the launcher does)"
+#endif
+#define BM 128          // two consumer warpgroups of 64 rows
+#define BN 256          // one m64n256k16 wgmma per consumer warpgroup and k16 step
+#define BK 64           // one 128-byte swizzle row of halves
+#define THREADS 384     // warpgroup 0 produces, 1 and 2 consume
+#define CONSUMERS 2     // consumer warpgroups per block: one thread of each arrives on empty[s]
+#define CLUSTER 2       // blocks per cluster, one above the other: rows m0 .. m0 + CLUSTER * BM - 1 of C
+constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;           // halves per buffer, no padding
+constexpr unsigned STAGE_BYTES = 2 * (A_STAGE + B_STAGE);     // what lands per stage: own A, B from both producers
+constexpr int B_BOXES_PER_BLOCK = BN / 64 / CLUSTER;          // the 64 x 64 boxes of B a producer multicasts
+constexpr unsigned short WHOLE_CLUSTER = (1 << CLUSTER) - 1;  // ctaMask: every block of the cluster
+
+struct TileOrigin {
+    int m0, n0;  // the first row and column in C
+};
+
+// Cluster block number `block` (CLUSTER * BM x BN of C) in grouped order (rung 9's): down GROUP_M cluster rows,
+// then one tile column right; the last group has the rows that are left.
+__device__ __forceinline__ TileOrigin cluster_origin(int block, int M, int N) {
+    const int rows_m = (M + CLUSTER * BM - 1) / (CLUSTER * BM), tiles_n = (N + BN - 1) / BN;
+    const int per_group = GROUP_M * tiles_n, first_m = block / per_group * GROUP_M;
+    const int rows = min(rows_m - first_m, GROUP_M), in_group = block % per_group;
+    return {(first_m + in_group % rows) * CLUSTER * BM, in_group / rows * BN};
+}
+
+// ---------------------------------------------------------------- the cluster
+__device__ __forceinline__ unsigned cluster_rank() {  // this block's number in its cluster
+    unsigned rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    return rank;
+}
+
+// Every (not yet exited) thread of both blocks gets here before any goes on; what each wrote before is visible.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+// Arrive on the mbarrier at bar's offset in block `rank` of the cluster (this one or its partner). A consumer
+// says only that its reads of a buffer are over (wgmma_wait): nothing it wrote needs publishing, so the arrive
+// keeps the default .release.cta (as CUTLASS's does). .release.cluster would put a MEMBAR.ALL.GPU before each
+// arrive, in the k loop, where it also waits for the previous tile's stores to C.
+__device__ __forceinline__ void mbarrier_arrive_in(unsigned long long* bar, unsigned rank) {
+    asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
+                 :: "r"(smem_address(bar)), "r"(rank) : "memory");
+}
+
+// tma_load into dst's offset in every block of cta_mask; each one's mbarrier at bar's offset counts the bytes.
+__device__ __forceinline__ void tma_load_multicast(half* dst, const TensorMap& map, int x, int y,
+                                                   unsigned long long* bar, unsigned short cta_mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
+                 :: "r"(smem_address(dst)), "l"(&map), "r"(x), "r"(y), "r"(smem_address(bar)), "h"(cta_mask)
+                 : "memory");
+}
+
+extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
+matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, half* C, int M, int N, int K,
+       int /* ldb: B's row stride, inside map_b */) {
+    extern __shared__ __align__(128) half smem_raw[];
+    __shared__ unsigned long long full[STAGES], empty[STAGES];  // the same offsets in both blocks, as multicast needs
+    half* As = smem_raw + swizzle_atom_offset(smem_raw);  // 1024-byte aligned, as the swizzle needs
+    half* Bs = As + STAGES * A_STAGE;
+    const unsigned rank = cluster_rank();
+    const int blocks = ((M + CLUSTER * BM - 1) / (CLUSTER * BM)) * ((N + BN - 1) / BN);  // of CLUSTER * BM x BN
+    const int cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
+    const int k_tiles = (K + BK - 1) / BK;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbarrier_init(&full[s], 1);                     // this block's producer, plus the bytes of both
+            mbarrier_init(&empty[s], CONSUMERS * CLUSTER);  // every consumer warpgroup of the cluster
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the partner and the TMA
+    }
+    cluster_sync();  // both blocks' barriers exist before either producer multicasts or a consumer arrives remotely
+
+    // Both blocks of a cluster walk the same cluster blocks and k-tiles: their rings stay in step (kt as in rung 9).
+    if (threadIdx.x < 128) {  // ------------------------------------------------ producer warpgroup
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (threadIdx.x == 0) {
+            asm volatile("prefetch.tensormap [%0];\n" :: "l"(&map_a) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" :: "l"(&map_b) : "memory");
+            int kt = 0;
+            for (int block = cluster; block < blocks; block += clusters) {
+                const TileOrigin o = cluster_origin(block, M, N);
+                for (int k = 0; k < k_tiles; ++k, ++kt) {
+                    const int s = kt % STAGES, k0 = k * BK;
+                    // all 4 consumer warpgroups are done with round kt/STAGES - 1 of buffer s, in both blocks
+                    mbarrier_wait(&empty[s], (kt / STAGES + 1) & 1);
+                    mbarrier_arrive_expect_bytes(&full[s], STAGE_BYTES);
+                    tma_load(As + s * A_STAGE, map_a, k0, o.m0 + rank * BM, &full[s]);  // A: this block's 128 rows
+#pragma unroll
+                    for (int i = 0; i < B_BOXES_PER_BLOCK; ++i) {  // B: its half of the column blocks of 64, to both
+                        const int j = rank * B_BOXES_PER_BLOCK + i;
+                        tma_load_multicast(Bs + s * B_STAGE + j * BK * 64, map_b, o.n0 + j * 64, k0, &full[s],
+                                           WHOLE_CLUSTER);
+                    }
+                }
+            }
+        }
+    } else {  // ------------------------------------------------------------------ consumer warpgroups
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int consumer = threadIdx.x / 128 - 1, warp_in_group = threadIdx.x / 32 % 4;
+        const bool releases = threadIdx.x % 128 == 0;  // one thread per warpgroup arrives on empty[s], in both blocks
+        int kt = 0;
+        for (int block = cluster; block < blocks; block += clusters) {
+            const TileOrigin o = cluster_origin(block, M, N);
+            float acc[1][BN / 8][4] = {};
+            for (int k = 0; k < k_tiles; ++k, ++kt) {
+                const int s = kt % STAGES;
+                mbarrier_wait(&full[s], (kt / STAGES) & 1);  // k-tile kt landed: A, and B from both producers
+                const half* a = As + s * A_STAGE + consumer * 64 * 64;  // this group's 64 rows
+                const half* b = Bs + s * B_STAGE;
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BK / 16; ++kk)  // k16 step: 32 bytes along A's rows, 16 rows down B
+                    wgmma_m64n256k16(acc, descriptor(a + kk * 16, 16), descriptor(b + kk * 16 * 64, BK * 128));
+                wgmma_commit();
+                wgmma_wait<1>();  // k-tile kt-1's wgmmas done: its buffer may be refilled, here and in the partner
+                if (k > 0 && releases)
+                    for (unsigned r = 0; r < CLUSTER; ++r) mbarrier_arrive_in(&empty[(kt - 1) % STAGES], r);
+            }
+            wgmma_wait<0>();
+            if (releases)  // the last k-tile too, so that both producers go on into the next block of C
+                for (unsigned r = 0; r < CLUSTER; ++r) mbarrier_arrive_in(&empty[(kt - 1) % STAGES], r);
+            store_accumulators<16, BN>(acc, C, M, N, o.m0 + rank * BM + consumer * 64 + warp_in_group * 16, o.n0);
+        }
+        cluster_sync();  // the partner's consumers have made their last arrivals on this block's barriers
+    }
+}
