@@ -173,3 +173,40 @@ def ncu_report(row: dict | None, label: str, model: str = "gpt2-small") -> str:
         return "no ncu here, and the recording holds no ncu sections (`python -m ladder record capstone` on a GPU with ncu)"
     return f"$ {found['command']}    ({source})\n{found['text']}"
 
+
+
+def read_ncu(text: str) -> dict:
+    """From ncu's printed sections: the kernel's name and its speed-of-light percentages (None where absent)."""
+    import re
+    kernel = next((line.strip().split("(")[0].strip() for line in text.splitlines() if ", Context " in line), None)
+
+    def value(metric: str) -> float | None:
+        found = re.search(rf"^\s*{re.escape(metric)}\s+%\s+([\d.,]+)", text, re.M)
+        return float(found.group(1).replace(",", "")) if found else None
+    return {"kernel": kernel, "compute_pct": value("Compute (SM) Throughput"), "dram_pct": value("DRAM Throughput")}
+
+
+def padding_report(row: dict | None, label: str) -> str:
+    """The hottest op, and the fix that is a shape: the vocabulary projection alone at the model's vocabulary and
+    padded to a multiple of 64, Amdahl's prediction for the model from the two, and the model measured both ways."""
+    if not row or "vocab_padding" not in row:
+        return NOT_RECORDED
+    v, eager = row["vocab_padding"], row["variants"]["eager"]["ms"]
+    op = next(o for o in costs.ops(PRESETS[row["model"]]) if o.name == "vocabulary projection")
+    floor = op.floor_ms(row["ceilings"])
+    lines = [f"{label}: the vocabulary projection alone (8192 tokens x 768 -> vocabulary), eager model {eager:.3f} ms"]
+    if row.get("ncu"):
+        n = read_ncu(row["ncu"]["text"])
+        lines.append(f"  ncu at vocabulary {v['vocab']}: kernel {n['kernel']}, compute {n['compute_pct']}%, "
+                     f"DRAM {n['dram_pct']}% of peak")
+    for vocab, ms in ((v["vocab"], v["alone_ms"]), (v["padded"], v["padded_alone_ms"])):
+        lines.append(f"  vocabulary {vocab}: {1e3 * ms:7.1f} µs alone = {ms / floor:.2f}x its floor "
+                     f"({1e3 * floor:.1f} µs), {100 * ms / eager:.1f}% of the eager forward pass")
+    speedup = v["alone_ms"] / v["padded_alone_ms"]
+    predicted = eager - v["alone_ms"] + v["padded_alone_ms"]
+    measured = v["eager_padded"]
+    lines.append(f"  padding makes the op {speedup:.2f}x faster; Amdahl: {eager:.3f} -> {predicted:.3f} ms "
+                 f"({eager / predicted:.2f}x) for the model")
+    lines.append(f"  measured, eager model with the padded vocabulary: {measured['ms']:.3f} ms "
+                 f"(p20-p80 {measured['ms_p20']:.3f}-{measured['ms_p80']:.3f}): {eager / measured['ms']:.2f}x")
+    return "\n".join(lines)

@@ -6,6 +6,7 @@ Variants: eager (PyTorch as written), eager + ours (our two Triton kernels swapp
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import torch
@@ -125,7 +126,26 @@ def measure(cfg_name: str = "gpt2-small", ceilings: dict | None = None, progress
             row["swaps"].append({"swap": swap, "torch_ms": bench(eager).median_ms, "ours_ms": bench(ours).median_ms,
                                  "compile_ms": bench(lambda: compiled(*inputs)).median_ms,
                                  "rel_error": check.compare(ours(), eager().float()).rel_error})
+        row["vocab_padding"] = vocab_padding(cfg, tokens, gen)
     return row
+
+
+PAD_TO = 64  # a vocabulary padded to a multiple of 64: every row of the logits 128-byte aligned
+
+
+def vocab_padding(cfg: model_mod.Config, tokens: torch.Tensor, gen: torch.Generator) -> dict:
+    """The vocabulary projection alone at the model's vocabulary and at it padded to a multiple of PAD_TO (the
+    extra logits are never used: a slice drops them), and the eager model both ways: the fix that is a shape."""
+    padded = -(-cfg.vocab // PAD_TO) * PAD_TO
+    x = torch.randn(cfg.tokens, cfg.d_model, generator=gen, device="cuda", dtype=torch.float16)
+    alone = {}
+    for vocab in (cfg.vocab, padded):
+        w = 0.02 * torch.randn(vocab, cfg.d_model, generator=gen, device="cuda", dtype=torch.float16)
+        alone[vocab] = bench(lambda: F.linear(x, w)).median_ms
+    net = model_mod.build(dataclasses.replace(cfg, vocab=padded), "cuda")
+    net(tokens)
+    return {"vocab": cfg.vocab, "padded": padded, "alone_ms": alone[cfg.vocab], "padded_alone_ms": alone[padded],
+            "eager_padded": _timing(bench(lambda: net(tokens)))}
 
 
 def predictions(row: dict) -> dict:
