@@ -537,10 +537,18 @@ def _order_panel(ax, tiles_m: int, tiles_n: int, group_m: int, in_flight: int, c
                  f"+ {len(b_cols)}×{bn} columns of B = {len(a_rows) * bm + len(b_cols) * bn} per K step", fontsize=10)
 
 
-def matmul_tile_order(backend: str = "triton", shape: tuple[int, int, int] = (4096, 4096, 4096)):
+PERSISTENT_RUNG = "matmul/9_persistent.cu"
+CLUSTER_RUNG = "matmul/10_cluster_multicast.cu"
+
+
+def matmul_tile_order(backend: str = "triton", shape: tuple[int, int, int] = (4096, 4096, 4096),
+                      rung: str | None = None):
     """Rung 6: the order C's tiles are handed out, row-major vs grouped, with the tiles in flight at once and
     the A rows and B columns they read. Triton: GROUP_M by `group_rows` on a persistent grid of `programs`
-    (one program's walk numbered); CUDA: 6_autotuned.cu's GROUP_M, one block per tile, one per SM at a time."""
+    (one program's walk numbered); CUDA: 6_autotuned.cu's GROUP_M, one block per tile, one per SM at a time.
+    CUDA rung="9_persistent": 9_persistent.cu's BM x BN tiles, the launcher's GROUP_M (kernels/matmul.py
+    PERSISTENT, passed as -D over the .cu's default) on min(SMs, tiles) persistent blocks, block 0's tiles
+    (blockIdx.x, + gridDim.x, ...) numbered."""
     from kernels import matmul as mm
     from kernels.triton import matmul as tm
     M, N, _ = shape
@@ -551,13 +559,21 @@ def matmul_tile_order(backend: str = "triton", shape: tuple[int, int, int] = (40
         in_flight = tm.programs(tiles_m * tiles_n, sms)
         group_m, walk, color = tm.group_rows(M, N, bm, bn, sms), in_flight, TRITON
         who = f"Triton rung 6: {in_flight} persistent programs, program 0's tiles numbered"
-    else:
+    elif rung == "9_persistent":
+        bm, bn = cu_define(PERSISTENT_RUNG, "BM"), cu_define(PERSISTENT_RUNG, "BN")
+        tiles_m, tiles_n = _cdiv(M, bm), _cdiv(N, bn)
+        in_flight = min(sms, tiles_m * tiles_n)   # kernels/matmul.py persistent_grid, with this drawing's BM x BN
+        group_m, walk, color = mm.PERSISTENT["GROUP_M"], in_flight, CUDA
+        who = f"CUDA rung 9: {in_flight} persistent blocks (one per SM), block 0's tiles numbered"
+    elif rung in (None, "6_autotuned"):
         c = mm.default_config(None)
         bm, bn = c["BM"], c["BN"]
         tiles_m, tiles_n = _cdiv(M, bm), _cdiv(N, bn)
         in_flight = min(sms, tiles_m * tiles_n)
         group_m, walk, color = cu_define("matmul/6_autotuned.cu", "GROUP_M"), None, CUDA
         who = f"CUDA rung 6: one block per tile, the first {in_flight} running (one per SM)"
+    else:
+        raise ValueError(f"no tile-order picture for CUDA rung {rung!r} (6_autotuned or 9_persistent)")
     fig = _figure(11, 1.5 + 5 * (M / N))
     axes = fig.subplots(1, 2)
     for ax, g in zip(axes, (1, group_m)):
@@ -565,6 +581,112 @@ def matmul_tile_order(backend: str = "triton", shape: tuple[int, int, int] = (40
     fig.suptitle(f"{who}\nC {M}×{N} in {bm}×{bn} tiles; line: the order tiles are taken", fontsize=11)
     _key(fig, [("tiles in flight", _shade(color, 0.55)), ("A rows / B columns they read", MEMORY)], y=0.0)
     fig.tight_layout(rect=(0, 0.05, 1, 0.92))
+    return fig
+
+
+# ------------------------------------------------------------- matmul: rung 10, clusters and multicast
+
+def cluster_bytes_per_k_step() -> dict[str, int]:
+    """Bytes each block reads from L2 per k-step: rung 9 copies its A k-tile (BM x BK) and the whole B k-tile
+    (BK x BN); rung 10 its A k-tile and 1/CLUSTER of B's (B_BOXES_PER_BLOCK boxes of BK x 64), multicast. Both
+    from the .cu files' #defines."""
+    a9 = cu_define(PERSISTENT_RUNG, "BM") * cu_define(PERSISTENT_RUNG, "BK") * FP16_BYTES
+    b9 = cu_define(PERSISTENT_RUNG, "BK") * cu_define(PERSISTENT_RUNG, "BN") * FP16_BYTES
+    bm, bn, bk, cluster = (cu_define(CLUSTER_RUNG, n) for n in ("BM", "BN", "BK", "CLUSTER"))
+    return dict(rung9_a=a9, rung9_b=b9, rung10_a=bm * bk * FP16_BYTES,
+                rung10_b=bn // 64 // cluster * 64 * bk * FP16_BYTES)
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:g} KiB"
+
+
+def matmul_cluster_multicast():
+    """CUDA rung 10 (10_cluster_multicast.cu's BM, BN, BK, CLUSTER, CONSUMERS): a cluster of CLUSTER blocks on
+    as many SMs computes a CLUSTER*BM x BN block of C, its blocks' tiles stacked. Per k-step each block's producer
+    copies its own A k-tile and 1/CLUSTER of B's k-tile, multicast to the same offset in every block's shared
+    memory; every consumer warpgroup of the cluster arrives on empty[s] in every block. With the L2 -> SM bytes
+    per k-step and block, rung 9 (9_persistent.cu) against rung 10."""
+    bm, bn, bk, cluster, consumers = (cu_define(CLUSTER_RUNG, n) for n in ("BM", "BN", "BK", "CLUSTER", "CONSUMERS"))
+    part = bn // cluster                                   # columns of B one producer copies
+    u = 32                                                 # elements per drawing unit
+    h_a, w_a, h_b, w_b, part_w = bm / u, bk / u, bk / u, bn / u, part / u
+    shades = [_shade(CUDA, a) for a in np.linspace(0.85, 0.4, cluster)]
+    width = 4 + 4.5 * cluster                              # inches: 13 for a pair, wider for larger clusters
+    fig = _figure(width, 7.4)
+    geo = fig.add_axes((0.01, 0.12, 3.5 / width, 0.7))
+    sm = fig.add_axes((3.9 / width, 0.12, 1 - 4.0 / width, 0.74))
+    # ---- the cluster's block of C: A k-tiles down the left, B's k-tile across the top, C's tiles stacked
+    gap = 0.6
+    cx, cy = w_a + gap, h_b + gap
+    for r in range(cluster):
+        _box(geo, 0, cy + r * h_a, w_a, h_a, shades[r], fill=True, lw=1)
+        _box(geo, cx + r * part_w, 0, part_w, h_b, shades[r], fill=True, lw=1)
+        _box(geo, cx, cy + r * h_a, w_b, h_a, _shade(shades[r], 0.45), fill=True, lw=1)
+        _box(geo, cx, cy + r * h_a, w_b, h_a, "k", lw=1.2, z=4)
+        geo.text(cx + w_b / 2, cy + (r + 0.5) * h_a, f"block {r}:\nC rows m0+{r * bm} …\nm0+{(r + 1) * bm - 1}",
+                 ha="center", va="center", fontsize=9)
+        geo.text(cx + (r + 0.5) * part_w, h_b / 2, f"part {r}", ha="center", va="center", fontsize=8)
+    geo.text(w_a / 2, cy + cluster * h_a + 0.2, f"A\n{bm}×{bk}\neach", ha="center", va="top", fontsize=8)
+    _bare(geo, -0.3, cx + w_b + 0.3, -0.3, cy + cluster * h_a + 1.9)
+    geo.set_title(f"the cluster's {cluster * bm}×{bn} block of C,\none k-step: B's {bk}×{bn} k-tile "
+                  f"in {cluster} parts", fontsize=10)
+    # ---- the SMs: L2 on top, one box per block below
+    box_w, box_gap = w_a + w_b + 2.0, 1.2
+    l2_y, box_y, box_h = 0.0, h_a + 2.6, h_a + 3.9
+    stage_y = box_y + 1.2
+    b_stage_x = [r * (box_w + box_gap) + w_a + 1.0 for r in range(cluster)]
+    for r in range(cluster):
+        x0 = r * (box_w + box_gap)
+        # L2: block r's A k-tile above its A stage, part r of B above the slot it lands in, in block r
+        _box(sm, x0 + 0.5, l2_y, w_a, h_a, shades[r], fill=True, lw=1)
+        sm.text(x0 + 0.5 + w_a + 0.15, l2_y + 0.1, f"A {bm}×{bk}", ha="left", va="top", fontsize=8)
+        bx = b_stage_x[r] + r * part_w
+        _box(sm, bx, l2_y + h_a - h_b, part_w, h_b, shades[r], fill=True, lw=1)
+        sm.text(bx + part_w / 2, l2_y + h_a - h_b - 0.1, f"B part {r}: {bk}×{part}", ha="center", va="bottom",
+                fontsize=8)
+        _arrow(sm, (x0 + 0.5 + w_a / 2, l2_y + h_a), (x0 + 0.5 + w_a / 2, stage_y))
+        for t in range(cluster):                            # multicast: to the same slot in every block
+            _arrow(sm, (bx + part_w / 2, l2_y + h_a), (b_stage_x[t] + (r + 0.5) * part_w, stage_y), shades[r])
+        # block r: its stage s of the ring
+        _box(sm, x0, box_y, box_w, box_h, "0.3", lw=1.2)
+        sm.text(x0 + 0.2, box_y + box_h - 0.15, f"block {r}, on its own SM: stage s of its ring", ha="left",
+                va="bottom", fontsize=9)
+        _box(sm, x0 + 0.5, stage_y, w_a, h_a, shades[r], fill=True, lw=1)
+        for t in range(cluster):
+            _box(sm, b_stage_x[r] + t * part_w, stage_y, part_w, h_b, shades[t], fill=True, lw=1)
+        bar_y = stage_y + h_b + 0.6
+        _box(sm, b_stage_x[r], bar_y, w_b / 2 - 0.2, 1.1, "0.3", lw=1)
+        sm.text(b_stage_x[r] + w_b / 4 - 0.1, bar_y + 0.55, f"empty[s]: {consumers * cluster} arrivals",
+                ha="center", va="center", fontsize=8)
+        _box(sm, b_stage_x[r] + w_b / 2 + 0.2, bar_y, w_b / 2 - 0.2, 1.1, "0.3", lw=1)
+        sm.text(b_stage_x[r] + 3 * w_b / 4 + 0.1, bar_y + 0.55, "full[s]: the bytes", ha="center", va="center",
+                fontsize=8)
+        cons_y = bar_y + 2.0
+        _box(sm, b_stage_x[r], cons_y, w_b, 1.1, TENSOR_CORES, lw=1)
+        sm.text(b_stage_x[r] + w_b / 2, cons_y + 0.55, f"{consumers} consumer warpgroups (wgmma)", ha="center",
+                va="center", fontsize=8)
+    for r in range(cluster):                                # each block's consumers release s in every block
+        for t in range(cluster):
+            start = (b_stage_x[r] + w_b * (0.25 if t == r else 0.5 + 0.4 * (t - r) / cluster), cons_y)
+            end = (b_stage_x[t] + w_b / 4 + (0.4 * (r - t) / cluster) * w_b / 2, bar_y + 1.1)
+            sm.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=10, color=TENSOR_CORES,
+                                         lw=1, ls="-" if t == r else "--", zorder=4))
+    right = cluster * (box_w + box_gap) - box_gap
+    _bare(sm, -0.3, right + 0.3, -1.2, box_y + box_h + 0.3)
+    sm.set_title("L2: each producer copies its block's A k-tile and one part of B, multicast into every block",
+                 fontsize=10)
+    b = cluster_bytes_per_k_step()
+    r9, r10 = b["rung9_a"] + b["rung9_b"], b["rung10_a"] + b["rung10_b"]
+    fig.suptitle(f"CUDA rung 10: a cluster of {cluster} blocks on {cluster} SMs computes a {cluster * bm}×{bn} block "
+                 f"of C; B's k-tile is read from L2 once per cluster\n"
+                 f"L2 → SM per k-step and block: rung 9 {_kib(b['rung9_a'])} A + {_kib(b['rung9_b'])} B "
+                 f"= {_kib(r9)};  rung 10 {_kib(b['rung10_a'])} A + {_kib(b['rung10_b'])} B = {_kib(r10)} "
+                 f"({r10 / r9:.2f}×)", fontsize=11)
+    fig.text(0.5, 0.075, "dashed: a consumer warpgroup's arrive on the partner's empty[s] (mapa + remote "
+             "mbarrier arrive); a producer refills stage s once all consumers of the cluster are done with it",
+             ha="center", fontsize=9)
+    _key(fig, [(f"copied by block {r}'s producer", shades[r]) for r in range(cluster)], y=0.0)
     return fig
 
 
@@ -1132,5 +1254,5 @@ def attention_search(backend: str = "triton", causal: int = 0):
 
 ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_register_block, matmul_warp_tiles,
        matmul_stage_ring, matmul_tile_order, attention_scores_in_dram, attention_flash_sweep, attention_causal_skip,
-       matmul_triton_lanes, matmul_triton_dot, matmul_wgmma, tma_tile_copy, matmul_tma_ring,
+       matmul_triton_lanes, matmul_triton_dot, matmul_wgmma, tma_tile_copy, matmul_tma_ring, matmul_cluster_multicast,
        attention_tensor_core_tile, attention_kv_ring, attention_search)

@@ -22,7 +22,8 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 VARIANTS = [(fn.__name__, ()) for fn in diagrams.ALL] + [
     ("matmul_warp_sectors", ("1_naive",)), ("matmul_shared_tile", ("triton",)), ("matmul_tile_order", ("cuda",)),
     ("matmul_triton_lanes", ("1_naive",)), ("matmul_stage_ring", ("triton",)), ("attention_tensor_core_tile", ("triton",)),
-    ("attention_search", ("cuda",)), ("attention_search", ("triton", 1)), ("tma_tile_copy", ("triton",))]
+    ("attention_search", ("cuda",)), ("attention_search", ("triton", 1)), ("tma_tile_copy", ("triton",)),
+    ("matmul_tile_order", ("cuda", (8192, 8192, 8192), "9_persistent"))]
 # Diagrams drawn for lessons whose owners insert them (the cell to add is in the commit that added the diagram):
 # the test below fails once one of them is in its lesson, so that it leaves this list.
 AWAITING_A_LESSON: dict[str, str] = {}  # a diagram drawn by no lesson yet: its name and where it will go
@@ -298,6 +299,68 @@ def test_producer_consumer_ring_follows_its_parameters(monkeypatch):
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["producer", "stage 0", "stage 1", "stage 2",
                                                                      "consumer 0"]
     assert "TMA 2 k-tiles ahead" in joined(fig)
+
+
+def rung9_tile_origin(tile: int, tiles_m: int, tiles_n: int, group_m: int) -> tuple[int, int]:
+    """9_persistent.cu's tile_origin, in tiles (checked against its source below)."""
+    per_group = group_m * tiles_n
+    first_m = tile // per_group * group_m
+    rows, in_group = min(tiles_m - first_m, group_m), tile % per_group
+    return first_m + in_group % rows, in_group // rows
+
+
+def test_persistent_tile_order_is_rung_9s_and_follows_its_constants(monkeypatch):
+    source = cuda.source("matmul/9_persistent.cu")
+    assert "return {(first_m + in_group % rows) * BM, in_group / rows * BN};" in source
+    assert "for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)" in source
+    for tiles_m, tiles_n, group_m in ((64, 32, 16), (13, 7, 4), (5, 9, 8)):
+        assert diagrams.tile_order(tiles_m, tiles_n, group_m) == \
+            [rung9_tile_origin(t, tiles_m, tiles_n, group_m) for t in range(tiles_m * tiles_n)]
+    shape = (8192, 8192, 8192)
+    sms = diagrams._sm_count()
+    assert mm.persistent_grid(8192, 8192, sms) == min(sms, 64 * 32)
+    fig = diagrams.matmul_tile_order("cuda", shape, rung="9_persistent")
+    text = joined(fig)
+    assert f"CUDA rung 9: {sms} persistent blocks (one per SM), block 0's tiles numbered" in text
+    assert "C 8192×8192 in 128×256 tiles" in text and f"GROUP_M = {mm.PERSISTENT['GROUP_M']}:" in text
+    assert str(_cdiv(64 * 32, sms)) in texts(fig)       # block 0's last tile, numbered
+    # the launcher's GROUP_M (a -D over the .cu's default), and the .cu's tile
+    monkeypatch.setattr(mm, "PERSISTENT", dict(mm.PERSISTENT, GROUP_M=4))
+    assert "GROUP_M = 4:" in joined(diagrams.matmul_tile_order("cuda", shape, rung="9_persistent"))
+    edited_source(monkeypatch, "matmul/9_persistent.cu", "#define BN 256", "#define BN 128")
+    text = joined(diagrams.matmul_tile_order("cuda", shape, rung="9_persistent"))
+    assert "in 128×128 tiles" in text and f"{min(sms, 64 * 64)} persistent blocks" in text
+    assert "CUDA rung 6" in joined(diagrams.matmul_tile_order("cuda"))   # the default stays rung 6's
+    with pytest.raises(ValueError):
+        diagrams.matmul_tile_order("cuda", rung="8_tma_warp_specialized")
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def test_cluster_multicast_follows_rung_10s_defines(monkeypatch):
+    path = "matmul/10_cluster_multicast.cu"
+    source = cuda.source(path)
+    assert "const int j = rank * B_BOXES_PER_BLOCK + i;" in source and "WHOLE_CLUSTER" in source
+    assert "mbarrier_init(&empty[s], CONSUMERS * CLUSTER);" in source
+    fig = diagrams.matmul_cluster_multicast()
+    assert figcheck.collisions(fig) == []
+    text = joined(fig)
+    assert "a cluster of 2 blocks on 2 SMs computes a 256×256 block of C" in text
+    assert "rung 9 16 KiB A + 32 KiB B = 48 KiB;  rung 10 16 KiB A + 16 KiB B = 32 KiB (0.67×)" in text
+    assert "B part 1: 64×128" in texts(fig) and "empty[s]: 4 arrivals" in texts(fig)
+    assert diagrams.cluster_bytes_per_k_step() == dict(rung9_a=16384, rung9_b=32768, rung10_a=16384, rung10_b=16384)
+    edited_source(monkeypatch, path, "#define CLUSTER 2", "#define CLUSTER 4")
+    fig = diagrams.matmul_cluster_multicast()
+    assert figcheck.collisions(fig) == []
+    text = joined(fig)
+    assert "a cluster of 4 blocks on 4 SMs computes a 512×256 block of C" in text
+    assert "rung 10 16 KiB A + 8 KiB B = 24 KiB (0.50×)" in text
+    assert "B part 3: 64×64" in texts(fig) and "empty[s]: 8 arrivals" in texts(fig)
+    monkeypatch.undo()
+    edited_source(monkeypatch, "matmul/9_persistent.cu", "#define BN 256", "#define BN 128")
+    assert "rung 9 16 KiB A + 16 KiB B = 32 KiB;" in joined(diagrams.matmul_cluster_multicast())
 
 
 # ------------------------------------------------------------- attention rungs 4-6
