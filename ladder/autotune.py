@@ -41,6 +41,13 @@ CACHE = CACHE_DIR / "autotune.json"
 # tie in a burst differ by 5% once the clocks settle, as they do when the winner is timed and used.
 # (Shorter for short kernels: see ladder.timing.search_bench.)
 SEARCH_WARMUP_MS, SEARCH_REP_MS = 100, 300
+# A Triton search first times each configuration in short windows; one already SCREEN_MARGIN x slower than the
+# best seen so far keeps that time (clock drift moves a ranking by ~5%, not 25%), the others are timed again
+# in the full windows above. Most configurations are clear losers: the search takes about half the time.
+SCREEN_WARMUP_MS, SCREEN_REP_MS, SCREEN_MARGIN = 10, 40, 1.25
+# Under this many FLOPs a launch runs for microseconds: a search (seconds) costs more than it could ever save,
+# so only the configuration with the smallest tiles (the most programs, to fill the SMs) is kept.
+SEARCH_MIN_FLOP = 1e10
 COMPILE_THREADS = 16  # a search compiles its configurations in parallel, then times them one at a time
 
 
@@ -77,6 +84,10 @@ class Report:
                  f"{self.tried} compiled and run, {len(self.failed)} failed; search took {self.seconds:.0f} s"]
         lines += [f"  pruned {k:3d}: {reason}" for reason, k in self.pruned_by_reason().most_common()]
         lines += [f"  failed: {format_config(f['config'])}: {f['reason']}" for f in self.failed]
+        screened = sum(1 for t in self.timed if t.get("screened"))
+        if screened:
+            lines.append(f"  {screened} of the {len(self.timed)} timed in short windows only: over {SCREEN_MARGIN}x "
+                         "the best timed before them")
         timing = f"{self.best_ms:.3f} ms" if self.timed else "not timed: the only configuration left"
         lines.append(f"winner: {format_config(self.best)}  {timing}")
         return "\n".join(lines)
@@ -255,6 +266,11 @@ def triton_config_dict(c) -> dict:
     return {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
 
 
+def _tile_area(config) -> int:
+    """The product of a Triton configuration's BLOCK_* sizes: the work of one program."""
+    return math.prod(v for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
+
+
 def compile_ahead(kernel, configs, named_args: dict, launch_kwargs: dict) -> None:
     """Compile `kernel` for each of `configs` in parallel threads (Triton's AsyncCompileMode), so that the
     autotuner, which compiles each configuration only when it comes to time it, finds them all compiled:
@@ -309,29 +325,43 @@ class TritonSearchLog:
         for c, d in zip(configs, dicts):
             why = self.reason(d, shape, gpu, dicts)
             (pruned.append({"config": d, "reason": why}) if why else kept.append(c))
+        flops = self.flops(label[0], shape)
+        if gpu is not None and len(kept) > 1 and flops < SEARCH_MIN_FLOP:
+            smallest = min(kept, key=_tile_area)
+            pruned += [{"config": triton_config_dict(c), "reason": f"{flops:.1e} FLOP run in microseconds: a search "
+                        "costs more than it can save (the smallest tiles are kept)"} for c in kept if c is not smallest]
+            kept = [smallest]
         if PIN_RECORDED and gpu is not None:
             winners = [r.best for r in cached_reports(gpu.slug, *label) if tuple(r.shape) == tuple(shape)]
             pinned = [c for c in kept if winners and triton_config_dict(c) == winners[0]]
             kept = pinned or kept  # nothing recorded at this shape (or no longer in the space): a search
-        self.current = dict(shape=shape, label=label, start=start, kept=kept, pruned=pruned, times=[])
+        self.current = dict(shape=shape, label=label, start=start, kept=kept, pruned=pruned, times=[], screened=[])
         if self.kernel is not None and gpu is not None:
             compile_ahead(self.kernel, kept, named_args, kwargs)
         return kept
 
     def bench(self, kernel_call, quantiles):
-        """Time one configuration: Triton's do_bench on a GPU (search_bench), one timed call in the interpreter."""
+        """Time one configuration: on a GPU in short windows, then (unless already SCREEN_MARGIN x slower than the best
+        timed before it) in the full ones (search_bench); one timed call in the interpreter."""
         from ladder.world import WORLD
+        screened = False
         try:
             if WORLD.gpu:
-                ms = search_bench(kernel_call, SEARCH_WARMUP_MS, SEARCH_REP_MS, quantiles)
+                ms = search_bench(kernel_call, SCREEN_WARMUP_MS, SCREEN_REP_MS, quantiles)
+                best = min((t for t in self.current["times"] if not isinstance(t, str)), default=float("inf"))
+                screened = ms[0] > SCREEN_MARGIN * best
+                if not screened:
+                    ms = search_bench(kernel_call, SEARCH_WARMUP_MS, SEARCH_REP_MS, quantiles)
             else:
                 start = time.perf_counter()
                 kernel_call()
                 ms = [(time.perf_counter() - start) * 1e3] * len(quantiles)
         except Exception as e:  # the autotuner rules out what does not compile (e.g. OutOfResources)
             self.current["times"].append(f"{type(e).__name__}: {str(e).strip()[:200]}")
+            self.current["screened"].append(False)
             raise
         self.current["times"].append(ms[0])
+        self.current["screened"].append(screened)
         return ms
 
     def start(self) -> None:
@@ -345,11 +375,12 @@ class TritonSearchLog:
         s, self.current = self.current, None
         (problem, tuner), shape = s["label"], s["shape"]
         timed, failed = [], []
-        for c, t in zip(s["kept"], s["times"]):
+        for c, t, screened in zip(s["kept"], s["times"], s["screened"]):
             if isinstance(t, str):
                 failed.append({"config": triton_config_dict(c), "reason": t})
             else:
-                timed.append({"config": triton_config_dict(c), "ms": t, "tflops": self.flops(problem, shape) / t / 1e9})
+                timed.append({"config": triton_config_dict(c), "ms": t, "tflops": self.flops(problem, shape) / t / 1e9,
+                              **({"screened": True} if screened else {})})
         untimed = [{"config": triton_config_dict(c)} for c in s["kept"][len(s["times"]):]]
         timed.sort(key=lambda t: t["ms"])
         best_ms = timed[0]["ms"] if timed else float("nan")  # nothing timed: one configuration survived

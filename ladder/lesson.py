@@ -400,8 +400,8 @@ def bank_conflicts_per_fma(profiles: list[dict], labels: list[str], problem) -> 
 
 def matmul_lines_vs_speed(rows: list[dict], shape: tuple = (4096, 4096, 4096)) -> str:
     """Lines of code (neither blank nor comment) of what each matmul rung runs, beside its TFLOP/s at `shape`:
-    the CUDA rung's file (rungs 4-7 also include tensor_core.cuh, counted once; rung 6 includes rung 5's file)
-    and the Triton rung's kernel functions (rungs 3-5 share one kernel and its helpers). Launchers not counted."""
+    the CUDA rung's file (rungs 4-10 also include tensor_core.cuh, rungs 8-10 tma.cuh, each counted once; rung 6
+    includes rung 5's file) and the Triton rung's kernel functions (rungs 3-5 share one kernel and its helpers). Launchers not counted."""
     import kernels.matmul as mm
     from kernels.triton import matmul as tm
     at = {f"{r['backend']}:{r['rung']}": r["tflops"] for r in rows if tuple(r["shape"]) == tuple(shape)}
@@ -416,7 +416,9 @@ def matmul_lines_vs_speed(rows: list[dict], shape: tuple = (4096, 4096, 4096)) -
     twins = {c: next((t for t in triton if t.split("_")[0] == c.split("_")[0]), None) for c in cuda}
     def speed(label):
         return f"{at[label]:8.1f}" if label in at else f"{'-':>8s}"
-    lines = [f"tensor_core.cuh (included by the CUDA tensor-core rungs): {header} lines; TFLOP/s at {'x'.join(map(str, shape))}",
+    tma = lines_of_code((ROOT / mm.CUDA_DIR / "tma.cuh").read_text(), "//")
+    lines = [f"tensor_core.cuh (included by the CUDA tensor-core rungs): {header} lines, tma.cuh (rungs 8-10): {tma}; "
+             f"TFLOP/s at {'x'.join(map(str, shape))}",
              f"{'CUDA rung':28s} {'lines':>5s} {'TFLOP/s':>8s}   {'Triton rung':18s} {'lines':>5s} {'TFLOP/s':>8s}"]
     for c, t in twins.items():
         right = f"{t:18s} {triton[t]:5d} {speed('triton:' + t)}" if t and c[1] != "b" else ""
@@ -476,9 +478,76 @@ def compare_schedules(sizes: tuple = (4096, 8192), rounds: int = 5) -> str:
     return "\n".join(lines)
 
 
-def wgmma_signatures(families: tuple = ("LDGSTS", "BAR", "UTMALDG", "SYNCS", "HGMMA", "USETMAXREG")) -> str:
+def wgmma_signatures(families: tuple = ("LDGSTS", "BAR", "UTMALDG", "SYNCS", "HGMMA", "USETMAXREG"),
+                     rungs: tuple = ("7_wgmma", "8_tma_warp_specialized")) -> str:
     """The Hopper matmul rungs' opcode families side by side (sm_90a SASS, compiled here: no GPU needed)."""
     import kernels.matmul as mm
-    return signature_table({name: sass.cuda_sass(f"matmul/{name}.cu", "sm_90a", config)
-                            for name, config in (("7_wgmma", mm.WGMMA), ("8_tma_warp_specialized", mm.TMA_WS))},
+    configs = {"7_wgmma": mm.WGMMA, "8_tma_warp_specialized": mm.TMA_WS, "9_persistent": mm.PERSISTENT,
+               "10_cluster_multicast": mm.CLUSTER_MULTICAST}
+    return signature_table({name: sass.cuda_sass(f"matmul/{name}.cu", "sm_90a", configs[name]) for name in rungs},
                            families)
+
+
+# ---------------------------------------------------------------- lesson 02's tables
+
+def roofs_summary(problem, roofs: dict, label: str, shape: tuple) -> str:
+    """The roofs a matmul meets (copy, fp32, fp16 tensor cores), each compute roof's ridge point and the least
+    time `shape` can take under it."""
+    from ladder import roofline
+    lines = [f"roofs ({label}): copy {roofs['copy_TBps']:.2f} TB/s, fp32 {roofs['fp32_TFLOPs']:.0f} TFLOP/s, "
+             f"fp16 tensor cores {roofs['fp16_tc_TFLOPs']:.0f} TFLOP/s"]
+    for key in ("fp32_TFLOPs", "fp16_tc_TFLOPs"):
+        best = problem.flops(shape) / (roofs[key] * 1e12) * 1e3
+        lines.append(f"{roofline.ROOFS[key]:17s}: ridge point {roofline.ridge(roofs['copy_TBps'], roofs[key]):4.0f} "
+                     f"FLOP/B; {'x'.join(map(str, shape))} at least {best:.3f} ms")
+    return "\n".join(lines)
+
+
+def matmul_signatures_by_arch() -> str:
+    """The CUDA matmul rungs' opcode families per architecture (rung 7 on sm_90a), compiled here."""
+    import kernels.matmul as mm
+    out = []
+    for arch in sass.ARCHS:
+        pipelined = dict(mm.TWO_STAGES) if arch == "sm_75" else dict(mm.PIPELINED)
+        variants = {name: sass.cuda_sass(f"matmul/{name}.cu", arch, pipelined if name[0] in "56" else None)
+                    for name in ("1_naive", "2_coalesced", "3_smem_tiled", "3b_register_blocked",
+                                 "4_tensor_core", "5_pipelined", "6_autotuned")}
+        if arch == "sm_90":
+            variants["7_wgmma (sm_90a)"] = sass.cuda_sass("matmul/7_wgmma.cu", "sm_90a", mm.WGMMA)
+        out += [arch, signature_table(variants)]
+    return "\n".join(out)
+
+
+def matmul_search_space() -> str:
+    """CUDA rung 6's search space, and how many configurations the pruning keeps on an H100 and on a T4."""
+    import kernels.matmul as mm
+    from ladder import hardware
+    h100 = hardware.GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
+    t4 = hardware.GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, None)
+    lines = [f"search space: {mm.SEARCH_SPACE}", f"{len(mm.TUNER.configs())} configurations before pruning"]
+    lines += [f"{g.name}: {sum(1 for c in mm.TUNER.configs() if not mm.prune_reason(c, g))} kept" for g in (h100, t4)]
+    return "\n".join(lines)
+
+
+def matmul_searches(gpu, shape: tuple = (4096, 4096, 4096)) -> str:
+    """CUDA rung 6's search at `shape`, run here on a GPU with tensor cores; else the recorded searches."""
+    import kernels.matmul as mm
+    from ladder import autotune
+    if gpu is not None and gpu.has("tensor_cores"):
+        reports = mm.tune([shape])
+    else:
+        reports = [r for r in autotune.recorded_reports() if r.problem == "matmul" and r.tuner == mm.TUNER.name]
+    return "\n\n".join(r.summary() for r in reports)
+
+
+def t4_floors(problem, rows: list[dict], label: str, rungs: dict, shape: tuple) -> str:
+    """For each rung ({label: datasheet roof key}): the least time a T4 could take at `shape`, against the time
+    measured (or recorded) here."""
+    t4 = datasheet_gpu("T4").datasheet
+    lines = []
+    for rung, key in rungs.items():
+        floor = problem.flops(shape) / (getattr(t4, key) * 1e12) * 1e3
+        here = next(r["ms"] for r in rows if f"{r['backend']}:{r['rung']}" == rung and tuple(r["shape"]) == tuple(shape))
+        lines.append(f"{rung}: a T4 needs at least {floor:.2f} ms at {'x'.join(map(str, shape))}, "
+                     f"{floor / here:.1f}x the time ({label})")
+    return "\n".join(lines)

@@ -169,12 +169,59 @@ def test_pinned_searches_time_only_the_recorded_winner(monkeypatch):
     monkeypatch.setattr(autotune, "compile_ahead", lambda *args: None)
     monkeypatch.setattr(autotune, "cached_reports", lambda slug, problem, tuner: [recorded])
     log = autotune.TritonSearchLog(shape_of=lambda a: (a["M"], a["N"], a["K"]),
-                                   label_of=lambda a: ("matmul", "triton:6_autotuned"), flops=None,
+                                   label_of=lambda a: ("matmul", "triton:6_autotuned"),
+                                   flops=lambda problem, s: 1e12,  # worth a search
                                    reason=lambda c, shape, gpu, dicts: None)
     assert len(log.prune(configs, dict(M=64, N=64, K=64))) == 2          # not pinned: a search
     monkeypatch.setattr(autotune, "PIN_RECORDED", True)
     assert log.prune(configs, dict(M=64, N=64, K=64)) == [configs[1]]    # pinned: the recorded winner only
     assert len(log.prune(configs, dict(M=96, N=64, K=64))) == 2          # nothing recorded at this shape
+
+
+
+def _search_log(monkeypatch, flops: float):
+    from ladder import autotune
+    monkeypatch.setattr(autotune, "detect", lambda: H100)
+    monkeypatch.setattr(autotune, "compile_ahead", lambda *args: None)
+    return autotune.TritonSearchLog(shape_of=lambda a: (a["M"], a["N"], a["K"]),
+                                    label_of=lambda a: ("matmul", "triton:6_autotuned"), flops=lambda p, s: flops,
+                                    reason=lambda c, shape, gpu, dicts: None)
+
+
+def test_a_problem_too_small_to_search_keeps_the_smallest_tiles(monkeypatch):
+    import triton
+    configs = [triton.Config(dict(BLOCK_M=m, BLOCK_N=n, BLOCK_K=32), num_warps=4, num_stages=3)
+               for m, n in ((128, 128), (64, 64), (128, 64))]
+    log = _search_log(monkeypatch, flops=2e9)
+    assert log.prune(configs, dict(M=1000, N=1000, K=1000)) == [configs[1]]
+    assert all("microseconds" in p["reason"] for p in log.current["pruned"]) and len(log.current["pruned"]) == 2
+    assert len(_search_log(monkeypatch, flops=1e11).prune(configs, dict(M=4096, N=4096, K=4096))) == 3
+
+
+def test_the_search_times_clear_losers_only_in_short_windows(monkeypatch):
+    import dataclasses
+
+    import triton
+    from ladder import autotune, world
+    configs = [triton.Config(dict(BLOCK_M=m, BLOCK_N=64, BLOCK_K=32), num_warps=4, num_stages=3) for m in (64, 128, 256)]
+    log = _search_log(monkeypatch, flops=1e12)
+    log.prune(configs, dict(M=4096, N=4096, K=4096))
+    monkeypatch.setattr(world, "WORLD", dataclasses.replace(world.WORLD, gpu=True))
+    true_ms = iter([1.0, 2.0, 1.1])   # the second is 2x the first: screened out; the third is close: timed again
+    windows = []
+
+    def fake_bench(call, warmup_ms, rep_ms, quantiles):
+        windows.append(rep_ms)
+        return [call()]
+    monkeypatch.setattr(autotune, "search_bench", fake_bench)
+    for ms in true_ms:
+        log.bench(lambda ms=ms: ms, [0.5])
+    short, full = autotune.SCREEN_REP_MS, autotune.SEARCH_REP_MS
+    assert windows == [short, full, short, short, full]
+    log.finish(configs[0])
+    report = log.reports[-1]
+    assert [t.get("screened", False) for t in sorted(report.timed, key=lambda t: t["config"]["BLOCK_M"])] == [False, True, False]
+    assert "1 of the 3 timed in short windows only" in report.summary()
 
 
 # ------------------------------------------------------------- SASS, compiled ahead of time
