@@ -216,6 +216,8 @@ CEILING_NAMES = {"copy_TBps": "copy, TB/s", "l2_TBps": "L2 read, TB/s", "fp32_TF
 HEADLINES = [("vector_add", "cuda:2_vectorized", (1000000000,), "torch:add"),
              ("matmul", "cuda:7_wgmma", (8192, 8192, 8192), "torch:cublas"),
              ("matmul", "cuda:8_tma_warp_specialized", (8192, 8192, 8192), "torch:cublas"),
+             ("matmul", "cuda:10_cluster_multicast", (4096, 4096, 4096), "torch:cublas"),
+             ("matmul", "cuda:10_cluster_multicast", (8192, 8192, 8192), "torch:cublas"),
              ("matmul", "triton:6_autotuned", (4096, 4096, 4096), "torch:cublas"),
              ("matmul", "triton:6_autotuned", (8192, 8192, 8192), "torch:cublas"),
              ("attention", "cuda:6_autotuned", (4, 32, 4096, 64, 0), "torch:sdpa"),
