@@ -343,7 +343,7 @@ def test_cluster_multicast_follows_rung_10s_defines(monkeypatch):
     path = "matmul/10_cluster_multicast.cu"
     source = cuda.source(path)
     assert "const int j = rank * B_BOXES_PER_BLOCK + i;" in source and "WHOLE_CLUSTER" in source
-    assert "mbarrier_init(&empty[s], CONSUMERS * CLUSTER);" in source
+    assert "ring_init(full, empty, STAGES, CONSUMERS * CLUSTER);" in source
     fig = diagrams.matmul_cluster_multicast()
     assert figcheck.collisions(fig) == []
     text = joined(fig)

@@ -98,21 +98,15 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
     const int blocks = ((M + CLUSTER * BM - 1) / (CLUSTER * BM)) * ((N + BN - 1) / BN);  // of CLUSTER * BM x BN
     const int cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
     const int k_tiles = (K + BK - 1) / BK;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbarrier_init(&full[s], 1);                     // this block's producer, plus the bytes of both
-            mbarrier_init(&empty[s], CONSUMERS * CLUSTER);  // every consumer warpgroup of the cluster
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the partner and the TMA
-    }
+    ring_init(full, empty, STAGES, CONSUMERS * CLUSTER);  // full[s]: the bytes of both producers; empty[s]: every
+                                                          // consumer warpgroup of the cluster
     cluster_sync();  // both blocks' barriers exist before either producer multicasts or a consumer arrives remotely
 
     // Both blocks of a cluster walk the same cluster blocks and k-tiles: their rings stay in step (kt as in rung 9).
     if (threadIdx.x < 128) {  // ------------------------------------------------ producer warpgroup
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (threadIdx.x == 0) {
-            asm volatile("prefetch.tensormap [%0];\n" :: "l"(&map_a) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" :: "l"(&map_b) : "memory");
+            prefetch_tensormaps(map_a, map_b);
             int kt = 0;
             for (int block = cluster; block < blocks; block += clusters) {
                 const TileOrigin o = cluster_origin(block, M, N);
@@ -144,11 +138,7 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
                 mbarrier_wait(&full[s], (kt / STAGES) & 1);  // k-tile kt landed: A, and B from both producers
                 const half* a = As + s * A_STAGE + consumer * 64 * 64;  // this group's 64 rows
                 const half* b = Bs + s * B_STAGE;
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < BK / 16; ++kk)  // k16 step: 32 bytes along A's rows, 16 rows down B
-                    wgmma_m64n256k16(acc, descriptor(a + kk * 16, 16), descriptor(b + kk * 16 * 64, BK * 128));
-                wgmma_commit();
+                wgmma_k_tile<BK>(acc, a, b);
                 wgmma_wait<1>();  // k-tile kt-1's wgmmas done: its buffer may be refilled, here and in the partner
                 if (k > 0 && releases)
                     for (unsigned r = 0; r < CLUSTER; ++r) mbarrier_arrive_in(&empty[(kt - 1) % STAGES], r);

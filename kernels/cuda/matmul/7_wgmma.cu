@@ -70,11 +70,7 @@ matmul(const half* A, const half* B, half* C, int M, int N, int K, int ldb) {
         cp_async_commit();
         const half* a = As + (t % STAGES) * A_STAGE + warpgroup * 64 * 64;  // this group's 64 rows
         const half* b = Bs + (t % STAGES) * B_STAGE;
-        wgmma_fence();
-#pragma unroll
-        for (int k = 0; k < BK / 16; ++k)  // k16 step: 32 bytes along A's rows, 16 rows down B
-            wgmma_m64n256k16(acc, descriptor(a + k * 16, 16), descriptor(b + k * 16 * 64, BK * 128));
-        wgmma_commit();
+        wgmma_k_tile<BK>(acc, a, b);
         wgmma_wait<1>();  // tile t-1 done
     }
     wgmma_wait<0>();

@@ -47,20 +47,13 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
     half* Bs = As + STAGES * A_STAGE;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     const int tiles = (K + BK - 1) / BK;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbarrier_init(&full[s], 1);                // the producer's arrive, plus the TMA's bytes
-            mbarrier_init(&empty[s], CONSUMERS);       // one arrive per consumer warpgroup
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit too
-    }
+    ring_init(full, empty, STAGES, CONSUMERS);  // empty[s]: one arrive per consumer warpgroup
     __syncthreads();  // the only block-wide barrier
 
     if (threadIdx.x < 128) {  // ------------------------------------------------ producer warpgroup
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (threadIdx.x == 0) {
-            asm volatile("prefetch.tensormap [%0];\n" :: "l"(&map_a) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" :: "l"(&map_b) : "memory");
+            prefetch_tensormaps(map_a, map_b);
             for (int t = 0; t < tiles; ++t) {
                 const int s = t % STAGES, k0 = t * BK;
                 mbarrier_wait(&empty[s], (t / STAGES + 1) & 1);  // consumers done with round t/STAGES - 1
@@ -80,11 +73,7 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
             mbarrier_wait(&full[s], (t / STAGES) & 1);  // tile t landed
             const half* a = As + s * A_STAGE + consumer * 64 * 64;  // this group's 64 rows
             const half* b = Bs + s * B_STAGE;
-            wgmma_fence();
-#pragma unroll
-            for (int k = 0; k < BK / 16; ++k)  // k16 step: 32 bytes along A's rows, 16 rows down B
-                wgmma_m64n256k16(acc, descriptor(a + k * 16, 16), descriptor(b + k * 16 * 64, BK * 128));
-            wgmma_commit();
+            wgmma_k_tile<BK>(acc, a, b);
             wgmma_wait<1>();  // tile t-1's wgmmas done, for the whole warpgroup: its buffer may be refilled
             // one thread per warpgroup says so. (An arrive from lane 0 of every warp makes ptxas serialize the
             // wgmmas, a wait after each one: warning C7515. tests/test_matmul_cuda.py watches for that.)

@@ -63,13 +63,7 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
     half* Bs = As + STAGES * A_STAGE;
     const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
     const int k_tiles = (K + BK - 1) / BK;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbarrier_init(&full[s], 1);                // the producer's arrive, plus the TMA's bytes
-            mbarrier_init(&empty[s], CONSUMERS);       // one arrive per consumer warpgroup
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit too
-    }
+    ring_init(full, empty, STAGES, CONSUMERS);  // empty[s]: one arrive per consumer warpgroup
     __syncthreads();  // the only block-wide barrier
 
     // Both roles count k-tiles over all of this block's tiles (kt), so the ring's stage (kt % STAGES) and
@@ -77,8 +71,7 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
     if (threadIdx.x < 128) {  // ------------------------------------------------ producer warpgroup
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (threadIdx.x == 0) {
-            asm volatile("prefetch.tensormap [%0];\n" :: "l"(&map_a) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" :: "l"(&map_b) : "memory");
+            prefetch_tensormaps(map_a, map_b);
             int kt = 0;
             for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
                 const TileOrigin o = tile_origin(tile, M, N);
@@ -106,11 +99,7 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
                 mbarrier_wait(&full[s], (kt / STAGES) & 1);  // k-tile kt landed
                 const half* a = As + s * A_STAGE + consumer * 64 * 64;  // this group's 64 rows
                 const half* b = Bs + s * B_STAGE;
-                wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < BK / 16; ++kk)  // k16 step: 32 bytes along A's rows, 16 rows down B
-                    wgmma_m64n256k16(acc, descriptor(a + kk * 16, 16), descriptor(b + kk * 16 * 64, BK * 128));
-                wgmma_commit();
+                wgmma_k_tile<BK>(acc, a, b);
                 wgmma_wait<1>();  // k-tile kt-1's wgmmas done: its buffer may be refilled
                 if (k > 0 && releases) mbarrier_arrive(&empty[(kt - 1) % STAGES]);
             }

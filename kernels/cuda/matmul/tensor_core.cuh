@@ -206,4 +206,15 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int PENDING>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(PENDING) : "memory"); }
+
+// One k-tile of a warpgroup's 64 x 256 product, committed as one group: BK_/16 k16 steps over 128-byte-swizzled
+// tiles (a: this warpgroup's 64 rows of BK_ halves; b: BK_ rows of B in column blocks of 64).
+template <int BK_>
+__device__ __forceinline__ void wgmma_k_tile(float (&acc)[1][32][4], const half* a, const half* b) {
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < BK_ / 16; ++k)  // k16 step: 32 bytes along A's rows, 16 rows down B
+        wgmma_m64n256k16(acc, descriptor(a + k * 16, 16), descriptor(b + k * 16 * 64, BK_ * 128));
+    wgmma_commit();
+}
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -40,4 +40,24 @@ __device__ __forceinline__ void tma_load(half* dst, const TensorMap& map, int x,
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                  :: "r"(smem_address(dst)), "l"(&map), "r"(x), "r"(y), "r"(smem_address(bar)) : "memory");
 }
+
+// ---------------------------------------------------------------- the ring
+// Its barriers, set up by thread 0: full[s] completes on the producer's arrive plus the TMA's bytes, empty[s]
+// on `releases` consumer arrives. The fence makes them visible to the TMA unit (and to a cluster partner).
+__device__ __forceinline__ void ring_init(unsigned long long* full, unsigned long long* empty, int stages,
+                                          unsigned releases) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; ++s) {
+            mbarrier_init(&full[s], 1);
+            mbarrier_init(&empty[s], releases);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+}
+
+// The producer's first step: both tensor maps into the TMA unit's cache before the first copy needs them.
+__device__ __forceinline__ void prefetch_tensormaps(const TensorMap& a, const TensorMap& b) {
+    asm volatile("prefetch.tensormap [%0];\n" :: "l"(&a) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" :: "l"(&b) : "memory");
+}
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
