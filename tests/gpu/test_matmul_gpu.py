@@ -55,12 +55,15 @@ def test_autotune_search_reports_and_caches_its_winner():
 
 
 def test_triton_search_reports_what_it_did():
-    [report] = tm.tune([(512, 512, 512)])
+    [report] = tm.tune([(2048, 2048, 2048)])  # 17 GFLOP: worth a search (autotune.SEARCH_MIN_FLOP)
     assert report.tried + len(report.pruned) == len(tm.autotuned_kernel.configs)
     # the prune counts the pipeline's buffers; the epilogue's scratch can still overflow shared memory
     assert all("shared memory" in f["reason"] for f in report.failed), report.failed
     assert report.timed and report.timed[0]["ms"] <= report.timed[-1]["ms"]
     assert report.best == tm.config_dict(tm.autotuned_kernel.best_config)
+    [small] = tm.tune([(512, 512, 512)])      # 0.27 GFLOP: the smallest tiles, no search
+    assert len(small.timed) + len(small.untimed) == 1 and len(small.pruned) == len(tm.autotuned_kernel.configs) - 1
+    assert any("microseconds" in p["reason"] for p in small.pruned)
 
 
 @pytest.mark.parametrize("rung", [r for r in mbr.PROBLEM.rungs if unavailable(r) is None], ids=lambda r: r.label)
