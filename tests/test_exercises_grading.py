@@ -428,3 +428,110 @@ def test_grade_new_assignments(tmp_path, name, points):
             assert graded.score == points, graded.table()
         else:
             assert graded.score == 0 and all(t.feedback.endswith("not answered yet") for t in graded.tasks), graded.table()
+
+
+# ---------------------------------------------------------------- assignment 13: the capstone's decision table
+
+from ladder.capstone import costs, decision  # noqa: E402
+from ladder.exercises import CapstoneDecision  # noqa: E402
+
+CAPSTONE = CapstoneDecision()    # layer norm, from the recorded capstone run
+_F, _S, _N = CAPSTONE.share, CAPSTONE.x_floor, CAPSTONE.per_forward
+
+
+def test_capstone_decision_is_the_recordings_and_decision_pys():
+    """Every expected answer comes from the recording, by decision.py's rules; layer norm has room above its floor
+    but is not hot by the conditions' bar (a "don't write it" case)."""
+    from ladder import results
+    row = results.load_having("capstone").capstone("gpt2-small")
+    line = next(l for l in decision.headroom_table(row).splitlines() if l.startswith("layer norm"))
+    count, alone_us, floor_us, x_floor, pct = line.split()[-5:]
+    assert int(count) == _N == 2 * 12 + 1 and float(alone_us) == round(1e3 * CAPSTONE.alone_ms, 1)
+    assert float(floor_us) == round(1e3 * CAPSTONE.floor_ms, 1) and float(x_floor) == round(_S, 2)
+    assert float(pct.rstrip("%")) == round(100 * _F, 1)
+    assert CAPSTONE.amdahl == costs.amdahl(_F, _S) and CAPSTONE.room == (_S >= decision.ROOM)
+    assert (CAPSTONE.hot_10, CAPSTONE.hot_5) == (_F >= decision.HOT_CONDITION, _F > decision.HOT_CHECK)
+    assert CAPSTONE.room and not CAPSTONE.hot_10 and not CAPSTONE.two_x and not CAPSTONE.write_it
+    with pytest.raises(ValueError, match="no op"):
+        CapstoneDecision("softmax")
+
+
+@pytest.mark.parametrize("method, answer, expect", [
+    ("check_share", _F, "correct"),
+    ("check_share", _F / _N, "one run of the op"),                                        # one layer's, not x count
+    ("check_share", _F * 12 / _N, "12 is the number of layers"),                          # x layers, not x 25
+    ("check_share", 100 * _F, "not a percent"),
+    ("check_share", 1 / _F, "forward pass over the op's time"),
+    ("check_share", ..., "not answered yet"),
+    ("check_x_floor", _S, "correct"),
+    ("check_x_floor", 1 / _S, "floor / time, inverted"),
+    ("check_x_floor", _S - 1, "excess over the floor"),
+    ("check_x_floor", _S * _N, "do not multiply one"),
+    ("check_x_floor", None, "not answered yet"),
+    ("check_amdahl", 1 / ((1 - _F) + _F / _S), "correct"),
+    ("check_amdahl", _S, "to the whole run"),                                             # s applied to everything
+    ("check_amdahl", 1 / ((1 - _S) + _S / _F), "f and s are swapped"),
+    ("check_amdahl", 1 / ((1 - _F) + _F * _S), "not floor / time"),
+    ("check_amdahl", 1 / (1 - _F), "infinitely fast"),
+    ("check_amdahl", costs.amdahl(_F / _N, _S), "share of one run"),
+    ("check_amdahl", 1.2, "recount"),
+    ("check_room", True, "correct"),
+    ("check_room", False, "time / floor >= 1.5"),
+    ("check_hot_10", False, "correct"),
+    ("check_hot_10", True, "10% vs 5%"),                                                  # 5% taken for the condition
+    ("check_hot_5", True, "correct"),
+    ("check_hot_5", "no", "5% vs 10%"),                                                   # 10% taken for the check
+    ("check_hot_5", 1, "answer True or False"),
+    ("check_two_x", False, "correct"),
+    ("check_two_x", True, "applies the op's own"),                                        # 2.76x >= 2, but Amdahl
+    ("check_verdict", False, "correct"),
+    ("check_verdict", "no", "correct"),
+    ("check_verdict", True, "room above the floor is one condition of three"),           # room, but not hot
+    ("check_verdict", ..., "not answered yet"),
+], ids=lambda v: v if isinstance(v, str) else type(v).__name__)
+def test_capstone_decision_feedback(capsys, method, answer, expect):
+    result = getattr(CAPSTONE, method)(answer)
+    out = capsys.readouterr().out
+    assert expect in str(result) and out.strip() == str(result), out
+    assert result.passed == (expect == "correct") and result.answered == (expect != "not answered yet")
+
+
+def test_capstone_decision_for_an_op_that_passes_every_row(capsys):
+    """The same checker for another op: the vocabulary projection (far above its floor, most of the run) passes
+    every measured row, so the verdict is True, and False is the slip."""
+    vocab = CapstoneDecision("vocabulary projection")
+    assert vocab.room and vocab.hot_10 and vocab.hot_5 and vocab.two_x and vocab.write_it and not vocab.against()
+    assert vocab.check_verdict(True) and vocab.check_two_x(True)
+    assert "every measured row favours writing it" in str(vocab.check_verdict(False))
+
+
+NOTEBOOK_13 = "13_capstone_decision.ipynb"
+
+
+def test_grade_capstone_decision(tmp_path):
+    """Solution: 8/8. Untouched exercise: 0, every task 'not answered yet'. The exercise answered with three
+    typical slips (one layer's share, the floor ratio inverted, 'write it' for the room) and the rest right
+    (from the given numbers, not from the slips): exactly those three tasks score 0, each with its hint."""
+    exercise = nbformat.read(ROOT / "exercises" / NOTEBOOK_13, as_version=4)
+    slips = copy.deepcopy(exercise)
+    f, s = "(alone_ms * per_forward / eager_ms)", "(alone_ms / floor_ms)"
+    for name, value in [("share", "alone_ms / eager_ms"), ("x_floor", "floor_ms / alone_ms"),
+                        ("speedup", f"1 / ((1 - {f}) + {f} / {s})"), ("room", f"{s} >= decision.ROOM"),
+                        ("hot_10", f"{f} >= decision.HOT_CONDITION"), ("hot_5", f"{f} > decision.HOT_CHECK"),
+                        ("two_x", "speedup >= decision.END_TO_END"), ("write_it", "True")]:
+        _answer(slips, name, value)
+    graded = {}
+    for name, nb in [("solution", nbformat.read(ROOT / "solutions" / NOTEBOOK_13, as_version=4)),
+                     ("untouched", exercise), ("slips", slips)]:
+        path = tmp_path / name / NOTEBOOK_13
+        path.parent.mkdir()
+        nbformat.write(nb, path)
+        graded[name] = notebooks.grade(path, timeout=300)
+    assert (graded["solution"].score, graded["solution"].points) == (8, 8), graded["solution"].table()
+    assert graded["untouched"].score == 0, graded["untouched"].table()
+    assert all(t.feedback.endswith("not answered yet") for t in graded["untouched"].tasks)
+    wrong = {t.grade_id: t.feedback for t in graded["slips"].tasks if t.score == 0}
+    assert graded["slips"].score == 5 and set(wrong) == {"check_share", "check_x_floor", "check_verdict"}, \
+        graded["slips"].table()
+    assert "one run of the op" in wrong["check_share"] and "inverted" in wrong["check_x_floor"]
+    assert "one condition of three" in wrong["check_verdict"]

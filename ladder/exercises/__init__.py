@@ -20,9 +20,10 @@ from ladder.exercises.a09_epilogue import BiasReluEpilogue
 from ladder.exercises.a10_search_prune import SearchPrune
 from ladder.exercises.a11_register_block import RegisterBlock
 from ladder.exercises.a12_mma_fragments import MmaFragments
+from ladder.exercises.a13_capstone_decision import CapstoneDecision
 
 __all__ = ["NotYet", "Result", "grading", "answer_names", "exercise_from_solution", "solution_answers",
            "strip_solutions", "uses_answers", "write_exercises", "VectorAddIntensity", "check_mapping",
            "warp_access_report", "warp_indices", "sectors_per_request", "TileIntensity", "TileMasks",
            "OnlineSoftmax", "PipelineStages", "GroupOrder", "CausalSkip", "BiasReluEpilogue", "SearchPrune",
-           "RegisterBlock", "MmaFragments"]
+           "RegisterBlock", "MmaFragments", "CapstoneDecision"]
