@@ -42,9 +42,10 @@ CACHE = CACHE_DIR / "autotune.json"
 # (Shorter for short kernels: see ladder.timing.search_bench.)
 SEARCH_WARMUP_MS, SEARCH_REP_MS = 100, 300
 # A Triton search first times each configuration in short windows; one already SCREEN_MARGIN x slower than the
-# best seen so far keeps that time (clock drift moves a ranking by ~5%, not 25%), the others are timed again
-# in the full windows above. Most configurations are clear losers: the search takes about half the time.
-SCREEN_WARMUP_MS, SCREEN_REP_MS, SCREEN_MARGIN = 10, 40, 1.25
+# best seen so far keeps that time (clock drift moves a ranking by ~5%, not 10%), the others are timed again
+# in the full windows above. The configurations come likeliest winner first (likeliest_first), so the best so far
+# is soon near the best: in the H100's recorded attention searches half of them were over 1.10x the winner.
+SCREEN_WARMUP_MS, SCREEN_REP_MS, SCREEN_MARGIN = 10, 40, 1.10
 # Under this many FLOPs a launch runs for microseconds: a search (seconds) costs more than it could ever save,
 # so only the configuration with the smallest tiles (the most programs, to fill the SMs) is kept.
 SEARCH_MIN_FLOP = 1e10
@@ -271,6 +272,16 @@ def _tile_area(config) -> int:
     return math.prod(v for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
 
 
+def likeliest_first(configs: list, earlier: Report | None) -> list:
+    """The order a search times `configs` in: an earlier search's ranking on this GPU at this shape (local cache or
+    results/), the configurations it did not time after it; without one, the biggest tiles first (at the
+    sizes worth a search, the fewest loads per FLOP usually win)."""
+    rank = {json.dumps(t["config"], sort_keys=True): i
+            for i, t in enumerate(sorted(earlier.timed, key=lambda t: t["ms"]))} if earlier else {}
+    return sorted(configs, key=lambda c: (rank.get(json.dumps(triton_config_dict(c), sort_keys=True), len(rank)),
+                                          -_tile_area(c)))
+
+
 def compile_ahead(kernel, configs, named_args: dict, launch_kwargs: dict) -> None:
     """Compile `kernel` for each of `configs` in parallel threads (Triton's AsyncCompileMode), so that the
     autotuner, which compiles each configuration only when it comes to time it, finds them all compiled:
@@ -331,10 +342,10 @@ class TritonSearchLog:
             pruned += [{"config": triton_config_dict(c), "reason": f"{flops:.1e} FLOP run in microseconds: a search "
                         "costs more than it can save (the smallest tiles are kept)"} for c in kept if c is not smallest]
             kept = [smallest]
-        if PIN_RECORDED and gpu is not None:
-            winners = [r.best for r in cached_reports(gpu.slug, *label) if tuple(r.shape) == tuple(shape)]
-            pinned = [c for c in kept if winners and triton_config_dict(c) == winners[0]]
-            kept = pinned or kept  # nothing recorded at this shape (or no longer in the space): a search
+        earlier = [r for r in cached_reports(gpu.slug, *label) if tuple(r.shape) == tuple(shape)] if gpu else []
+        if PIN_RECORDED and earlier:
+            kept = [c for c in kept if triton_config_dict(c) == earlier[0].best] or kept  # not in the space: a search
+        kept = likeliest_first(kept, earlier[0] if earlier else None)
         self.current = dict(shape=shape, label=label, start=start, kept=kept, pruned=pruned, times=[], screened=[])
         if self.kernel is not None and gpu is not None:
             compile_ahead(self.kernel, kept, named_args, kwargs)

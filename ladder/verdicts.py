@@ -303,6 +303,7 @@ class Ladder:
         self.backends = _backends(backend)
         self.shapes = [tuple(s) for s in (shapes or self.problem.bench_shapes)]
         self.live = WORLD.gpu
+        self._anchors_timed: set[str] = set()
         if self.live:
             from ladder import ceilings
             self.gpu = detect()
@@ -338,9 +339,26 @@ class Ladder:
             if reason:
                 print(f"{rung.label}: not run here: {reason}")
                 return
-            self.rows = [r for r in self.rows if _label(r) != rung.label]
-            self.rows += [runner.time_rung(self.problem, rung, shape) for shape in self.shapes]
+            if rung.label not in self._anchors_timed:  # else a verdict has just timed it as its anchor
+                self._time(rung)
         print(self.lines(rung.label))
+
+    def _time(self, rung) -> None:
+        from ladder import runner
+        self.rows = [r for r in self.rows if _label(r) != rung.label]
+        self.rows += [runner.time_rung(self.problem, rung, shape) for shape in self.shapes]
+
+    def _time_anchors(self, found: list[Prediction]) -> None:
+        """Live: time the library a '% of' verdict compares with, once, before the first such verdict, so
+        that every rung's verdict has its anchor from this run."""
+        from ladder import runner
+        for p in found:
+            if not self.live or p.quantity != "pct_anchor":
+                continue
+            anchor = self._rung(p.anchor)
+            if not any(_label(r) == anchor.label for r in self.rows) and runner.unavailable(anchor) is None:
+                self._time(anchor)
+                self._anchors_timed.add(anchor.label)
 
     def lines(self, label: str) -> str:
         rung = self._rung(label)
@@ -389,6 +407,8 @@ class Ladder:
     def verdict(self, name: str | None = None) -> None:
         """Hit or miss at every headline shape: one rung's, or (no name) the whole ladder's."""
         rung = self._rung(name).label if name else None
+        self._time_anchors([p for p in predictions(self.problem.name, self.backends)
+                            if rung is None or rung in (p.rung, p.name)])
         found = verdicts(self.problem, self.backends, self.rows, self.ceilings,
                          getattr(self, "recording", None), rung=rung)
         print(format_verdicts(found, "" if name else f"{self.label}; bands for {bands_for(self.problem)}"))

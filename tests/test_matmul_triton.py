@@ -188,6 +188,20 @@ def _search_log(monkeypatch, flops: float):
                                     reason=lambda c, shape, gpu, dicts: None)
 
 
+def test_a_search_times_the_likeliest_winner_first():
+    """So that screening has a near-best time to compare with early: an earlier search's ranking at that shape
+    on this GPU, the configurations it never timed after it; without one, the biggest tiles first."""
+    import triton
+    from ladder import autotune
+    configs = [triton.Config(dict(BLOCK_M=m, BLOCK_N=n, BLOCK_K=32), num_warps=4, num_stages=3)
+               for m, n in ((64, 64), (128, 128), (128, 64), (64, 128))]
+    assert autotune.likeliest_first(configs, None)[0] is configs[1]
+    assert autotune.likeliest_first(configs, None)[-1] is configs[0]
+    timed = [{"config": autotune.triton_config_dict(configs[i]), "ms": ms} for i, ms in ((2, 1.5), (0, 1.0))]
+    earlier = autotune.Report("matmul", "triton:6_autotuned", (4096,) * 3, "H100", timed[1]["config"], 1.0, 1.0, timed)
+    assert autotune.likeliest_first(configs, earlier) == [configs[0], configs[2], configs[1], configs[3]]
+
+
 def test_a_problem_too_small_to_search_keeps_the_smallest_tiles(monkeypatch):
     import triton
     configs = [triton.Config(dict(BLOCK_M=m, BLOCK_N=n, BLOCK_K=32), num_warps=4, num_stages=3)

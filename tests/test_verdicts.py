@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from ladder import problems, results, verdicts
+from ladder import lesson, problems, results, verdicts
 
 LADDERS = [("vector_add", ("cuda", "triton")), ("matmul", "cuda"), ("matmul", "triton"),
            ("attention", "cuda"), ("attention", "triton")]
@@ -200,3 +200,32 @@ def test_the_ladder_walk_over_the_recording(capsys):
     ladder.verdict("2_coalesced")
     out = capsys.readouterr().out
     assert "4096³" in out and "8192³" in out and "x over 1_naive" in out and "hit" in out
+
+
+def test_a_live_ladder_times_the_anchor_before_the_first_verdict_that_needs_it(monkeypatch, capsys):
+    """On a GPU a rung's '% of cuBLAS' verdict comes before the lesson times cuBLAS: the ladder times it then,
+    once, and the lesson's later measure of cuBLAS shows those rows instead of timing it again."""
+    from ladder import runner
+    timed = []
+
+    def time_rung(problem, rung, shape):
+        timed.append(rung.label)
+        ms = 1.0 if rung.label == "torch:cublas" else 1.1
+        return {"problem": problem.name, "backend": rung.backend, "rung": rung.name, "shape": list(shape), "ms": ms,
+                "ms_p20": ms, "ms_p80": ms, "tflops": problem.flops(shape) / ms / 1e9, "tbps": 1.0, "correct": True}
+
+    monkeypatch.setattr(runner, "time_rung", time_rung)
+    monkeypatch.setattr(runner, "unavailable", lambda rung: None)
+    live = object.__new__(verdicts.Ladder)  # a live ladder without measuring this machine's ceilings
+    live.problem, live.backends, live.live = problems.get("matmul"), ("cuda",), True
+    live.shapes, live.rows, live._anchors_timed = [(4096,) * 3], [], set()
+    live.ceilings = live.roofs = {"fp16_tc_TFLOPs": 900.0, "fp32_TFLOPs": 60.0}
+    live.gpu, live.label = lesson.datasheet_gpu("H100 SXM"), "live on a test double"
+    live.measure("8_tma_warp_specialized")
+    live.verdict("8_tma_warp_specialized")
+    assert "in its run" not in capsys.readouterr().out
+    assert timed == ["cuda:8_tma_warp_specialized", "torch:cublas"]
+    live.measure("torch:cublas")
+    live.verdict("8_tma_warp_specialized")
+    out = capsys.readouterr().out
+    assert timed == ["cuda:8_tma_warp_specialized", "torch:cublas"] and "90.9% hit" in out
