@@ -28,7 +28,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ladder import autotune, cuda, validate
 from ladder.hardware import detect
-from ladder.problems import Problem, Rung, register
+from ladder.problems import Problem, Rung, register, same_specialization
 from kernels.triton import attention as triton_attention
 
 CUDA_DIR = "kernels/cuda/attention"
@@ -300,6 +300,7 @@ PROBLEM = register(Problem(
     interpret_shapes=[(1, 2, 1, 64, 0), (1, 1, 19, 64, 1), (1, 1, 17, 128, 0)],  # S: 16-wide tiles + a ragged edge
     compute_roof="fp16_tc_TFLOPs",
     tune=_tune,
+    compile_shape=lambda s: (1, 1, same_specialization(s[2]), s[3], s[4]),   # D and causal are compiled in
     sweep_shapes=[(4, 32, S, 64, 0) for S in (512, 1024, 2048, 8192, 16384)],
     rungs=[
         _cuda("1_naive", cuda_naive, slow=True),
@@ -308,7 +309,7 @@ PROBLEM = register(Problem(
         _cuda("4_tensor_core", cuda_tensor_core, needs="tensor_cores"),
         _cuda("5_pipelined", cuda_pipelined, needs="tensor_cores",
               fallback=("cp.async", "rung 4's synchronous loads (no copies in flight)")),
-        _cuda("6_autotuned", cuda_autotuned, needs="tensor_cores",
+        _cuda("6_autotuned", cuda_autotuned, needs="tensor_cores", searches=True,
               fallback=("cp.async", "rung 4's synchronous loads, tuned")),
         *triton_attention.rungs(),
         Rung("torch", "sdpa", sdpa),

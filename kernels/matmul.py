@@ -16,7 +16,7 @@ import torch
 
 from ladder import autotune, cuda, tma, validate
 from ladder.hardware import detect
-from ladder.problems import Problem, Rung, register
+from ladder.problems import Problem, Rung, register, same_specialization
 from ladder.world import device
 from kernels.triton import matmul as triton_matmul
 
@@ -300,6 +300,7 @@ PROBLEM = register(Problem(
     compute_roof="fp16_tc_TFLOPs",
     sweep_shapes=SQUARE,
     tune=tune_rungs,
+    compile_shape=lambda s: tuple(same_specialization(n) for n in s),
     rungs=[
         _cuda("1_naive", naive, slow=True),
         _cuda("2_coalesced", coalesced, slow=True),
@@ -308,7 +309,7 @@ PROBLEM = register(Problem(
         _cuda("4_tensor_core", tensor_core, needs="tensor_cores"),
         _cuda("5_pipelined", pipelined, needs="tensor_cores",
               fallback=("cp.async", "a register-staged double buffer (the next tile's loads wait in registers)")),
-        _cuda("6_autotuned", autotuned, needs="tensor_cores",
+        _cuda("6_autotuned", autotuned, needs="tensor_cores", searches=True,
               fallback=("cp.async", "rung 5's register-staged double buffer, tuned")),
         _cuda("7_wgmma", wgmma, needs="wgmma"),
         _cuda("8_tma_warp_specialized", tma_warp_specialized, needs="wgmma"),

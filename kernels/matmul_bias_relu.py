@@ -123,6 +123,6 @@ PROBLEM = register(Problem(
         Rung("torch", "three_ops", three_ops),
         Rung("torch", "compile", compiled, needs="gpu"),
         Rung("triton", "fused", fused, triton_matmul.SOURCE, needs="tensor_cores",
-             fallback=triton_matmul.CUDA_CORE_DOT),
+             fallback=triton_matmul.CUDA_CORE_DOT, searches=True),
     ],
 ))

@@ -27,6 +27,7 @@ class Rung:
     needs: str | None = None     # GPU feature the rung relies on ("cp.async", "bf16", ...)
     fallback: tuple[str, str] | None = None  # (feature, what runs instead on a GPU without it)
     slow: bool = False           # too slow for the size sweep: timed at the benchmark shapes only
+    searches: bool = False       # picks its configuration per shape by a search: nothing to compile ahead
 
     @property
     def label(self) -> str:
@@ -63,6 +64,8 @@ class Problem:
     compute_roof: str                            # ceiling key of the unit doing the math
     sweep_shapes: list[tuple] = field(default_factory=list)  # size sweep for the rungs not marked slow
     tune: Callable[[list[str]], list] | None = None  # tune(rung labels): searches to run before timing -> reports
+    # the smallest shape whose launches compile to what `shape`'s do (the same specializations): runner.compile_ahead
+    compile_shape: Callable[[tuple], tuple] | None = None
     rungs: list[Rung] = field(default_factory=list)
 
     def only(self, *backends: str) -> "Problem":
@@ -79,6 +82,12 @@ class Problem:
                 return r
         raise UnknownName(f"{self.name} has no rung {backend}:{name}; it has "
                        + ", ".join(r.label for r in self.rungs))
+
+
+def same_specialization(n: int) -> int:
+    """The smallest size a kernel compiled for size `n` is compiled the same for: Triton specializes an integer
+    argument on being 1 and on being a multiple of 16, so 4096 -> 16, 1000 -> 24, 4097 -> 17 (under 32: itself)."""
+    return n if n < 32 else 16 + n % 16
 
 
 class UnknownName(KeyError):

@@ -6,6 +6,8 @@ GPU it returns the recorded runs, labelled as recorded.
 """
 from __future__ import annotations
 
+import multiprocessing
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -29,6 +31,39 @@ def unavailable(rung: Rung) -> str | None:
             return f"needs a GPU{'' if rung.needs == 'gpu' else ' with ' + rung.needs} (there is no CPU version of it here)"
         return None
     return rung.unavailable_reason(detect())
+
+
+COMPILE_WORKERS = 8
+
+
+def compile_ahead(problem: Problem) -> list[Future]:
+    """GPU: run each CUDA and Triton rung of `problem` once at a small shape for every compiled variant its check
+    and headline shapes need (`problem.compile_shape`), in COMPILE_WORKERS processes at once. Their compilers fill
+    Triton's and CuPy's caches on disk, which this process then loads from instead of compiling each variant in
+    turn (the fp32 flash rung: ~5 s a variant). Returns the workers' futures: wait for them before timing anything.
+    A launch that fails in a worker is left for this process to meet, and report, where it runs that rung."""
+    if not WORLD.gpu or problem.compile_shape is None:
+        return []
+    shapes = dict.fromkeys(problem.compile_shape(s) for s in [*problem.check_shapes, *problem.bench_shapes])
+    labels = [r.label for r in problem.rungs if r.backend != "torch" and not r.searches and unavailable(r) is None]
+    if not labels:
+        return []
+    pool = ProcessPoolExecutor(COMPILE_WORKERS, mp_context=multiprocessing.get_context("spawn"))
+    pending = [pool.submit(_compile_variant, problem.name, label, shape) for label in labels for shape in shapes]
+    pool.shutdown(wait=False)  # the workers exit when the last variant is compiled
+    return pending
+
+
+def _compile_variant(problem_name: str, label: str, shape: tuple) -> None:
+    """In a worker process: one launch of the rung `label` at `shape`, for what it compiles."""
+    from ladder import problems
+    problem = problems.get(problem_name)
+    rung = problem.rung(*label.split(":", 1))
+    try:
+        rung.run(*problem.make_inputs(shape, "cuda", torch.Generator("cuda").manual_seed(0)))
+        torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 -- this process does not report: the lesson's own launch will
+        pass
 
 
 def check_rung(problem: Problem, rung: Rung, shapes: list[tuple] | None = None, seed: int = 0):

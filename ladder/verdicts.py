@@ -305,9 +305,13 @@ class Ladder:
         self.live = WORLD.gpu
         self._anchors_timed: set[str] = set()
         if self.live:
-            from ladder import ceilings
+            from concurrent.futures import wait
+
+            from ladder import ceilings, runner
             self.gpu = detect()
+            compiling = runner.compile_ahead(self.problem)  # other processes compile while the ceilings are measured
             self.ceilings, self.rows = ceilings.measure(self.gpu), []
+            wait(compiling)
             self.roofs, self.datasheet = self.ceilings, ceilings.datasheet_ceilings(self.gpu.datasheet)
             self.label = f"live on {self.gpu.emulation_note or self.gpu.name}"
         else:

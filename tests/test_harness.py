@@ -288,3 +288,17 @@ def test_long_kernels_are_timed_over_a_few_runs_not_do_bench_windows():
     assert timing.long_run_repeats(0.01) == 0 and timing.long_run_repeats(99.0) == 0   # do_bench, L2 flushed
     assert timing.long_run_repeats(276.0) == 3      # CUDA rung 1 at 4096^3
     assert timing.long_run_repeats(12_000.0) == 1   # Triton rung 1 at 8192^3: 2 calls with the check, not 7
+
+
+def test_compiling_ahead_uses_small_shapes_that_compile_the_same_and_skips_searching_rungs():
+    from kernels import attention, matmul
+    from ladder import problems, runner
+    assert [problems.same_specialization(n) for n in (1, 31, 1000, 4095, 4096, 4097, 8192)] == [1, 31, 24, 31, 16, 17, 16]
+    for n in (1, 17, 100, 1000, 4096, 4097):   # Triton's two integer specializations: == 1 and % 16 == 0
+        small = problems.same_specialization(n)
+        assert (small == 1) == (n == 1) and (small % 16 == 0) == (n % 16 == 0)
+    assert matmul.PROBLEM.compile_shape((4095, 4097, 31)) == (31, 17, 31)
+    assert attention.PROBLEM.compile_shape((4, 32, 4096, 128, 1)) == (1, 1, 16, 128, 1)  # D and causal kept
+    searching = {r.label for r in [*matmul.PROBLEM.rungs, *attention.PROBLEM.rungs] if r.searches}
+    assert searching == {"cuda:6_autotuned", "triton:6_autotuned"}
+    assert runner.compile_ahead(attention.PROBLEM) == []   # no GPU here: nothing to compile for

@@ -381,5 +381,5 @@ def rungs() -> list[Rung]:
         Rung("triton", "3_fused", fused, SOURCE),
         Rung("triton", "4_tensor_core", tensor_core, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT),
         Rung("triton", "5_pipelined", pipelined, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT),
-        Rung("triton", "6_autotuned", autotuned, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT),
+        Rung("triton", "6_autotuned", autotuned, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT, searches=True),
     ]

@@ -492,6 +492,6 @@ def rungs() -> list[Rung]:
         Rung("triton", "5_pipelined", pipelined, SOURCE, needs="tensor_cores",
              fallback=CUDA_CORE_DOT),
         Rung("triton", "6_autotuned", autotuned, SOURCE, needs="tensor_cores",
-             fallback=CUDA_CORE_DOT),
+             fallback=CUDA_CORE_DOT, searches=True),
         Rung("triton", "7_tma_persistent", tma_persistent, SOURCE, needs="tma"),
     ]

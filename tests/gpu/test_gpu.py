@@ -102,3 +102,25 @@ def test_bench_times_long_kernels_over_a_few_runs():
     t = bench(lambda: torch.cuda._sleep(cycles))
     assert 100 < t.median_ms < 1000 and t.p20_ms <= t.median_ms <= t.p80_ms
     assert time.time() - start < 12 * t.median_ms / 1e3  # a handful of runs, not do_bench's windows
+
+
+def test_compiling_ahead_fills_the_triton_cache_this_process_then_loads_from(tmp_path, monkeypatch):
+    """The workers compile each variant of the Triton attention rungs 3-5; this process then launches every one of
+    them at a headline-like shape and finds each in the on-disk cache (no new file is written there)."""
+    import kernels.attention as at
+    from concurrent.futures import wait
+    from ladder import runner
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))   # the workers read it when they start
+    problem = at.PROBLEM.only("triton:3_fused", "triton:4_tensor_core", "triton:5_pipelined")
+    futures = runner.compile_ahead(problem)
+    done, _ = wait(futures)
+    variants = {at.PROBLEM.compile_shape(s) for s in [*at.PROBLEM.check_shapes, *at.HEADLINE]}
+    assert len(futures) == 3 * len(variants) and all(f.exception() is None for f in done)
+    compiled = sorted(p.name for p in tmp_path.iterdir())
+    assert compiled
+    import triton
+    triton.knobs.cache.dir = str(tmp_path)   # this process too (it read TRITON_CACHE_DIR at import)
+    for *_, D, causal in at.HEADLINE:
+        for rung in problem.rungs:   # S = 256 compiles as S = 4096 does
+            assert check_rung(problem, rung, [(1, 4, 256, D, causal)])[0][1].ok
+    assert sorted(p.name for p in tmp_path.iterdir()) == compiled
