@@ -12,6 +12,7 @@ zeros past them, the stores are masked).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ladder import autotune, cuda, tma, validate
@@ -264,6 +265,32 @@ def cluster_multicast(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None
                                wgmma_shared_bytes(config), arch="sm_90a", operands=tma_maps)
 
 
+# ------------------------------------------------------------- rung 11: the epilogue through the TMA
+
+TMA_STORE = dict(STAGES=3, GROUP_M=8)  # rung 10's order; a stage fewer makes room for C's staging buffers
+NO_MAP = np.zeros(1, dtype=np.dtype((np.void, tma.MAP_BYTES)))  # C's map where the TMA cannot store C's rows
+
+
+def tma_store_shared_bytes(c: dict) -> int:
+    """Rung 11: rung 10's ring of STAGES, and the two consumers' 64 x 256 fp16 tiles of C staged for the TMA."""
+    return wgmma_shared_bytes(c) + 2 * 128 * 256
+
+
+def c_map(out: torch.Tensor):
+    """Rung 11's tensor map of C, 64 x 64 boxes in the 128-byte swizzle; NO_MAP where C's rows are not 16-byte
+    multiples apart or C does not start on 16 bytes (the kernel checks the same, and stores from registers)."""
+    return tma.encode(out, (64, 64)) if out.shape[1] % 8 == 0 and out.data_ptr() % 16 == 0 else NO_MAP
+
+
+def tma_store(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
+              config: dict = TMA_STORE) -> torch.Tensor:
+    """Rung 11; `config` may change GROUP_M or STAGES (at most 3: the staging buffers take the fourth's room)."""
+    *_, out = _operands(a, b, out)
+    return _tensor_core_launch("11_tma_store.cu", "matmul", config, cluster_grid, 384, a, b, out,
+                               tma_store_shared_bytes(config), arch="sm_90a",
+                               operands=lambda a, b: tma_maps(a, b) + (c_map(out),))
+
+
 # ------------------------------------------------------------- cuBLAS and the problem
 
 def cublas(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -315,6 +342,7 @@ PROBLEM = register(Problem(
         _cuda("8_tma_warp_specialized", tma_warp_specialized, needs="wgmma"),
         _cuda("9_persistent", persistent, needs="wgmma"),
         _cuda("10_cluster_multicast", cluster_multicast, needs="wgmma"),
+        _cuda("11_tma_store", tma_store, needs="wgmma"),
         *triton_matmul.rungs(),
         Rung("torch", "cublas", cublas),
     ],

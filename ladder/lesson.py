@@ -483,7 +483,7 @@ def wgmma_signatures(families: tuple = ("LDGSTS", "BAR", "UTMALDG", "SYNCS", "HG
     """The Hopper matmul rungs' opcode families side by side (sm_90a SASS, compiled here: no GPU needed)."""
     import kernels.matmul as mm
     configs = {"7_wgmma": mm.WGMMA, "8_tma_warp_specialized": mm.TMA_WS, "9_persistent": mm.PERSISTENT,
-               "10_cluster_multicast": mm.CLUSTER_MULTICAST}
+               "10_cluster_multicast": mm.CLUSTER_MULTICAST, "11_tma_store": mm.TMA_STORE}
     return signature_table({name: sass.cuda_sass(f"matmul/{name}.cu", "sm_90a", configs[name]) for name in rungs},
                            families)
 
