@@ -435,7 +435,7 @@ def triton_ring(config: dict, capability: tuple[int, int]) -> tuple[int, int]:
 
 
 def _schedule(ax, rows: list[str], steps: list[dict], title: str, prefix: str = "k"):
-    colors = {"math": TENSOR_CORES, "copy": IN_FLIGHT}
+    colors = {"math": TENSOR_CORES, "copy": IN_FLIGHT, "store": CUDA}
     cells = _fill((len(rows), len(steps)), "white")
     for t, held in enumerate(steps):
         for who, (tile, state) in held.items():
@@ -489,6 +489,42 @@ def matmul_stage_ring(backend: str = "cuda", tiles: int = 8):
                     f"a buffer is refilled once its tile is in registers")],
                   f"Triton rung 5, num_stages = {c['num_stages']}: the compiler's ring of cp.async buffers "
                   f"(k3: the 4th BLOCK_K = {c['BLOCK_K']} slice)")
+
+
+def epilogue_schedule(k_tiles: int, store_steps: int, by_tma: bool, tiles: int = 2) -> list[dict]:
+    """One consumer warpgroup over `tiles` tiles of C: k_tiles steps of wgmma each, then its epilogue. Rungs 8-10
+    store from registers for `store_steps` steps and issue no wgmma meanwhile; rung 11 (`by_tma`) writes the tile
+    into shared memory in one step, and the TMA's store of it runs during the next tile's first steps."""
+    steps, in_flight = [], []
+    for tile in range(tiles):
+        for k in range(k_tiles):
+            step = {"wgmma": (f"{tile}.{k}", "math")}
+            if in_flight:
+                step["stores"] = (in_flight.pop(0), "copy")
+            steps.append(step)
+        if by_tma:
+            steps.append({"wgmma": (f"C{tile}", "store")})
+            in_flight = [f"C{tile}"] * store_steps
+        else:
+            steps += [{"stores": (f"C{tile}", "store")} for _ in range(store_steps)]
+    return steps
+
+
+def matmul_tma_store_epilogue(k_tiles: int = 5, store_steps: int = 2):
+    """Rung 11: a consumer warpgroup's wgmma and C's stores over two tiles, rung 10 (stores from registers: no
+    wgmma meanwhile) against rung 11 (C into shared memory, then TMA stores that overlap the next tile)."""
+    rows = ["wgmma", "stores"]
+    fig = _figure(10, 3.6)
+    axes = fig.subplots(2, 1)
+    _schedule(axes[0], rows, epilogue_schedule(k_tiles, store_steps, False),
+              "rung 10: the warpgroup stores C from its registers, and issues no wgmma meanwhile", prefix="")
+    _schedule(axes[1], rows, epilogue_schedule(k_tiles, store_steps, True),
+              "rung 11: it writes C into shared memory; the TMA stores it while the next tile computes", prefix="")
+    fig.suptitle("One consumer warpgroup over two tiles of C (t.k: tile t's k-tile k; Ct: tile t's C)", fontsize=12)
+    _key(fig, [("tensor cores compute", TENSOR_CORES), ("the warpgroup writes C", CUDA),
+               ("the TMA stores C", IN_FLIGHT), ("idle", "white")], y=0.0)
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    return fig
 
 
 # ------------------------------------------------------------- matmul: rung 6, tile order

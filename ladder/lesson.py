@@ -400,7 +400,8 @@ def bank_conflicts_per_fma(profiles: list[dict], labels: list[str], problem) -> 
 
 def matmul_lines_vs_speed(rows: list[dict], shape: tuple = (4096, 4096, 4096)) -> str:
     """Lines of code (neither blank nor comment) of what each matmul rung runs, beside its TFLOP/s at `shape`:
-    the CUDA rung's file (rungs 4-10 also include tensor_core.cuh, rungs 8-10 tma.cuh, each counted once; rung 6
+    the CUDA rung's file (rungs 4-11 also include tensor_core.cuh, rungs 8-11 tma.cuh, rungs 10-11 cluster.cuh, each
+    counted once; rung 6
     includes rung 5's file) and the Triton rung's kernel functions (rungs 3-5 share one kernel and its helpers). Launchers not counted."""
     import kernels.matmul as mm
     from kernels.triton import matmul as tm
@@ -416,9 +417,9 @@ def matmul_lines_vs_speed(rows: list[dict], shape: tuple = (4096, 4096, 4096)) -
     twins = {c: next((t for t in triton if t.split("_")[0] == c.split("_")[0]), None) for c in cuda}
     def speed(label):
         return f"{at[label]:8.1f}" if label in at else f"{'-':>8s}"
-    tma = lines_of_code((ROOT / mm.CUDA_DIR / "tma.cuh").read_text(), "//")
-    lines = [f"tensor_core.cuh (included by the CUDA tensor-core rungs): {header} lines, tma.cuh (rungs 8-10): {tma}; "
-             f"TFLOP/s at {'x'.join(map(str, shape))}",
+    tma, cluster = (lines_of_code((ROOT / mm.CUDA_DIR / name).read_text(), "//") for name in ("tma.cuh", "cluster.cuh"))
+    lines = [f"tensor_core.cuh (included by the CUDA tensor-core rungs): {header} lines, tma.cuh (rungs 8-11): {tma}, "
+             f"cluster.cuh (rungs 10-11): {cluster}; TFLOP/s at {'x'.join(map(str, shape))}",
              f"{'CUDA rung':28s} {'lines':>5s} {'TFLOP/s':>8s}   {'Triton rung':18s} {'lines':>5s} {'TFLOP/s':>8s}"]
     for c, t in twins.items():
         right = f"{t:18s} {triton[t]:5d} {speed('triton:' + t)}" if t and c[1] != "b" else ""

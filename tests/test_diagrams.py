@@ -418,3 +418,14 @@ def test_l2_roof_only_when_measured():
         assert ("no L2 roof: these ceilings have no measured L2 bandwidth" in key) != l2
         assert figcheck.collisions(ax.figure) == []
         plt.close(ax.figure)
+
+
+def test_tma_store_epilogue_overlaps_the_next_tile_only_in_rung_11():
+    rung10 = diagrams.epilogue_schedule(k_tiles=5, store_steps=2, by_tma=False)
+    rung11 = diagrams.epilogue_schedule(k_tiles=5, store_steps=2, by_tma=True)
+    assert len(rung10) == 2 * (5 + 2) and len(rung11) == 2 * (5 + 1)   # rung 11's epilogue: one step of staging
+    assert not any("wgmma" in s and "stores" in s for s in rung10)    # rung 10: no wgmma while it stores
+    assert [s.get("stores") for s in rung11[6:8]] == [("C0", "copy")] * 2 and "wgmma" in rung11[6]
+    fig = diagrams.matmul_tma_store_epilogue()
+    assert figcheck.collisions(fig) == []
+    assert "the TMA stores C" in texts(fig)

@@ -156,6 +156,27 @@ def test_cluster_rung_multicasts_b_and_releases_buffers_in_both_blocks():
         compiled("10_cluster_multicast", "sm_90")
 
 
+def test_tma_store_rung_stages_c_in_shared_memory_and_stores_it_with_the_tma():
+    cubin = cuda.compile_cubin("matmul/11_tma_store.cu", "sm_90a", tuple(sorted(mm.TMA_STORE.items())))
+    s, usage = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
+    rung_10 = compiled("10_cluster_multicast", "sm_90a", mm.CLUSTER_MULTICAST)
+    # rung 10's loads, releases and cluster barriers, unchanged
+    for family in ("UTMALDG", "UTMALDG.2D.MULTICAST", "SYNCS.ARRIVE.TRANS64.RED", "UCGABAR_ARV", "HGMMA", "USETMAXREG"):
+        assert s.count(family) == rung_10.count(family), family
+    # the epilogue: 64 four-byte shared-memory writes per thread between two named barriers, the proxy fence, four
+    # TMA stores of 64 x 64 boxes, their commit, and the waits on them (for the buffer's reuse, and before exit)
+    assert s.count("STS") == 64 and s.count("BAR.SYNC") == 2 and s.count("FENCE.VIEW.ASYNC.S") == 2
+    assert s.count("UTMASTG") == 4 and s.count("UTMACMDFLUSH") == 1 and s.count("DEPBAR") == 2
+    assert s.count("LDL") == s.count("STL") == usage["local_bytes"] == usage["stack_bytes"] == 0
+    # the stores leave the loop that holds the wgmmas on the fast path: no STG there beside UTMASTG's loop
+    assert any(body["HGMMA"] and body["UTMASTG"] for body in loops(s))
+    assert not any(body["MEMBAR"] and body["HGMMA"] and not body["UTMASTG"] for body in loops(s))
+    assert mm.tma_store_shared_bytes(mm.TMA_STORE) <= H100.smem_per_block_bytes
+    assert mm.tma_store_shared_bytes(dict(STAGES=4)) > H100.smem_per_block_bytes  # why the ring has 3 stages
+    with pytest.raises(CompileError, match="sm_90a"):
+        compiled("11_tma_store", "sm_90")
+
+
 def test_cluster_grid_is_pairs_of_blocks():
     assert mm.cluster_grid(8192, 8192, sms=132) == 132        # 66 clusters walk 1024 blocks of 256 x 256
     assert mm.cluster_grid(8192, 8192, sms=133) == 132        # never half a cluster
@@ -164,7 +185,7 @@ def test_cluster_grid_is_pairs_of_blocks():
 
 
 def test_hopper_rungs_say_na_on_older_gpus():
-    for name in ("7_wgmma", "8_tma_warp_specialized", "9_persistent", "10_cluster_multicast"):
+    for name in ("7_wgmma", "8_tma_warp_specialized", "9_persistent", "10_cluster_multicast", "11_tma_store"):
         rung = mm.PROBLEM.rung("cuda", name)
         assert rung.unavailable_reason(T4) == "N/A on this GPU (Tesla T4, sm_75): needs wgmma"
         assert rung.unavailable_reason(H100) is None

@@ -20,7 +20,7 @@ from ladder.runner import check_rung, time_rung, unavailable
 
 PROBLEM = mm.PROBLEM
 HOPPER = [PROBLEM.rung("cuda", name) for name in ("7_wgmma", "8_tma_warp_specialized", "9_persistent",
-                                                   "10_cluster_multicast")]
+                                                   "10_cluster_multicast", "11_tma_store")]
 CUBLAS = PROBLEM.rung("torch", "cublas")
 # (M, N, K): no multiple of a tile (128 x 256 x 64) or of 8 (the padding), single tiles smaller than the block,
 # several blocks in both directions, more k-tiles than the 4 stages (the ring's parity wraps), and exact tiles;
@@ -114,7 +114,7 @@ def test_a_wrong_output_or_rank_is_named(rung):  # dtype, shapes, strides, devic
 
 
 @pytest.mark.parametrize("name,config", [("8_tma_warp_specialized", mm.TMA_WS), ("9_persistent", mm.PERSISTENT),
-                                         ("10_cluster_multicast", mm.CLUSTER_MULTICAST)])
+                                         ("10_cluster_multicast", mm.CLUSTER_MULTICAST), ("11_tma_store", mm.TMA_STORE)])
 def test_tma_rungs_load_without_local_memory(name, config):
     module = cuda.load(f"matmul/{name}.cu", config, "sm_90a")
     attributes = module.get_function("matmul").attributes
@@ -123,7 +123,8 @@ def test_tma_rungs_load_without_local_memory(name, config):
 
 @pytest.mark.parametrize("name,launch,config,groups", [
     ("9_persistent", mm.persistent, mm.PERSISTENT, (1, 3, 16, 64)),                        # of 64 tile rows
-    ("10_cluster_multicast", mm.cluster_multicast, mm.CLUSTER_MULTICAST, (1, 3, 8, 32))])  # of 32 cluster rows
+    ("10_cluster_multicast", mm.cluster_multicast, mm.CLUSTER_MULTICAST, (1, 3, 8, 32)),   # of 32 cluster rows
+    ("11_tma_store", mm.tma_store, mm.TMA_STORE, (1, 3, 8, 32))])
 def test_persistent_rungs_are_right_in_any_tile_order(name, launch, config, groups):
     """8192 x 4096: 1024 tiles, ~8 per block (rung 10: per cluster) of the persistent grid, 5 k-tiles each;
     GROUP_M 1 (row by row), 3 (a last group of one row), the launcher's and one group of all rows give the product."""
@@ -139,14 +140,17 @@ class LaunchConfig(ctypes.Structure):  # CUlaunchConfig
                 ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
 
 
-def test_rung_10_clusters_all_fit_at_once():
+@pytest.mark.parametrize("name,launch,config,shared_bytes", [
+    ("10_cluster_multicast", mm.cluster_multicast, mm.CLUSTER_MULTICAST, mm.wgmma_shared_bytes),
+    ("11_tma_store", mm.tma_store, mm.TMA_STORE, mm.tma_store_shared_bytes)])
+def test_cluster_rungs_clusters_all_fit_at_once(name, launch, config, shared_bytes):
     """The persistent grid assumes every cluster runs from the start: a cluster that waited for another to finish
     would walk its blocks of C after the others, doubling the time. The driver says how many fit."""
     a, b = PROBLEM.make_inputs((8192, 8192, 64), "cuda", torch.Generator("cuda").manual_seed(1))
-    mm.cluster_multicast(a, b)  # loads the module and sets its shared-memory size
-    function = cuda.load("matmul/10_cluster_multicast.cu", mm.CLUSTER_MULTICAST, "sm_90a").get_function("matmul")
+    launch(a, b)  # loads the module and sets its shared-memory size
+    function = cuda.load(f"matmul/{name}.cu", config, "sm_90a").get_function("matmul")
     grid = mm.cluster_grid(8192, 8192)
-    config = LaunchConfig((grid, 1, 1), (384, 1, 1), mm.wgmma_shared_bytes(mm.CLUSTER_MULTICAST), None, None, 0)
+    config = LaunchConfig((grid, 1, 1), (384, 1, 1), shared_bytes(config), None, None, 0)
     fits = ctypes.c_int()
     libcuda = ctypes.CDLL("libcuda.so.1")
     assert libcuda.cuOccupancyMaxActiveClusters(ctypes.byref(fits), ctypes.c_void_p(function.kernel.ptr),
