@@ -444,5 +444,7 @@ def counters(problem, labels: list[str], names: list[str], recording=None) -> st
             continue
         lines.append(f"{label:26s}" + "".join(f"{COUNTERS[n](p['metrics']):>{w}.3g}" for n, w in zip(names, widths)))
     shape = next(iter(profiles.values()))["shape"] if profiles else None
-    lines.append(f"(ncu at {shape_label(problem, shape) if shape else '-'}, {rec.label})")
+    dates = sorted({p["recorded"][:10] for label, p in profiles.items() if label in labels and "recorded" in p})
+    when = " to ".join(dict.fromkeys([dates[0], dates[-1]])) if dates else rec.label.rsplit(", ", 1)[-1]
+    lines.append(f"(ncu at {shape_label(problem, shape) if shape else '-'}, recorded on {rec.gpu}, {when})")
     return "\n".join(lines)

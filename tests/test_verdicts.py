@@ -229,3 +229,12 @@ def test_a_live_ladder_times_the_anchor_before_the_first_verdict_that_needs_it(m
     live.verdict("8_tma_warp_specialized")
     out = capsys.readouterr().out
     assert timed == ["cuda:8_tma_warp_specialized", "torch:cublas"] and "90.9% hit" in out
+
+
+def test_counters_name_the_dates_their_profiles_were_recorded_on():
+    """Not the recording's newest date: a later recording of other rungs leaves this table as it was."""
+    rec = results.load()
+    profiles = {f"{p['backend']}:{p['rung']}": p for p in rec.profiles("matmul")}
+    text = verdicts.counters("matmul", ["cuda:7_wgmma"], ["DRAM GB"], rec)
+    assert text.endswith(f"recorded on {rec.gpu}, {profiles['cuda:7_wgmma']['recorded'][:10]})")
+    assert "not profiled" in verdicts.counters("matmul", ["cuda:no_such_rung"], ["DRAM GB"], rec)
