@@ -1291,4 +1291,4 @@ def attention_search(backend: str = "triton", causal: int = 0):
 ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_register_block, matmul_warp_tiles,
        matmul_stage_ring, matmul_tile_order, attention_scores_in_dram, attention_flash_sweep, attention_causal_skip,
        matmul_triton_lanes, matmul_triton_dot, matmul_wgmma, tma_tile_copy, matmul_tma_ring, matmul_cluster_multicast,
-       attention_tensor_core_tile, attention_kv_ring, attention_search)
+       matmul_tma_store_epilogue, attention_tensor_core_tile, attention_kv_ring, attention_search)

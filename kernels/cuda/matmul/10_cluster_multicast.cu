@@ -31,16 +31,6 @@
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "10_cluster_multicast.cu uses wgmma, setmaxnreg and TMA multicast: compile it for sm_90a (the launcher does)"
 #endif
-#define BM 128          // two consumer warpgroups of 64 rows
-#define BN 256          // one m64n256k16 wgmma per consumer warpgroup and k16 step
-#define BK 64           // one 128-byte swizzle row of halves
-#define THREADS 384     // warpgroup 0 produces, 1 and 2 consume
-#define CONSUMERS 2     // consumer warpgroups per block: one thread of each arrives on empty[s]
-#define CLUSTER 2       // blocks per cluster, one above the other: rows m0 .. m0 + CLUSTER * BM - 1 of C
-constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;           // halves per buffer, no padding
-constexpr unsigned STAGE_BYTES = 2 * (A_STAGE + B_STAGE);     // what lands per stage: own A, B from both producers
-constexpr int B_BOXES_PER_BLOCK = BN / 64 / CLUSTER;          // the 64 x 64 boxes of B a producer multicasts
-constexpr unsigned short WHOLE_CLUSTER = (1 << CLUSTER) - 1;  // ctaMask: every block of the cluster
 #include "cluster.cuh"
 
 extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
@@ -58,29 +48,9 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
                                                           // consumer warpgroup of the cluster
     cluster_sync();  // both blocks' barriers exist before either producer multicasts or a consumer arrives remotely
 
-    // Both blocks of a cluster walk the same cluster blocks and k-tiles: their rings stay in step (kt as in rung 9).
     if (threadIdx.x < 128) {  // ------------------------------------------------ producer warpgroup
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (threadIdx.x == 0) {
-            prefetch_tensormaps(map_a, map_b);
-            int kt = 0;
-            for (int block = cluster; block < blocks; block += clusters) {
-                const TileOrigin o = cluster_origin(block, M, N);
-                for (int k = 0; k < k_tiles; ++k, ++kt) {
-                    const int s = kt % STAGES, k0 = k * BK;
-                    // all 4 consumer warpgroups are done with round kt/STAGES - 1 of buffer s, in both blocks
-                    mbarrier_wait(&empty[s], (kt / STAGES + 1) & 1);
-                    mbarrier_arrive_expect_bytes(&full[s], STAGE_BYTES);
-                    tma_load(As + s * A_STAGE, map_a, k0, o.m0 + rank * BM, &full[s]);  // A: this block's 128 rows
-#pragma unroll
-                    for (int i = 0; i < B_BOXES_PER_BLOCK; ++i) {  // B: its half of the column blocks of 64, to both
-                        const int j = rank * B_BOXES_PER_BLOCK + i;
-                        tma_load_multicast(Bs + s * B_STAGE + j * BK * 64, map_b, o.n0 + j * 64, k0, &full[s],
-                                           WHOLE_CLUSTER);
-                    }
-                }
-            }
-        }
+        if (threadIdx.x == 0) produce(map_a, map_b, As, Bs, full, empty, rank, cluster, clusters, blocks, k_tiles, M, N);
     } else {  // ------------------------------------------------------------------ consumer warpgroups
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int consumer = threadIdx.x / 128 - 1, warp_in_group = threadIdx.x / 32 % 4;
@@ -89,19 +59,7 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
         for (int block = cluster; block < blocks; block += clusters) {
             const TileOrigin o = cluster_origin(block, M, N);
             float acc[1][BN / 8][4] = {};
-            for (int k = 0; k < k_tiles; ++k, ++kt) {
-                const int s = kt % STAGES;
-                mbarrier_wait(&full[s], (kt / STAGES) & 1);  // k-tile kt landed: A, and B from both producers
-                const half* a = As + s * A_STAGE + consumer * 64 * 64;  // this group's 64 rows
-                const half* b = Bs + s * B_STAGE;
-                wgmma_k_tile<BK>(acc, a, b);
-                wgmma_wait<1>();  // k-tile kt-1's wgmmas done: its buffer may be refilled, here and in the partner
-                if (k > 0 && releases)
-                    for (unsigned r = 0; r < CLUSTER; ++r) mbarrier_arrive_in(&empty[(kt - 1) % STAGES], r);
-            }
-            wgmma_wait<0>();
-            if (releases)  // the last k-tile too, so that both producers go on into the next block of C
-                for (unsigned r = 0; r < CLUSTER; ++r) mbarrier_arrive_in(&empty[(kt - 1) % STAGES], r);
+            consume(acc, As, Bs, full, empty, consumer, releases, k_tiles, kt);
             store_accumulators<16, BN>(acc, C, M, N, o.m0 + rank * BM + consumer * 64 + warp_in_group * 16, o.n0);
         }
         cluster_sync();  // the partner's consumers have made their last arrivals on this block's barriers

@@ -28,19 +28,9 @@
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "11_tma_store.cu uses wgmma, setmaxnreg and the TMA: compile it for sm_90a (the launcher does)"
 #endif
-#define BM 128          // two consumer warpgroups of 64 rows
-#define BN 256          // one m64n256k16 wgmma per consumer warpgroup and k16 step
-#define BK 64           // one 128-byte swizzle row of halves
-#define THREADS 384     // warpgroup 0 produces, 1 and 2 consume
-#define CONSUMERS 2
-#define CLUSTER 2
-constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;
-constexpr unsigned STAGE_BYTES = 2 * (A_STAGE + B_STAGE);
-constexpr int B_BOXES_PER_BLOCK = BN / 64 / CLUSTER;
-constexpr unsigned short WHOLE_CLUSTER = (1 << CLUSTER) - 1;
+#include "cluster.cuh"
 constexpr int C_BOX = 64 * 64;                                // halves in one 64 x 64 box of C
 constexpr int C_STAGE = BN / 64 * C_BOX;                      // a consumer's 64 x 256 tile: 4 boxes side by side
-#include "cluster.cuh"
 
 // ---------------------------------------------------------------- the epilogue, through the TMA
 // Accumulators (rows warp * 16 + lane / 4 and + 8, columns ni * 8 + lane % 4 * 2, as store_accumulators<16, BN>
@@ -84,25 +74,7 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
 
     if (threadIdx.x < 128) {  // ------------------------------------------------ producer warpgroup (rung 10's)
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (threadIdx.x == 0) {
-            prefetch_tensormaps(map_a, map_b);
-            int kt = 0;
-            for (int block = cluster; block < blocks; block += clusters) {
-                const TileOrigin o = cluster_origin(block, M, N);
-                for (int k = 0; k < k_tiles; ++k, ++kt) {
-                    const int s = kt % STAGES, k0 = k * BK;
-                    mbarrier_wait(&empty[s], (kt / STAGES + 1) & 1);
-                    mbarrier_arrive_expect_bytes(&full[s], STAGE_BYTES);
-                    tma_load(As + s * A_STAGE, map_a, k0, o.m0 + rank * BM, &full[s]);
-#pragma unroll
-                    for (int i = 0; i < B_BOXES_PER_BLOCK; ++i) {
-                        const int j = rank * B_BOXES_PER_BLOCK + i;
-                        tma_load_multicast(Bs + s * B_STAGE + j * BK * 64, map_b, o.n0 + j * 64, k0, &full[s],
-                                           WHOLE_CLUSTER);
-                    }
-                }
-            }
-        }
+        if (threadIdx.x == 0) produce(map_a, map_b, As, Bs, full, empty, rank, cluster, clusters, blocks, k_tiles, M, N);
     } else {  // ------------------------------------------------------------------ consumer warpgroups
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int consumer = threadIdx.x / 128 - 1, warp_in_group = threadIdx.x / 32 % 4;
@@ -113,17 +85,7 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
             const TileOrigin o = cluster_origin(block, M, N);
             const int row0 = o.m0 + rank * BM + consumer * 64;
             float acc[1][BN / 8][4] = {};
-            for (int k = 0; k < k_tiles; ++k, ++kt) {
-                const int s = kt % STAGES;
-                mbarrier_wait(&full[s], (kt / STAGES) & 1);
-                wgmma_k_tile<BK>(acc, As + s * A_STAGE + consumer * 64 * 64, Bs + s * B_STAGE);
-                wgmma_wait<1>();
-                if (k > 0 && releases)
-                    for (unsigned r = 0; r < CLUSTER; ++r) mbarrier_arrive_in(&empty[(kt - 1) % STAGES], r);
-            }
-            wgmma_wait<0>();
-            if (releases)
-                for (unsigned r = 0; r < CLUSTER; ++r) mbarrier_arrive_in(&empty[(kt - 1) % STAGES], r);
+            consume(acc, As, Bs, full, empty, consumer, releases, k_tiles, kt);
             if (!by_tma) {
                 store_accumulators<16, BN>(acc, C, M, N, row0 + warp_in_group * 16, o.n0);
                 continue;

@@ -1,8 +1,19 @@
 // 2-CTA clusters, shared by matmul rungs 10 and 11 (sm_90a): the order the clusters walk C in, the cluster's
 // rank and barrier, arrivals on a partner block's mbarrier, and the TMA copy multicast into both blocks.
-// The including rung defines BM, BN, CLUSTER and GROUP_M first.
+// The including rung defines STAGES and GROUP_M first.
 #pragma once
 #include "tma.cuh"
+
+#define BM 128          // two consumer warpgroups of 64 rows
+#define BN 256          // one m64n256k16 wgmma per consumer warpgroup and k16 step
+#define BK 64           // one 128-byte swizzle row of halves
+#define THREADS 384     // warpgroup 0 produces, 1 and 2 consume
+#define CONSUMERS 2     // consumer warpgroups per block: one thread of each arrives on empty[s]
+#define CLUSTER 2       // blocks per cluster, one above the other: rows m0 .. m0 + CLUSTER * BM - 1 of C
+constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;           // halves per buffer, no padding
+constexpr unsigned STAGE_BYTES = 2 * (A_STAGE + B_STAGE);     // what lands per stage: own A, B from both producers
+constexpr int B_BOXES_PER_BLOCK = BN / 64 / CLUSTER;          // the 64 x 64 boxes of B a producer multicasts
+constexpr unsigned short WHOLE_CLUSTER = (1 << CLUSTER) - 1;  // ctaMask: every block of the cluster
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 struct TileOrigin {
@@ -47,5 +58,50 @@ __device__ __forceinline__ void tma_load_multicast(half* dst, const TensorMap& m
                  " [%0], [%1, {%2, %3}], [%4], %5;\n"
                  :: "r"(smem_address(dst)), "l"(&map), "r"(x), "r"(y), "r"(smem_address(bar)), "h"(cta_mask)
                  : "memory");
+}
+// ---------------------------------------------------------------- the ring, walked by both blocks of a cluster
+// Both blocks walk the same blocks of C and k-tiles, so their rings stay in step; the k-tile counter kt runs on
+// across blocks of C (rung 9's ring).
+
+// The producer (one thread of warpgroup 0): per k-tile, once all 4 consumer warpgroups of the cluster are done with
+// round kt/STAGES - 1 of stage s, this block's A box (its 128 rows) and its half of B's 64-column boxes, to both.
+__device__ __forceinline__ void produce(const TensorMap& map_a, const TensorMap& map_b, half* As, half* Bs,
+                                        unsigned long long* full, unsigned long long* empty, unsigned rank,
+                                        int cluster, int clusters, int blocks, int k_tiles, int M, int N) {
+    prefetch_tensormaps(map_a, map_b);
+    int kt = 0;
+    for (int block = cluster; block < blocks; block += clusters) {
+        const TileOrigin o = cluster_origin(block, M, N);
+        for (int k = 0; k < k_tiles; ++k, ++kt) {
+            const int s = kt % STAGES, k0 = k * BK;
+            mbarrier_wait(&empty[s], (kt / STAGES + 1) & 1);
+            mbarrier_arrive_expect_bytes(&full[s], STAGE_BYTES);
+            tma_load(As + s * A_STAGE, map_a, k0, o.m0 + rank * BM, &full[s]);
+#pragma unroll
+            for (int i = 0; i < B_BOXES_PER_BLOCK; ++i) {
+                const int j = rank * B_BOXES_PER_BLOCK + i;
+                tma_load_multicast(Bs + s * B_STAGE + j * BK * 64, map_b, o.n0 + j * 64, k0, &full[s], WHOLE_CLUSTER);
+            }
+        }
+    }
+}
+
+// A consumer warpgroup's k-tiles of one block of C into acc (its 64 rows). `releases`, one thread of the group,
+// frees each stage in both blocks once the wgmmas reading it are done (wgmma_wait<1>: k-tile kt-1's), the last
+// one too, so that both producers go on into the next block of C.
+__device__ __forceinline__ void consume(float (&acc)[1][BN / 8][4], const half* As, const half* Bs,
+                                        unsigned long long* full, unsigned long long* empty, int consumer,
+                                        bool releases, int k_tiles, int& kt) {
+    for (int k = 0; k < k_tiles; ++k, ++kt) {
+        const int s = kt % STAGES;
+        mbarrier_wait(&full[s], (kt / STAGES) & 1);  // k-tile kt landed: A, and B from both producers
+        wgmma_k_tile<BK>(acc, As + s * A_STAGE + consumer * 64 * 64, Bs + s * B_STAGE);
+        wgmma_wait<1>();
+        if (k > 0 && releases)
+            for (unsigned r = 0; r < CLUSTER; ++r) mbarrier_arrive_in(&empty[(kt - 1) % STAGES], r);
+    }
+    wgmma_wait<0>();
+    if (releases)
+        for (unsigned r = 0; r < CLUSTER; ++r) mbarrier_arrive_in(&empty[(kt - 1) % STAGES], r);
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
