@@ -77,15 +77,18 @@ def shared_bytes(config: dict) -> int:
 
 
 def _tensor_core_launch(filename, kernel, defines, grid, n_threads, a, b, out, smem=0, arch=None, operands=None):
-    """Shared by rungs 4-10: kernel(A, B, C, M, N, K, ldb) on 16-byte rows, grid(M, N) blocks. `operands(a, b)`
-    gives what the kernel takes in place of the pointers A and B (rungs 8-10: their tensor maps)."""
+    """Shared by rungs 4-11: kernel(A, B, C, M, N, K, ldb) on 16-byte rows, grid(M, N) blocks. `operands(a, b, out)`
+    gives what the kernel takes in place of the pointers A and B (rungs 8-11: their tensor maps, and C's)."""
     M, N, K, out = _operands(a, b, out)
+    if out.numel() and out.data_ptr() % 4:  # a view of C 2 bytes in: the kernels store pairs of halves, 4-byte aligned
+        out.copy_(_tensor_core_launch(filename, kernel, defines, grid, n_threads, a, b, None, smem, arch, operands))
+        return out
     if out.numel():
         if K == 0:
             return out.zero_()
         a, b, Kp, Np = validate.padded_rows(a, b)
         module = cuda.load(f"matmul/{filename}", defines, arch)
-        inputs = operands(a, b) if operands else (a, b)
+        inputs = operands(a, b, out) if operands else (a, b)
         cuda.launch(module, kernel, grid(M, N), n_threads, inputs + (out,) + cuda.int32s(M, N, Kp, Np), smem)
     return out
 
@@ -214,9 +217,9 @@ def wgmma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> 
 TMA_WS = dict(STAGES=4)  # BM x BN x BK = 128 x 256 x 64, 1 producer + 2 consumer warpgroups, fixed in the .cu
 
 
-def tma_maps(a: torch.Tensor, b: torch.Tensor) -> tuple:
+def tma_maps(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> tuple:
     """Rungs 8-10's tensor maps, 128-byte swizzle: A (M x K) in boxes of 128 rows x 64 columns (one per k-tile),
-    B (K x N) in boxes of 64 x 64 (four side by side make a 64 x 256 k-tile)."""
+    B (K x N) in boxes of 64 x 64 (four side by side make a 64 x 256 k-tile). `out`: theirs has none (rung 11's does)."""
     return tma.encode(a, (128, 64)), tma.encode(b, (64, 64))
 
 
@@ -285,10 +288,9 @@ def c_map(out: torch.Tensor):
 def tma_store(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
               config: dict = TMA_STORE) -> torch.Tensor:
     """Rung 11; `config` may change GROUP_M or STAGES (at most 3: the staging buffers take the fourth's room)."""
-    *_, out = _operands(a, b, out)
     return _tensor_core_launch("11_tma_store.cu", "matmul", config, cluster_grid, 384, a, b, out,
                                tma_store_shared_bytes(config), arch="sm_90a",
-                               operands=lambda a, b: tma_maps(a, b) + (c_map(out),))
+                               operands=lambda a, b, out: tma_maps(a, b) + (c_map(out),))
 
 
 # ------------------------------------------------------------- cuBLAS and the problem

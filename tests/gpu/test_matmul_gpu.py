@@ -46,6 +46,17 @@ def test_views_that_do_not_start_on_16_bytes_and_empty_dimensions(rung):
     assert torch.equal(zero_k, torch.zeros(5, 7, device="cuda").half())
 
 
+@pytest.mark.parametrize("rung", KERNELS, ids=lambda r: r.label)
+def test_an_output_view_that_starts_2_bytes_in(rung):
+    """out = a view 2 bytes into its allocation: the tensor-core rungs store pairs of halves (4 bytes), so their
+    launcher computes into an aligned C and copies it in; every rung is right and writes nothing outside out."""
+    a, b = torch.randn(300, 72, device="cuda").half(), torch.randn(72, 136, device="cuda").half()
+    base = torch.full((300 * 136 + 2,), float("nan"), device="cuda").half()
+    out = base[1:1 + 300 * 136].view(300, 136)
+    assert rung.run(a, b, out=out) is out and compare(out, a.double() @ b.double()).ok
+    assert base[0].isnan() and base[-1].isnan()
+
+
 def test_autotune_search_reports_and_caches_its_winner():
     shape = (512, 512, 512)
     report = mm.tune([shape])[0]
