@@ -5,7 +5,7 @@ the Triton rungs of the same names (kernels/triton/matmul.py), and torch:cublas,
 A shape is (M, N, K). Every launcher takes (a, b, out=None) and returns out; a bad argument raises a
 ValueError that names it.
 
-CUDA rungs 4-10 load 16-byte vectors (rungs 8-10: TMA boxes, whose rows the TMA wants 16 bytes apart), so every
+CUDA rungs 4-12 load 16-byte vectors (rungs 8-12: TMA boxes, whose rows the TMA wants 16 bytes apart), so every
 row of A and B must start on a 16-byte boundary: when K or N is not a multiple of 8 the launcher pads A and B
 with zeros (a copy, said in `pad_note`). M and N edges are handled inside the kernels (rungs 8-10: the TMA reads
 zeros past them, the stores are masked).
@@ -177,16 +177,18 @@ TUNE_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192)]
 def tune_rungs(labels: list[str]) -> list[autotune.Report]:
     """The searches of the autotuned rungs among `labels`, at TUNE_SHAPES (for `record`)."""
     return ((tune() if "cuda:6_autotuned" in labels else [])
+            + (tune(tuner=HOPPER_TUNER) if "cuda:12_autotuned" in labels else [])
             + (triton_matmul.tune(TUNE_SHAPES) if "triton:6_autotuned" in labels else []))
 
 
-def tune(shapes=TUNE_SHAPES) -> list[autotune.Report]:
-    """Run rung 6's search at each shape (fresh random inputs); the winners go to the cache."""
+def tune(shapes=TUNE_SHAPES, tuner=None) -> list[autotune.Report]:
+    """Run rung 6's search (or `tuner`'s: HOPPER_TUNER, rung 12's) at each shape (fresh random inputs); the winners
+    go to the cache."""
     reports = []
     for shape in shapes:
         a, b = _make_inputs(shape, "cuda", torch.Generator("cuda").manual_seed(7))
-        reports.append(TUNER.search((a, b), reference(a, b), 2 * shape[0] * shape[1] * shape[2],
-                                    lambda: torch.empty(shape[:2], dtype=torch.float16, device="cuda")))
+        reports.append((tuner or TUNER).search((a, b), reference(a, b), 2 * shape[0] * shape[1] * shape[2],
+                                               lambda: torch.empty(shape[:2], dtype=torch.float16, device="cuda")))
     return reports
 
 
@@ -233,8 +235,12 @@ def tma_warp_specialized(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | N
 PERSISTENT = dict(STAGES=4, GROUP_M=16)  # rung 8's tiles and warpgroups; GROUP_M tile rows down a column, then right
 
 
+_SMS: dict[int, int] = {}
+
+
 def _sm_count() -> int:
-    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    device = torch.cuda.current_device()
+    return _SMS.get(device) or _SMS.setdefault(device, torch.cuda.get_device_properties(device).multi_processor_count)
 
 
 def persistent_grid(M: int, N: int, sms: int | None = None) -> int:
@@ -293,6 +299,63 @@ def tma_store(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
                                operands=lambda a, b, out: tma_maps(a, b) + (c_map(out),))
 
 
+# ------------------------------------------------------------- rung 12: rung 11, searched
+
+HOPPER_SEARCH_SPACE = dict(BM=[128, 256], BN=[128, 192, 256], STAGES=[2, 3, 4, 5, 6], CLUSTER=[1, 2], GROUP_M=[8, 16])
+CONSUMER_REGISTERS = 232          # setmaxnreg.inc in 11_tma_store.cu: what a consumer thread may hold
+ACCUMULATOR_BUDGET = 128          # fp32 accumulators per consumer thread that leave room for addresses and staging
+
+
+def hopper_shared_bytes(c: dict) -> int:
+    """Rung 12's dynamic shared memory: STAGES x (A's BM x 64 + B's 64 x BN), C's BM x BN staged for the TMA, and
+    1 KiB to align the swizzle atoms (rung 11's at BM 128, BN 256)."""
+    return 2 * (c["STAGES"] * 64 * (c["BM"] + c["BN"]) + c["BM"] * c["BN"]) + 1024
+
+
+def hopper_prune_reason(c: dict, gpu) -> str | None:
+    """Why rung 12 cannot run `c` on `gpu` (or should not be timed); None keeps it."""
+    accumulators = c["BM"] // 128 * c["BN"] // 2  # a consumer thread's share of its BM/2 x BN fp32 tile
+    if accumulators > ACCUMULATOR_BUDGET:
+        return (f"{c['BM']}x{c['BN']} needs {accumulators} accumulator registers per consumer thread "
+                f"(> {ACCUMULATOR_BUDGET} of its {CONSUMER_REGISTERS}): it would spill")
+    if gpu is not None and hopper_shared_bytes(c) > gpu.smem_per_block_bytes:
+        return f"{hopper_shared_bytes(c) // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB"
+    if c["STAGES"] < 3:
+        return "two stages leave the TMA's latency exposed (rung 11 at 2 stages: 0.72x its 3)"
+    return None
+
+
+def hopper_grid(c: dict):
+    """Rung 12's blocks: CLUSTER per cluster, a cluster per CLUSTER SMs or per CLUSTER*BM x BN block of C."""
+    return lambda M, N: c["CLUSTER"] * min(_sm_count() // c["CLUSTER"],
+                                           cuda.cdiv(M, c["CLUSTER"] * c["BM"]) * cuda.cdiv(N, c["BN"]))
+
+
+def run_hopper_config(c: dict, a, b, out=None):
+    """Rung 12's kernel (11_tma_store.cu's) with one configuration: what the search times."""
+    return _tensor_core_launch("12_autotuned.cu", "matmul", c, hopper_grid(c), 384, a, b, out,
+                               hopper_shared_bytes(c), arch="sm_90a",
+                               operands=lambda a, b, out: (tma.encode(a, (c["BM"], 64)), tma.encode(b, (64, 64)),
+                                                           c_map(out)))
+
+
+HOPPER_DEFAULT = dict(BM=128, BN=256, STAGES=3, CLUSTER=2, GROUP_M=8)  # rung 11's configuration
+# One configuration per tile shape and cluster size the search can choose, each with the most stages that fit on
+# an H100 (the GPU tests and compute-sanitizer run them all)
+HOPPER_SHAPES = [dict(BM=bm, BN=bn, STAGES=stages, CLUSTER=cluster, GROUP_M=8)
+                 for bm, bn, stages in ((128, 128, 6), (128, 192, 4), (128, 256, 3), (256, 128, 3)) for cluster in (1, 2)]
+HOPPER_TUNER = autotune.Tuner(
+    problem="matmul", name="cuda:12_autotuned", space=HOPPER_SEARCH_SPACE, prune=hopper_prune_reason,
+    compile=lambda c: cuda.without_spills(cuda.load("matmul/12_autotuned.cu", c, "sm_90a"), "matmul"),
+    run=run_hopper_config, default=lambda gpu: HOPPER_DEFAULT)
+
+
+def hopper_autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 12 with the configuration the search chose for the nearest tuned shape on this GPU."""
+    M, N, K, out = _operands(a, b, out)
+    return run_hopper_config(HOPPER_TUNER.best((M, N, K)), a, b, out)
+
+
 # ------------------------------------------------------------- cuBLAS and the problem
 
 def cublas(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -345,6 +408,7 @@ PROBLEM = register(Problem(
         _cuda("9_persistent", persistent, needs="wgmma"),
         _cuda("10_cluster_multicast", cluster_multicast, needs="wgmma"),
         _cuda("11_tma_store", tma_store, needs="wgmma"),
+        _cuda("12_autotuned", hopper_autotuned, needs="wgmma", searches=True),
         *triton_matmul.rungs(),
         Rung("torch", "cublas", cublas),
     ],

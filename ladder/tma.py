@@ -81,10 +81,19 @@ def _error_text(libcuda, code: int) -> str:
     return text.value.decode() if text.value else f"CUresult {code}"
 
 
+_ENCODED: dict[tuple, np.ndarray] = {}  # what a map depends on -> the map: a launcher encodes its maps every call
+_ENCODED_MAX = 256
+
+
 def encode(t: torch.Tensor, box: tuple[int, int], swizzle: int | None = 128) -> np.ndarray:
     """The tensor map of the row-major matrix `t` (on the GPU) for boxes of `box` = (rows, columns): a NumPy
     array of one 128-byte element, which `ladder.cuda.launch` passes by value. Outside `t` the TMA reads zeros.
-    The map holds `t`'s address: `t` must stay alive until the kernel that uses the map has run."""
+    The map holds `t`'s address: `t` must stay alive until the kernel that uses the map has run. A map depends
+    only on the address, shape, dtype, box and swizzle, so the same ones give the map encoded before."""
+    key = (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device, tuple(box), swizzle)
+    hit = _ENCODED.get(key)
+    if hit is not None:
+        return hit
     spec = layout(t, box, swizzle)
     libcuda, encode_tiled = _encoder()
     raw = np.zeros(2 * MAP_BYTES, dtype=np.uint8)  # the map aligned to 128 bytes, as CUtensorMap is
@@ -96,4 +105,7 @@ def encode(t: torch.Tensor, box: tuple[int, int], swizzle: int | None = 128) -> 
                           _INTERLEAVE_NONE, spec["swizzle"], _L2_PROMOTION_256B, _OOB_FILL_ZEROS)
     if result:
         raise RuntimeError(f"cuTensorMapEncodeTiled({tuple(t.shape)}, box {box}): {_error_text(libcuda, result)}")
-    return out.view(np.dtype((np.void, MAP_BYTES)))
+    if len(_ENCODED) >= _ENCODED_MAX:
+        _ENCODED.clear()
+    _ENCODED[key] = out.view(np.dtype((np.void, MAP_BYTES)))
+    return _ENCODED[key]

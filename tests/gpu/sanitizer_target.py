@@ -6,10 +6,11 @@ the rings of rungs 9-10 run on from tile to tile):
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
     compute-sanitizer --tool racecheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
-    compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py matmul --rung 8_tma_warp_specialized --rung 9_persistent --rung 10_cluster_multicast --rung 11_tma_store
+    compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py matmul --rung 8_tma_warp_specialized --rung 9_persistent --rung 10_cluster_multicast --rung 11_tma_store --rung 12_autotuned
     KERNEL_LADDER_EMULATE=sm_75 compute-sanitizer --tool memcheck ... (the same, on the T4's code paths)
 """
 import argparse
+import functools
 import sys
 
 import torch
@@ -40,14 +41,19 @@ def report(shape, name, verdict):
 
 
 if "matmul" in problems:
-    # the Hopper rungs also where C has more tiles (324) than the GPU has SMs: the blocks of rungs 9-10 walk several
+    # the Hopper rungs also where C has more tiles (324) than the GPU has SMs: the blocks of rungs 9-12 walk several;
+    # rung 12 in each tile shape and cluster size its search can choose (rung 11's is its default)
+    runs = [(r.name, r.run, r.needs) for r in mm.PROBLEM.rungs if chosen(r)]
+    if any(name == "12_autotuned" for name, _, _ in runs):
+        runs += [(f"12_autotuned {mm.autotune.format_config(c)}", functools.partial(mm.run_hopper_config, c), "wgmma")
+                 for c in mm.HOPPER_SHAPES]
     for M, N, K in [(255, 257, 71), (130, 260, 64), (127, 255, 129), (64, 72, 24), (513, 257, 1000), (2200, 4500, 300)]:
         a, b = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
-        for r in mm.PROBLEM.rungs:
-            if chosen(r) and (M < 2200 or r.needs == "wgmma"):
-                out = r.run(a, b)
+        for name, run, needs in runs:
+            if M < 2200 or needs == "wgmma":
+                out = run(a, b)
                 torch.cuda.synchronize()
-                report((M, N, K), r.name, compare(out, a.double() @ b.double()))
+                report((M, N, K), name, compare(out, a.double() @ b.double()))
 if "attention" in problems:
     # rung 6 also with a second configuration: 8 warps, 128 queries a block (the heavy-first order on causal)
     runs = [(r.name, r.run) for r in at.PROBLEM.rungs if chosen(r)]

@@ -58,9 +58,9 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
         int kt = 0;
         for (int block = cluster; block < blocks; block += clusters) {
             const TileOrigin o = cluster_origin(block, M, N);
-            float acc[1][BN / 8][4] = {};
+            float acc[M_BLOCKS][1][BN / 8][4] = {};  // M_BLOCKS is 1: BM 128
             consume(acc, As, Bs, full, empty, consumer, releases, k_tiles, kt);
-            store_accumulators<16, BN>(acc, C, M, N, o.m0 + rank * BM + consumer * 64 + warp_in_group * 16, o.n0);
+            store_accumulators<16, BN>(acc[0], C, M, N, o.m0 + rank * BM + consumer * 64 + warp_in_group * 16, o.n0);
         }
         cluster_sync();  // the partner's consumers have made their last arrivals on this block's barriers
     }

@@ -30,11 +30,12 @@
 #endif
 #include "cluster.cuh"
 constexpr int C_BOX = 64 * 64;                                // halves in one 64 x 64 box of C
-constexpr int C_STAGE = BN / 64 * C_BOX;                      // a consumer's 64 x 256 tile: 4 boxes side by side
+constexpr int C_STAGE = M_BLOCKS * B_BOXES * C_BOX;           // a consumer's tile: 64 x 64 boxes, BN / 64 side by side
 
 // ---------------------------------------------------------------- the epilogue, through the TMA
 // Accumulators (rows warp * 16 + lane / 4 and + 8, columns ni * 8 + lane % 4 * 2, as store_accumulators<16, BN>
 // reads them) into the consumer's staging buffer: box ni / 8, its 16-byte chunk ni % 8 in the 128-byte swizzle.
+// Cs: the boxes of one m64 block.
 __device__ __forceinline__ void stage_accumulators(const float (&acc)[1][BN / 8][4], half* Cs, int warp, int lane) {
 #pragma unroll
     for (int ni = 0; ni < BN / 8; ++ni)
@@ -83,22 +84,27 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
         int kt = 0;
         for (int block = cluster; block < blocks; block += clusters) {
             const TileOrigin o = cluster_origin(block, M, N);
-            const int row0 = o.m0 + rank * BM + consumer * 64;
-            float acc[1][BN / 8][4] = {};
+            const int row0 = o.m0 + rank * BM + consumer * M_BLOCKS * 64;
+            float acc[M_BLOCKS][1][BN / 8][4] = {};
             consume(acc, As, Bs, full, empty, consumer, releases, k_tiles, kt);
             if (!by_tma) {
-                store_accumulators<16, BN>(acc, C, M, N, row0 + warp_in_group * 16, o.n0);
+#pragma unroll
+                for (int i = 0; i < M_BLOCKS; ++i)
+                    store_accumulators<16, BN>(acc[i], C, M, N, row0 + i * 64 + warp_in_group * 16, o.n0);
                 continue;
             }
             if (releases)  // the TMA has read the previous tile's staging buffer: it may be written again
                 asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
             warpgroup_sync(consumer);
-            stage_accumulators(acc, staging, warp_in_group, threadIdx.x % 32);
+#pragma unroll
+            for (int i = 0; i < M_BLOCKS; ++i)
+                stage_accumulators(acc[i], staging + i * B_BOXES * C_BOX, warp_in_group, threadIdx.x % 32);
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes, visible to the TMA
             warpgroup_sync(consumer);
             if (releases) {
 #pragma unroll
-                for (int j = 0; j < BN / 64; ++j) tma_store(map_c, o.n0 + j * 64, row0, staging + j * C_BOX);
+                for (int b = 0; b < M_BLOCKS * B_BOXES; ++b)  // box b: m64 block b / B_BOXES, columns of box b % B_BOXES
+                    tma_store(map_c, o.n0 + b % B_BOXES * 64, row0 + b / B_BOXES * 64, staging + b * C_BOX);
                 asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
             }
         }

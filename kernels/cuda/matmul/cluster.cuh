@@ -1,19 +1,30 @@
-// 2-CTA clusters, shared by matmul rungs 10 and 11 (sm_90a): the order the clusters walk C in, the cluster's
-// rank and barrier, arrivals on a partner block's mbarrier, and the TMA copy multicast into both blocks.
+// Clusters of CLUSTER blocks (2 in rungs 10 and 11), shared by matmul rungs 10-12 (sm_90a): the order the clusters
+// walk C in, the cluster's rank and barrier, arrivals on a partner block's mbarrier, and the TMA copy multicast into
+// every block.
 // The including rung defines STAGES and GROUP_M first.
 #pragma once
 #include "tma.cuh"
 
-#define BM 128          // two consumer warpgroups of 64 rows
-#define BN 256          // one m64n256k16 wgmma per consumer warpgroup and k16 step
+// Rungs 10 and 11 take the defaults; rung 12's search sets BM, BN and CLUSTER (and STAGES, GROUP_M) with -D.
+#ifndef BM
+#define BM 128          // two consumer warpgroups of 64 rows (256: of 128 rows, two m64 blocks each)
+#endif
+#ifndef BN
+#define BN 256          // one m64n256k16 wgmma per consumer warpgroup, m64 block and k16 step (also 128, 192)
+#endif
 #define BK 64           // one 128-byte swizzle row of halves
 #define THREADS 384     // warpgroup 0 produces, 1 and 2 consume
 #define CONSUMERS 2     // consumer warpgroups per block: one thread of each arrives on empty[s]
+#ifndef CLUSTER
 #define CLUSTER 2       // blocks per cluster, one above the other: rows m0 .. m0 + CLUSTER * BM - 1 of C
+#endif
+constexpr int M_BLOCKS = BM / CONSUMERS / 64;                 // m64 blocks per consumer warpgroup
 constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;           // halves per buffer, no padding
-constexpr unsigned STAGE_BYTES = 2 * (A_STAGE + B_STAGE);     // what lands per stage: own A, B from both producers
-constexpr int B_BOXES_PER_BLOCK = BN / 64 / CLUSTER;          // the 64 x 64 boxes of B a producer multicasts
+constexpr unsigned STAGE_BYTES = 2 * (A_STAGE + B_STAGE);     // what lands per stage: own A, B from every producer
+constexpr int B_BOXES = BN / 64;                              // the 64 x 64 boxes of a k-tile of B
+constexpr int B_BOXES_PER_BLOCK = (B_BOXES + CLUSTER - 1) / CLUSTER;  // the boxes a producer multicasts
 constexpr unsigned short WHOLE_CLUSTER = (1 << CLUSTER) - 1;  // ctaMask: every block of the cluster
+static_assert(M_BLOCKS * CONSUMERS * 64 == BM && B_BOXES * 64 == BN, "BM: 128 or 256; BN: a multiple of 64");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 struct TileOrigin {
@@ -80,28 +91,37 @@ __device__ __forceinline__ void produce(const TensorMap& map_a, const TensorMap&
 #pragma unroll
             for (int i = 0; i < B_BOXES_PER_BLOCK; ++i) {
                 const int j = rank * B_BOXES_PER_BLOCK + i;
-                tma_load_multicast(Bs + s * B_STAGE + j * BK * 64, map_b, o.n0 + j * 64, k0, &full[s], WHOLE_CLUSTER);
+                if (CLUSTER == 1)
+                    tma_load(Bs + s * B_STAGE + j * BK * 64, map_b, o.n0 + j * 64, k0, &full[s]);
+                else if (B_BOXES % CLUSTER == 0 || j < B_BOXES)  // BN 192: 2 boxes from rank 0, 1 from rank 1
+                    tma_load_multicast(Bs + s * B_STAGE + j * BK * 64, map_b, o.n0 + j * 64, k0, &full[s], WHOLE_CLUSTER);
             }
         }
     }
 }
 
-// A consumer warpgroup's k-tiles of one block of C into acc (its 64 rows). `releases`, one thread of the group,
-// frees each stage in both blocks once the wgmmas reading it are done (wgmma_wait<1>: k-tile kt-1's), the last
-// one too, so that both producers go on into the next block of C.
-__device__ __forceinline__ void consume(float (&acc)[1][BN / 8][4], const half* As, const half* Bs,
+// A consumer warpgroup's k-tiles of one block of C into acc (its M_BLOCKS x 64 rows). `releases`, one thread of the
+// group, frees each stage in every block of the cluster once the wgmmas reading it are done (wgmma_wait<1>: k-tile
+// kt-1's), the last one too, so that the producers go on into the next block of C.
+__device__ __forceinline__ void release(unsigned long long* empty_s) {
+    for (unsigned r = 0; r < CLUSTER; ++r) mbarrier_arrive_in(empty_s, r);
+}
+
+__device__ __forceinline__ void consume(float (&acc)[M_BLOCKS][1][BN / 8][4], const half* As, const half* Bs,
                                         unsigned long long* full, unsigned long long* empty, int consumer,
                                         bool releases, int k_tiles, int& kt) {
     for (int k = 0; k < k_tiles; ++k, ++kt) {
         const int s = kt % STAGES;
-        mbarrier_wait(&full[s], (kt / STAGES) & 1);  // k-tile kt landed: A, and B from both producers
-        wgmma_k_tile<BK>(acc, As + s * A_STAGE + consumer * 64 * 64, Bs + s * B_STAGE);
+        mbarrier_wait(&full[s], (kt / STAGES) & 1);  // k-tile kt landed: A, and B from every producer
+        wgmma_fence();
+#pragma unroll
+        for (int i = 0; i < M_BLOCKS; ++i)  // one commit group per k-tile
+            wgmma_k_steps<BK>(acc[i], As + s * A_STAGE + (consumer * M_BLOCKS + i) * 64 * 64, Bs + s * B_STAGE);
+        wgmma_commit();
         wgmma_wait<1>();
-        if (k > 0 && releases)
-            for (unsigned r = 0; r < CLUSTER; ++r) mbarrier_arrive_in(&empty[(kt - 1) % STAGES], r);
+        if (k > 0 && releases) release(&empty[(kt - 1) % STAGES]);
     }
     wgmma_wait<0>();
-    if (releases)
-        for (unsigned r = 0; r < CLUSTER; ++r) mbarrier_arrive_in(&empty[(kt - 1) % STAGES], r);
+    if (releases) release(&empty[(kt - 1) % STAGES]);
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -4,7 +4,7 @@
 // * ldmatrix: a warp loads 8x8 fp16 matrices from shared memory straight into mma fragments;
 // * mma.sync m16n8k16: D(16x8, fp32) += A(16x16, fp16) * B(16x8, fp16), one warp, tensor cores;
 // * the epilogue: fp32 accumulators -> fp16 C, bounds-checked;
-// * Hopper (sm_90a, rungs 7-10): wgmma m64n256k16 on 128-byte-swizzled tiles, their descriptors.
+// * Hopper (sm_90a, rungs 7-12): wgmma m64nNk16 (N = 128, 192, 256) on 128-byte-swizzled tiles, their descriptors.
 // Shared tiles are row-major with rows padded by 8 halves (16 bytes): the 8 rows one ldmatrix
 // reads then start in 8 different groups of 4 banks, so it runs without bank conflicts.
 #pragma once
@@ -156,48 +156,38 @@ __device__ __forceinline__ unsigned long long descriptor(const half* p, unsigned
            (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
 }
 
-// d (64 x 256 fp32, the warpgroup's accumulators; a warp's 16 rows in mma.sync's C-fragment layout,
-// which store_accumulators<16, 256> writes) += A (64 x 16, K-major) * B (16 x 256, N-major), read from shared memory.
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[1][32][4], unsigned long long desc_a,
-                                                  unsigned long long desc_b) {
-    asm volatile(
-        "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-        "%128, %129, accumulate, 1, 1, 0, 1;\n}\n"  // A K-major (0), B N-major (1)
-        : "+f"(d[0][0][0]), "+f"(d[0][0][1]), "+f"(d[0][0][2]), "+f"(d[0][0][3]),
-          "+f"(d[0][1][0]), "+f"(d[0][1][1]), "+f"(d[0][1][2]), "+f"(d[0][1][3]),
-          "+f"(d[0][2][0]), "+f"(d[0][2][1]), "+f"(d[0][2][2]), "+f"(d[0][2][3]),
-          "+f"(d[0][3][0]), "+f"(d[0][3][1]), "+f"(d[0][3][2]), "+f"(d[0][3][3]),
-          "+f"(d[0][4][0]), "+f"(d[0][4][1]), "+f"(d[0][4][2]), "+f"(d[0][4][3]),
-          "+f"(d[0][5][0]), "+f"(d[0][5][1]), "+f"(d[0][5][2]), "+f"(d[0][5][3]),
-          "+f"(d[0][6][0]), "+f"(d[0][6][1]), "+f"(d[0][6][2]), "+f"(d[0][6][3]),
-          "+f"(d[0][7][0]), "+f"(d[0][7][1]), "+f"(d[0][7][2]), "+f"(d[0][7][3]),
-          "+f"(d[0][8][0]), "+f"(d[0][8][1]), "+f"(d[0][8][2]), "+f"(d[0][8][3]),
-          "+f"(d[0][9][0]), "+f"(d[0][9][1]), "+f"(d[0][9][2]), "+f"(d[0][9][3]),
-          "+f"(d[0][10][0]), "+f"(d[0][10][1]), "+f"(d[0][10][2]), "+f"(d[0][10][3]),
-          "+f"(d[0][11][0]), "+f"(d[0][11][1]), "+f"(d[0][11][2]), "+f"(d[0][11][3]),
-          "+f"(d[0][12][0]), "+f"(d[0][12][1]), "+f"(d[0][12][2]), "+f"(d[0][12][3]),
-          "+f"(d[0][13][0]), "+f"(d[0][13][1]), "+f"(d[0][13][2]), "+f"(d[0][13][3]),
-          "+f"(d[0][14][0]), "+f"(d[0][14][1]), "+f"(d[0][14][2]), "+f"(d[0][14][3]),
-          "+f"(d[0][15][0]), "+f"(d[0][15][1]), "+f"(d[0][15][2]), "+f"(d[0][15][3]),
-          "+f"(d[0][16][0]), "+f"(d[0][16][1]), "+f"(d[0][16][2]), "+f"(d[0][16][3]),
-          "+f"(d[0][17][0]), "+f"(d[0][17][1]), "+f"(d[0][17][2]), "+f"(d[0][17][3]),
-          "+f"(d[0][18][0]), "+f"(d[0][18][1]), "+f"(d[0][18][2]), "+f"(d[0][18][3]),
-          "+f"(d[0][19][0]), "+f"(d[0][19][1]), "+f"(d[0][19][2]), "+f"(d[0][19][3]),
-          "+f"(d[0][20][0]), "+f"(d[0][20][1]), "+f"(d[0][20][2]), "+f"(d[0][20][3]),
-          "+f"(d[0][21][0]), "+f"(d[0][21][1]), "+f"(d[0][21][2]), "+f"(d[0][21][3]),
-          "+f"(d[0][22][0]), "+f"(d[0][22][1]), "+f"(d[0][22][2]), "+f"(d[0][22][3]),
-          "+f"(d[0][23][0]), "+f"(d[0][23][1]), "+f"(d[0][23][2]), "+f"(d[0][23][3]),
-          "+f"(d[0][24][0]), "+f"(d[0][24][1]), "+f"(d[0][24][2]), "+f"(d[0][24][3]),
-          "+f"(d[0][25][0]), "+f"(d[0][25][1]), "+f"(d[0][25][2]), "+f"(d[0][25][3]),
-          "+f"(d[0][26][0]), "+f"(d[0][26][1]), "+f"(d[0][26][2]), "+f"(d[0][26][3]),
-          "+f"(d[0][27][0]), "+f"(d[0][27][1]), "+f"(d[0][27][2]), "+f"(d[0][27][3]),
-          "+f"(d[0][28][0]), "+f"(d[0][28][1]), "+f"(d[0][28][2]), "+f"(d[0][28][3]),
-          "+f"(d[0][29][0]), "+f"(d[0][29][1]), "+f"(d[0][29][2]), "+f"(d[0][29][3]),
-          "+f"(d[0][30][0]), "+f"(d[0][30][1]), "+f"(d[0][30][2]), "+f"(d[0][30][3]),
-          "+f"(d[0][31][0]), "+f"(d[0][31][1]), "+f"(d[0][31][2]), "+f"(d[0][31][3])
-        : "l"(desc_a), "l"(desc_b), "r"(1));
+// The accumulator operands of one wgmma: d[ni][0..3] for the n8 column groups ni of a warpgroup's 64 x N tile.
+#define WGMMA_ACC(i) "+f"(d[0][i][0]), "+f"(d[0][i][1]), "+f"(d[0][i][2]), "+f"(d[0][i][3])
+#define WGMMA_ACC8(i) WGMMA_ACC(i), WGMMA_ACC(i + 1), WGMMA_ACC(i + 2), WGMMA_ACC(i + 3), \
+                      WGMMA_ACC(i + 4), WGMMA_ACC(i + 5), WGMMA_ACC(i + 6), WGMMA_ACC(i + 7)
+#define WGMMA_REGS_64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, " \
+    "%41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, " \
+    "%62, %63"
+#define WGMMA_REGS_96 WGMMA_REGS_64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, " \
+    "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define WGMMA_REGS_128 WGMMA_REGS_96 ", %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, " \
+    "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, " \
+    "%126, %127"
+// One wgmma.m64nNk16: N/2 accumulator registers %0.., then the two descriptors (%DA, %DB) and the accumulate flag.
+#define WGMMA_ASM(N, REGS, DA, DB, FLAG, ...)                                                   \
+    asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %" #FLAG ", 0;\n"        \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 {" REGS "}, "          \
+                 "%" #DA ", %" #DB ", accumulate, 1, 1, 0, 1;\n}\n" /* A K-major (0), B N-major (1) */ \
+                 : __VA_ARGS__ : "l"(desc_a), "l"(desc_b), "r"(1))
+
+// d (64 x N fp32, the warpgroup's accumulators; a warp's 16 rows in mma.sync's C-fragment layout, which
+// store_accumulators<16, N> writes) += A (64 x 16, K-major) * B (16 x N, N-major), read from shared memory.
+// N is 128, 192 or 256 (rungs 7-11: 256; rung 12 searches all three).
+template <int GROUPS>  // N / 8
+__device__ __forceinline__ void wgmma_m64k16(float (&d)[1][GROUPS][4], unsigned long long desc_a,
+                                             unsigned long long desc_b) {
+    static_assert(GROUPS == 16 || GROUPS == 24 || GROUPS == 32, "wgmma tiles here are 128, 192 or 256 columns wide");
+    if constexpr (GROUPS == 16) WGMMA_ASM(128, WGMMA_REGS_64, 64, 65, 66, WGMMA_ACC8(0), WGMMA_ACC8(8));
+    if constexpr (GROUPS == 24)
+        WGMMA_ASM(192, WGMMA_REGS_96, 96, 97, 98, WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16));
+    if constexpr (GROUPS == 32)
+        WGMMA_ASM(256, WGMMA_REGS_128, 128, 129, 130, WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24));
 }
 
 // wgmma runs asynchronously: fence before the first wgmma that reads accumulators other instructions wrote,
@@ -207,14 +197,20 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 template <int PENDING>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(PENDING) : "memory"); }
 
-// One k-tile of a warpgroup's 64 x 256 product, committed as one group: BK_/16 k16 steps over 128-byte-swizzled
-// tiles (a: this warpgroup's 64 rows of BK_ halves; b: BK_ rows of B in column blocks of 64).
-template <int BK_>
-__device__ __forceinline__ void wgmma_k_tile(float (&acc)[1][32][4], const half* a, const half* b) {
-    wgmma_fence();
+// The k16 steps of one k-tile of a warpgroup's 64 x N product (N = 8 GROUPS): BK_/16 steps over 128-byte-swizzled tiles (a: the
+// warpgroup's 64 rows of BK_ halves; b: BK_ rows of B in column blocks of 64), neither fenced nor committed.
+template <int BK_, int GROUPS>
+__device__ __forceinline__ void wgmma_k_steps(float (&acc)[1][GROUPS][4], const half* a, const half* b) {
 #pragma unroll
     for (int k = 0; k < BK_ / 16; ++k)  // k16 step: 32 bytes along A's rows, 16 rows down B
-        wgmma_m64n256k16(acc, descriptor(a + k * 16, 16), descriptor(b + k * 16 * 64, BK_ * 128));
+        wgmma_m64k16(acc, descriptor(a + k * 16, 16), descriptor(b + k * 16 * 64, BK_ * 128));
+}
+
+// One k-tile of a warpgroup's 64 x N product, committed as one group.
+template <int BK_, int GROUPS>
+__device__ __forceinline__ void wgmma_k_tile(float (&acc)[1][GROUPS][4], const half* a, const half* b) {
+    wgmma_fence();
+    wgmma_k_steps<BK_>(acc, a, b);
     wgmma_commit();
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
