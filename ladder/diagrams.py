@@ -1231,6 +1231,52 @@ def _search_report(tuner: str, shape: tuple):
     return None
 
 
+def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color: str, reasons: dict) -> None:
+    """One search as a grid: a row per combination of row_keys, a column per combination of col_keys; each cell
+    the best of its configurations over the other keys: timed (shaded by the best time / its time, the winner
+    starred) or pruned (pN, N numbering the reason in `reasons`)."""
+    import itertools
+    rows = list(itertools.product(*(space[k] for k in row_keys)))
+    cols = list(itertools.product(*(space[k] for k in col_keys)))
+    cell = lambda c: (tuple(c[k] for k in row_keys), tuple(c[k] for k in col_keys))  # noqa: E731
+    cells = _fill((len(rows), len(cols)), "white")
+    marks: dict[tuple[int, int], str] = {}
+    if report:
+        timed: dict[tuple, float] = {}
+        for t in report.timed:
+            key = cell(t["config"])
+            timed[key] = min(timed.get(key, t["ms"]), t["ms"])
+        pruned = {cell(p["config"]): p["reason"] for p in report.pruned + report.failed}
+        for i, r in enumerate(rows):
+            for j, c in enumerate(cols):
+                if (r, c) in timed:
+                    ms = timed[r, c]
+                    cells[i, j] = _shade(color, max(0.08, report.best_ms / ms) ** 2)
+                    marks[i, j] = "★" if ms == report.best_ms else f"{report.best_ms / ms:.0%}"
+                elif (r, c) in pruned:
+                    reason = re.sub(r"\b\d+\b", "N", pruned[r, c])
+                    cells[i, j] = LIGHT
+                    marks[i, j] = f"p{reasons.setdefault(reason, len(reasons) + 1)}"
+    _cells(ax, cells, grid="0.7", lw=0.8)
+    for (i, j), text in marks.items():
+        ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8 if text != "★" else 12,
+                color="white" if text == "★" or (text.endswith("%") and int(text[:-1]) > 80) else "k")
+    ax.set_xlim(0, len(cols))
+    ax.set_ylim(len(rows), 0)
+    ax.set_aspect("auto")
+    ax.set_xticks(np.arange(len(cols)) + 0.5, ["\n".join(str(v) for v in c) for c in cols], fontsize=8)
+    ax.set_yticks(np.arange(len(rows)) + 0.5, [" × ".join(str(v) for v in r) for r in rows], fontsize=8)
+    ax.tick_params(length=0)
+    ax.set_xlabel(" / ".join(col_keys), fontsize=9)
+    ax.set_ylabel(" × ".join(row_keys), fontsize=9)
+
+
+def _reasons_key(fig, reasons: dict) -> None:
+    fig.text(0.01, 0.01, "\n".join(f"p{n}: pruned, {reason}" for reason, n in reasons.items()) or " ",
+             fontsize=8, va="bottom")
+    fig.tight_layout(rect=(0, 0.03 + 0.035 * len(reasons), 1, 1))
+
+
 def attention_search(backend: str = "triton", causal: int = 0):
     """Attention rung 6 (SEARCH_SPACE of kernels/attention.py or kernels/triton/attention.py, and the recorded
     search at the headline shapes): every configuration, pruned (why) or timed (its time against the best), the
@@ -1239,56 +1285,41 @@ def attention_search(backend: str = "triton", causal: int = 0):
     from kernels.triton import attention as ta
     space = at.SEARCH_SPACE if backend == "cuda" else ta.SEARCH_SPACE
     names = list(space)
-    row_keys, col_keys = names[:2], names[2:]
-    import itertools
-    rows = list(itertools.product(*(space[k] for k in row_keys)))
-    cols = list(itertools.product(*(space[k] for k in col_keys)))
     shapes = [s for s in at.HEADLINE if s[4] == causal]
-    color = CUDA if backend == "cuda" else TRITON
-    fig = _figure(12, 1.8 + 0.5 * len(rows))
+    fig = _figure(12, 1.8 + 0.5 * len(space[names[0]]) * len(space[names[1]]))
     axes = fig.subplots(1, len(shapes), squeeze=False)[0]
     reasons: dict[str, int] = {}
     for ax, shape in zip(axes, shapes):
         report = _search_report(f"{backend}:6_autotuned", shape)
-        cells = _fill((len(rows), len(cols)), "white")
-        marks: dict[tuple[int, int], str] = {}
-        if report:
-            timed = {tuple(t["config"][k] for k in names): t["ms"] for t in report.timed}
-            pruned = {tuple(p["config"][k] for k in names): p["reason"] for p in report.pruned + report.failed}
-            for i, r in enumerate(rows):
-                for j, c in enumerate(cols):
-                    key = r + c
-                    if key in timed:
-                        cells[i, j] = _shade(color, max(0.08, report.best_ms / timed[key]) ** 2)
-                        marks[i, j] = "★" if timed[key] == report.best_ms else f"{report.best_ms / timed[key]:.0%}"
-                    elif key in pruned:
-                        reason = re.sub(r"\b\d+\b", "N", pruned[key])
-                        cells[i, j] = LIGHT
-                        marks[i, j] = f"p{reasons.setdefault(reason, len(reasons) + 1)}"
-        _cells(ax, cells, grid="0.7", lw=0.8)
-        for (i, j), text in marks.items():
-            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8 if text != "★" else 12,
-                    color="white" if text == "★" or (text.endswith("%") and int(text[:-1]) > 80) else "k")
-        ax.set_xlim(0, len(cols))
-        ax.set_ylim(len(rows), 0)
-        ax.set_aspect("auto")
-        ax.set_xticks(np.arange(len(cols)) + 0.5, ["\n".join(str(v) for v in c) for c in cols], fontsize=8)
-        ax.set_yticks(np.arange(len(rows)) + 0.5, [" × ".join(str(v) for v in r) for r in rows], fontsize=8)
-        ax.tick_params(length=0)
-        ax.set_xlabel(" / ".join(col_keys), fontsize=9)
-        ax.set_ylabel(" × ".join(row_keys), fontsize=9)
+        _search_panel(ax, report, space, names[:2], names[2:], CUDA if backend == "cuda" else TRITON, reasons)
         best = (" ".join(f"{k}={v}" for k, v in report.best.items()) if report else "no recorded search")
         ax.set_title(f"D = {shape[3]}{', causal' if causal else ''}: ★ {best}", fontsize=9)
     fig.suptitle(f"{'CUDA' if backend == 'cuda' else 'Triton'} attention rung 6: the search at "
                  f"B{shapes[0][0]} H{shapes[0][1]} S{shapes[0][2]} (recorded); % = the best time / this one's",
                  fontsize=11)
-    fig.text(0.01, 0.01, "\n".join(f"p{n}: pruned, {reason}" for reason, n in reasons.items()) or " ",
-             fontsize=8, va="bottom")
-    fig.tight_layout(rect=(0, 0.03 + 0.035 * len(reasons), 1, 1))
+    _reasons_key(fig, reasons)
+    return fig
+
+
+def matmul_hopper_search(shapes: tuple = ((4096, 4096, 4096), (8192, 8192, 8192))):
+    """CUDA matmul rung 12 (HOPPER_SEARCH_SPACE of kernels/matmul.py, and the recorded searches at `shapes`): a row
+    per block of C (BM x BN), a column per ring depth and cluster size, each cell the better of its two tile orders
+    (GROUP_M): pruned (why) or timed against the winner, the winner starred."""
+    import kernels.matmul as mm
+    fig = _figure(12, 4.6)
+    axes = fig.subplots(1, len(shapes), squeeze=False)[0]
+    reasons: dict[str, int] = {}
+    for ax, shape in zip(axes, shapes):
+        report = _search_report(mm.HOPPER_TUNER.name, shape)
+        _search_panel(ax, report, mm.HOPPER_SEARCH_SPACE, ["BM", "BN"], ["STAGES", "CLUSTER"], CUDA, reasons)
+        best = " ".join(f"{k}={v}" for k, v in report.best.items()) if report else "no recorded search"
+        ax.set_title(f"{'x'.join(map(str, shape))}: ★ {best}", fontsize=9)
+    fig.suptitle("CUDA matmul rung 12: the search (recorded); % = the best time / this one's", fontsize=11)
+    _reasons_key(fig, reasons)
     return fig
 
 
 ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_register_block, matmul_warp_tiles,
        matmul_stage_ring, matmul_tile_order, attention_scores_in_dram, attention_flash_sweep, attention_causal_skip,
        matmul_triton_lanes, matmul_triton_dot, matmul_wgmma, tma_tile_copy, matmul_tma_ring, matmul_cluster_multicast,
-       matmul_tma_store_epilogue, attention_tensor_core_tile, attention_kv_ring, attention_search)
+       matmul_tma_store_epilogue, matmul_hopper_search, attention_tensor_core_tile, attention_kv_ring, attention_search)

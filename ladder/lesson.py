@@ -400,9 +400,8 @@ def bank_conflicts_per_fma(profiles: list[dict], labels: list[str], problem) -> 
 
 def matmul_lines_vs_speed(rows: list[dict], shape: tuple = (4096, 4096, 4096)) -> str:
     """Lines of code (neither blank nor comment) of what each matmul rung runs, beside its TFLOP/s at `shape`:
-    the CUDA rung's file (rungs 4-11 also include tensor_core.cuh, rungs 8-11 tma.cuh, rungs 10-11 cluster.cuh, each
-    counted once; rung 6
-    includes rung 5's file) and the Triton rung's kernel functions (rungs 3-5 share one kernel and its helpers). Launchers not counted."""
+    the CUDA rung's file (rungs 4-12 also include tensor_core.cuh, rungs 8-12 tma.cuh, rungs 10-12 cluster.cuh, each
+    counted once; rung 6 includes rung 5's file, rung 12 rung 11's) and the Triton rung's kernel functions (rungs 3-5 share one kernel and its helpers). Launchers not counted."""
     import kernels.matmul as mm
     from kernels.triton import matmul as tm
     at = {f"{r['backend']}:{r['rung']}": r["tflops"] for r in rows if tuple(r["shape"]) == tuple(shape)}
@@ -418,8 +417,9 @@ def matmul_lines_vs_speed(rows: list[dict], shape: tuple = (4096, 4096, 4096)) -
     def speed(label):
         return f"{at[label]:8.1f}" if label in at else f"{'-':>8s}"
     tma, cluster = (lines_of_code((ROOT / mm.CUDA_DIR / name).read_text(), "//") for name in ("tma.cuh", "cluster.cuh"))
-    lines = [f"tensor_core.cuh (included by the CUDA tensor-core rungs): {header} lines, tma.cuh (rungs 8-11): {tma}, "
-             f"cluster.cuh (rungs 10-11): {cluster}; TFLOP/s at {'x'.join(map(str, shape))}",
+    lines = [f"tensor_core.cuh (included by the CUDA tensor-core rungs): {header} lines, tma.cuh (rungs 8-12): {tma}, "
+             f"cluster.cuh (rungs 10-12): {cluster}; rungs 6 and 12 add a line or a few to rung 5's and 11's files; "
+             f"TFLOP/s at {'x'.join(map(str, shape))}",
              f"{'CUDA rung':28s} {'lines':>5s} {'TFLOP/s':>8s}   {'Triton rung':18s} {'lines':>5s} {'TFLOP/s':>8s}"]
     for c, t in twins.items():
         right = f"{t:18s} {triton[t]:5d} {speed('triton:' + t)}" if t and c[1] != "b" else ""
@@ -484,7 +484,8 @@ def wgmma_signatures(families: tuple = ("LDGSTS", "BAR", "UTMALDG", "SYNCS", "HG
     """The Hopper matmul rungs' opcode families side by side (sm_90a SASS, compiled here: no GPU needed)."""
     import kernels.matmul as mm
     configs = {"7_wgmma": mm.WGMMA, "8_tma_warp_specialized": mm.TMA_WS, "9_persistent": mm.PERSISTENT,
-               "10_cluster_multicast": mm.CLUSTER_MULTICAST, "11_tma_store": mm.TMA_STORE}
+               "10_cluster_multicast": mm.CLUSTER_MULTICAST, "11_tma_store": mm.TMA_STORE,
+               "12_autotuned": mm.HOPPER_DEFAULT}
     return signature_table({name: sass.cuda_sass(f"matmul/{name}.cu", "sm_90a", configs[name]) for name in rungs},
                            families)
 
@@ -530,15 +531,37 @@ def matmul_search_space() -> str:
     return "\n".join(lines)
 
 
-def matmul_searches(gpu, shape: tuple = (4096, 4096, 4096)) -> str:
-    """CUDA rung 6's search at `shape`, run here on a GPU with tensor cores; else the recorded searches."""
+def matmul_searches(gpu, shape: tuple = (4096, 4096, 4096), tuner=None) -> str:
+    """CUDA rung 6's search (or `tuner`'s: kernels.matmul.HOPPER_TUNER, rung 12's) at `shape`, run here on a GPU
+    that can run it; else the recorded searches."""
     import kernels.matmul as mm
     from ladder import autotune
-    if gpu is not None and gpu.has("tensor_cores"):
-        reports = mm.tune([shape])
+    tuner = tuner or mm.TUNER
+    needs = "wgmma" if tuner is mm.HOPPER_TUNER else "tensor_cores"
+    if gpu is not None and gpu.has(needs) and not gpu.emulated_on:
+        reports = mm.tune([shape], tuner)
     else:
-        reports = [r for r in autotune.recorded_reports() if r.problem == "matmul" and r.tuner == mm.TUNER.name]
+        reports = [r for r in autotune.recorded_reports() if r.problem == "matmul" and r.tuner == tuner.name]
     return "\n\n".join(r.summary() for r in reports)
+
+
+def hopper_search_space() -> str:
+    """CUDA rung 12's search space, what the pruning keeps on an H100, and each kept block of C: the most stages
+    that fit, its shared memory, and how many blocks 4096^2 and 8192^2 of C hold (against the H100's 132 SMs)."""
+    import kernels.matmul as mm
+    from ladder import hardware
+    h100 = hardware.GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
+    kept = [c for c in mm.HOPPER_TUNER.configs() if not mm.hopper_prune_reason(c, h100)]
+    lines = [f"search space: {mm.HOPPER_SEARCH_SPACE}",
+             f"{len(mm.HOPPER_TUNER.configs())} configurations, {len(kept)} kept on an H100",
+             f"{'BM x BN':>9s} {'stages':>7s} {'KiB (most stages)':>18s} {'blocks 4096^2':>14s} {'8192^2':>7s}"]
+    for bm, bn in sorted({(c["BM"], c["BN"]) for c in kept}):
+        stages = sorted({c["STAGES"] for c in kept if (c["BM"], c["BN"]) == (bm, bn)})
+        most = dict(BM=bm, BN=bn, STAGES=stages[-1])
+        depth = f"{stages[0]}-{stages[-1]}" if len(stages) > 1 else str(stages[0])
+        lines.append(f"{bm:>4d} x {bn:<3d} {depth:>7s} {mm.hopper_shared_bytes(most) // 1024:>18d} "
+                     + "".join(f"{-(-n // bm) * -(-n // bn):>{w}d}" for n, w in ((4096, 15), (8192, 8))))
+    return "\n".join(lines)
 
 
 def t4_floors(problem, rows: list[dict], label: str, rungs: dict, shape: tuple) -> str:

@@ -388,6 +388,13 @@ class Ladder:
             out.append("  * the run that timed this rung kept no ceilings: the roof is the recording's newest")
         return "\n".join(out)
 
+    def step(self, name: str, anchor: str | None = None) -> None:
+        """A rung's measurement and verdict (and, given `anchor`, its gap to that library): one cell per rung."""
+        self.measure(name)
+        self.verdict(name)
+        if anchor:
+            self.gap(name, anchor)
+
     def gap(self, name: str, anchor: str) -> None:
         """How fast `name` runs against the library `anchor` timed in the same run, per headline shape, with
         the spread of the two timings (their 20th-80th percentiles)."""

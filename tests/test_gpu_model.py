@@ -20,7 +20,7 @@ def test_t4_matmul_model_says_what_runs_where():
     assert "no cp.async: runs a register-staged double buffer" in rows["cuda:5_pipelined"]
     assert "CUDA cores         16.968" in rows["triton:6_autotuned"] and "tl.dot on CUDA cores" in rows["triton:6_autotuned"]
     assert "N/A: needs wgmma" in rows["cuda:7_wgmma"] and "N/A: needs tma" in rows["triton:7_tma_persistent"]
-    for hopper_only in ("8_tma_warp_specialized", "9_persistent", "10_cluster_multicast", "11_tma_store"):
+    for hopper_only in ("8_tma_warp_specialized", "9_persistent", "10_cluster_multicast", "11_tma_store", "12_autotuned"):
         assert "N/A: needs wgmma" in rows[f"cuda:{hopper_only}"]
     assert "tensor cores" in rows["torch:cublas"]
 

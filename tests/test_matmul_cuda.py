@@ -177,6 +177,44 @@ def test_tma_store_rung_stages_c_in_shared_memory_and_stores_it_with_the_tma():
         compiled("11_tma_store", "sm_90")
 
 
+def test_autotuned_hopper_rung_compiles_each_tile_shape_it_searches():
+    """Rung 12 is rung 11's kernel with -D: at rung 11's configuration the same SASS; per BN its own wgmma width; at
+    BM 256 two m64 blocks per consumer (twice the HGMMA); clusters of 1 load B themselves, clusters of 2 multicast
+    it (a 192-wide B: 2 boxes from one block, 1 from the other); no configuration the search keeps spills."""
+    rung_11 = compiled("11_tma_store", "sm_90a", mm.TMA_STORE)
+    assert compiled("12_autotuned", "sm_90a", mm.HOPPER_DEFAULT).text == rung_11.text
+    for c in mm.HOPPER_SHAPES:
+        cubin = cuda.compile_cubin("matmul/12_autotuned.cu", "sm_90a", tuple(sorted(c.items())))
+        s, usage = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
+        m_blocks, boxes = c["BM"] // 128, c["BN"] // 64
+        assert s.text.count(f"HGMMA.64x{c['BN']}x16.F32") == 4 * m_blocks == s.count("HGMMA"), c
+        assert s.count("UTMASTG") == m_blocks * boxes, c  # C's staged tile, in 64 x 64 boxes
+        multicast = s.count("UTMALDG.2D.MULTICAST")
+        assert multicast == (0 if c["CLUSTER"] == 1 else -(-boxes // 2)), c
+        assert s.count("UTMALDG") == 1 + (boxes if c["CLUSTER"] == 1 else multicast), c
+        assert s.count("LDL") == s.count("STL") == usage["local_bytes"] == 0, c
+        assert mm.hopper_shared_bytes(c) <= H100.smem_per_block_bytes and not mm.hopper_prune_reason(c, H100), c
+    with pytest.raises(CompileError, match="sm_90a"):
+        compiled("12_autotuned", "sm_90", mm.HOPPER_DEFAULT)
+
+
+def test_autotuned_hopper_search_prunes_by_shared_memory_registers_and_stages():
+    kept = [c for c in mm.HOPPER_TUNER.configs() if not mm.hopper_prune_reason(c, H100)]
+    assert len(mm.HOPPER_TUNER.configs()) == 120 and len(kept) == 32
+    assert mm.HOPPER_DEFAULT in kept  # rung 11's configuration: the search can only match or beat it
+    assert {(c["BM"], c["BN"]) for c in kept} == {(128, 128), (128, 192), (128, 256), (256, 128)}
+    assert max(c["STAGES"] for c in kept if c["BN"] == 128 and c["BM"] == 128) == 6
+    assert mm.hopper_prune_reason(dict(mm.HOPPER_DEFAULT, STAGES=4), H100) == "257 KiB of shared memory > 227 KiB"
+    assert mm.hopper_prune_reason(dict(mm.HOPPER_DEFAULT, BM=256), H100).startswith(
+        "256x256 needs 256 accumulator registers per consumer thread")
+    assert mm.hopper_prune_reason(dict(mm.HOPPER_DEFAULT, BN=128, STAGES=2), H100).startswith("two stages")
+    # the grid: CLUSTER blocks per cluster, a cluster per CLUSTER SMs or per block of C, never half a cluster
+    assert mm.hopper_grid(dict(mm.HOPPER_DEFAULT, CLUSTER=1), 8192, 8192, sms=132) == 132
+    assert mm.hopper_grid(mm.HOPPER_DEFAULT, 8192, 8192, sms=133) == 132
+    assert mm.hopper_grid(dict(mm.HOPPER_DEFAULT, BN=192), 513, 257, sms=132) == 2 * 3 * 2  # a cluster per block of C
+    assert mm.hopper_grid(dict(mm.HOPPER_DEFAULT, BM=256, BN=128, CLUSTER=1), 1, 1, sms=132) == 1
+
+
 def test_cluster_grid_is_pairs_of_blocks():
     assert mm.cluster_grid(8192, 8192, sms=132) == 132        # 66 clusters walk 1024 blocks of 256 x 256
     assert mm.cluster_grid(8192, 8192, sms=133) == 132        # never half a cluster
@@ -185,7 +223,8 @@ def test_cluster_grid_is_pairs_of_blocks():
 
 
 def test_hopper_rungs_say_na_on_older_gpus():
-    for name in ("7_wgmma", "8_tma_warp_specialized", "9_persistent", "10_cluster_multicast", "11_tma_store"):
+    for name in ("7_wgmma", "8_tma_warp_specialized", "9_persistent", "10_cluster_multicast", "11_tma_store",
+                 "12_autotuned"):
         rung = mm.PROBLEM.rung("cuda", name)
         assert rung.unavailable_reason(T4) == "N/A on this GPU (Tesla T4, sm_75): needs wgmma"
         assert rung.unavailable_reason(H100) is None

@@ -1,5 +1,5 @@
 """The Hopper-only CUDA rungs (7: wgmma; 8: TMA copies, warp-specialized; 9: 8 on a persistent grid in grouped
-tile order; 10: 9 in 2-block clusters that multicast B) on an H100 or H200: fresh random inputs into a NaN-poisoned
+tile order; 10: 9 in 2-block clusters that multicast B; 11: 10 storing C through the TMA; 12: 11 searched) on an H100 or H200: fresh random inputs into a NaN-poisoned
 output, compared with the fp64 product, at ragged shapes and at 4096^3-class shapes; NaN never passes; bad inputs are
 named; rung 10's clusters all fit on the GPU at once; and rungs 7-10 timed beside cuBLAS (printed, not asserted).
 
@@ -20,7 +20,7 @@ from ladder.runner import check_rung, time_rung, unavailable
 
 PROBLEM = mm.PROBLEM
 HOPPER = [PROBLEM.rung("cuda", name) for name in ("7_wgmma", "8_tma_warp_specialized", "9_persistent",
-                                                   "10_cluster_multicast", "11_tma_store")]
+                                                   "10_cluster_multicast", "11_tma_store", "12_autotuned")]
 CUBLAS = PROBLEM.rung("torch", "cublas")
 # (M, N, K): no multiple of a tile (128 x 256 x 64) or of 8 (the padding), single tiles smaller than the block,
 # several blocks in both directions, more k-tiles than the 4 stages (the ring's parity wraps), and exact tiles;
@@ -135,6 +135,21 @@ def test_persistent_rungs_are_right_in_any_tile_order(name, launch, config, grou
         assert verdict.ok, (name, group_m, str(verdict), where_wrong(out, ref))
 
 
+@pytest.mark.parametrize("config", mm.HOPPER_SHAPES, ids=mm.autotune.format_config)
+@pytest.mark.parametrize("shape", RAGGED + [(8192, 4096, 320)], ids=str)
+def test_autotuned_hopper_rung_is_right_in_every_tile_shape_and_cluster_size(config, shape):
+    """Rung 12 in each tile shape (BM x BN) and cluster size its search can choose, not just the cached winner."""
+    run = functools.partial(mm.run_hopper_config, config)
+    verdict, out, ref = run_checked(dataclasses.replace(PROBLEM.rung("cuda", "12_autotuned"), run=run), shape, 3)
+    assert verdict.ok, (config, str(verdict), where_wrong(out, ref))
+
+
+def test_autotuned_hopper_rung_loads_without_local_memory():
+    for c in mm.HOPPER_SHAPES:
+        attributes = cuda.load("matmul/12_autotuned.cu", c, "sm_90a").get_function("matmul").attributes
+        assert attributes["local_size_bytes"] == 0, (c, attributes)
+
+
 class LaunchConfig(ctypes.Structure):  # CUlaunchConfig
     _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint),
                 ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
@@ -142,14 +157,16 @@ class LaunchConfig(ctypes.Structure):  # CUlaunchConfig
 
 @pytest.mark.parametrize("name,launch,config,shared_bytes", [
     ("10_cluster_multicast", mm.cluster_multicast, mm.CLUSTER_MULTICAST, mm.wgmma_shared_bytes),
-    ("11_tma_store", mm.tma_store, mm.TMA_STORE, mm.tma_store_shared_bytes)])
+    ("11_tma_store", mm.tma_store, mm.TMA_STORE, mm.tma_store_shared_bytes),
+    *[("12_autotuned", functools.partial(mm.run_hopper_config, c), c, mm.hopper_shared_bytes)
+      for c in mm.HOPPER_SHAPES if c["CLUSTER"] == 2]])
 def test_cluster_rungs_clusters_all_fit_at_once(name, launch, config, shared_bytes):
     """The persistent grid assumes every cluster runs from the start: a cluster that waited for another to finish
     would walk its blocks of C after the others, doubling the time. The driver says how many fit."""
     a, b = PROBLEM.make_inputs((8192, 8192, 64), "cuda", torch.Generator("cuda").manual_seed(1))
     launch(a, b)  # loads the module and sets its shared-memory size
     function = cuda.load(f"matmul/{name}.cu", config, "sm_90a").get_function("matmul")
-    grid = mm.cluster_grid(8192, 8192)
+    grid = mm.hopper_grid(config, 8192, 8192) if name == "12_autotuned" else mm.cluster_grid(8192, 8192)
     config = LaunchConfig((grid, 1, 1), (384, 1, 1), shared_bytes(config), None, None, 0)
     fits = ctypes.c_int()
     libcuda = ctypes.CDLL("libcuda.so.1")
