@@ -976,11 +976,12 @@ def matmul_triton_dot(rung: str = "4_tensor_core"):
 # ------------------------------------------------------------- matmul: Hopper (CUDA rung 7, TMA, warp specialization)
 
 def wgmma_shape(path: str = "matmul/7_wgmma.cu") -> tuple[int, int, int]:
-    """(m, n, k) of the wgmma instruction a .cu file issues."""
-    m = re.search(r"wgmma\.mma_async\.sync\.aligned\.m(\d+)n(\d+)k(\d+)", cuda.source(path))
+    """(m, n, k) of the wgmma instruction a .cu file issues: m and k from tensor_core.cuh's instruction text, n its
+    width (BN: one wgmma spans the block's columns)."""
+    m = re.search(r'wgmma\.mma_async\.sync\.aligned\.m(\d+)n" #N "k(\d+)', cuda.source(path))
     if not m:
         raise KeyError(f"{path} issues no wgmma.mma_async")
-    return tuple(int(x) for x in m.groups())
+    return int(m.group(1)), cu_define(path, "BN"), int(m.group(2))
 
 
 def matmul_wgmma(path: str = "matmul/7_wgmma.cu"):

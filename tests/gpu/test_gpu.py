@@ -104,6 +104,29 @@ def test_bench_times_long_kernels_over_a_few_runs():
     assert time.time() - start < 12 * t.median_ms / 1e3  # a handful of runs, not do_bench's windows
 
 
+def test_a_slow_launch_is_not_timed_as_the_kernel():
+    """A launch that keeps the host busy 150 us before a 5 us kernel (a CuPy launch from Python costs tens of us):
+    do_bench's start event fires when the L2 flush ends (~85 us on an H100), so its time holds the host's wait;
+    event_bench's start event waits behind HOST_COVER_US of GPU spin too, so its time is the kernel's."""
+    import time
+    import triton.testing
+    from ladder.timing import HOST_COVER_US, event_bench
+    x = torch.randn(1 << 14, device="cuda")
+
+    def slow_launch():
+        until = time.perf_counter() + 150e-6
+        while time.perf_counter() < until:
+            pass
+        torch.add(x, x)
+
+    assert HOST_COVER_US > 150
+    fast = event_bench(lambda: torch.add(x, x), 20, 60, [0.5])[0]
+    covered = event_bench(slow_launch, 20, 60, [0.5])[0]
+    uncovered = triton.testing.do_bench(slow_launch, warmup=20, rep=60, return_mode="median")
+    assert covered < 0.03 and abs(covered - fast) < 0.01, (covered, fast)
+    assert uncovered > 0.03, uncovered
+
+
 def test_compiling_ahead_fills_the_triton_cache_this_process_then_loads_from(tmp_path, monkeypatch):
     """The workers compile each variant of the Triton attention rungs 3-5; this process then launches every one of
     them at a headline-like shape and finds each in the on-disk cache (no new file is written there)."""

@@ -10,7 +10,7 @@
 //             (ladder/autotune.py, kernels/matmul.py), as rung 6 does for rung 5. The space holds what Triton's
 //             power-of-two blocks cannot: BN 192 (wgmma m64n192k16), and BM 256 with two m64 blocks per consumer.
 //             BM in {128, 256}, BN in {128, 192, 256}, STAGES 2-6, CLUSTER in {1, 2}, GROUP_M in {8, 16}.
-// Prediction: 1.0-1.05x rung 11 at 4096^3 and 8192^3 (its configuration is in the space, so the search can
-//             only match or beat it, up to the timing's spread); 0.97-1.05x cuBLAS there.
+// Prediction: 0.98-1.05x rung 11 at 4096^3 and 8192^3 (its configuration is in the space, so the search can
+//             only match or beat it, up to the timing's spread of ~2%); 95-105% of cuBLAS there.
 // Signature:  as rung 11; HGMMA.64xBNx16 with the chosen BN; the choice shows in the search report.
 #include "11_tma_store.cu"
