@@ -321,7 +321,7 @@ def hopper_prune_reason(c: dict, gpu) -> str | None:
     if gpu is not None and hopper_shared_bytes(c) > gpu.smem_per_block_bytes:
         return f"{hopper_shared_bytes(c) // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB"
     if c["STAGES"] < 3:
-        return "two stages leave the TMA's latency exposed (rung 11 at 2 stages: 0.72x its 3)"
+        return "two stages leave the TMA's latency exposed: a k-tile's copy waits on the wgmma of the one before"
     return None
 
 
