@@ -341,9 +341,11 @@ def run_hopper_config(c: dict, a, b, out=None):
 
 
 HOPPER_DEFAULT = dict(BM=128, BN=256, STAGES=3, CLUSTER=2, GROUP_M=8)  # rung 11's configuration
-# Where rung 12 searches: below 4096^3 a launch from Python (~55 us on an H100 host) is as long as the kernel, so a
-# timing there is partly the host's; smaller shapes take the nearest winner (4096^3's)
-HOPPER_TUNE_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
+# Where `record` runs rung 12's search: the headline shapes, and the MLP down-projection of lesson 05's model (8192
+# tokens x 3072 -> 768), where C has only 768 columns: 3 blocks of 256 across, or 4 of 192. Other shapes take the
+# winner of the nearest searched one.
+MLP_DOWN = (8192, 768, 3072)
+HOPPER_TUNE_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), MLP_DOWN]
 # One configuration per tile shape and cluster size the search can choose, each with the most stages that fit on
 # an H100 (the GPU tests and compute-sanitizer run them all)
 HOPPER_SHAPES = [dict(BM=bm, BN=bn, STAGES=stages, CLUSTER=cluster, GROUP_M=8)

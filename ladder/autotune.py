@@ -214,15 +214,17 @@ def _store(slug: str, report: Report) -> None:
 
 
 def cached_reports(slug: str | None, problem: str | None = None, tuner: str | None = None) -> list[Report]:
-    """Searches done on this GPU (local cache first), else those recorded in results/ for it; of `problem`
-    and `tuner` only if given (a local search of one tuner does not hide the recorded searches of another)."""
+    """Searches done on this GPU: the local cache's, and those recorded in results/ for it at shapes the cache has
+    not searched (a search here at one shape does not hide the recorded winners at others); of `problem` and
+    `tuner` only if given."""
     if slug is None:
         return []
 
     def wanted(reports):
         return [r for r in reports if problem in (None, r.problem) and tuner in (None, r.tuner)]
-    local = [Report.from_dict(d) for per_shape in _read_cache().get(slug, {}).values() for d in per_shape.values()]
-    return wanted(local) or wanted(recorded_reports(slug))
+    local = wanted([Report.from_dict(d) for per_shape in _read_cache().get(slug, {}).values() for d in per_shape.values()])
+    searched = {(r.tuner, tuple(r.shape)) for r in local}
+    return local + [r for r in wanted(recorded_reports(slug)) if (r.tuner, tuple(r.shape)) not in searched]
 
 
 def recorded_reports(slug: str | None = None) -> list[Report]:

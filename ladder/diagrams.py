@@ -1302,12 +1302,12 @@ def attention_search(backend: str = "triton", causal: int = 0):
     return fig
 
 
-def matmul_hopper_search(shapes: tuple = ((4096, 4096, 4096), (8192, 8192, 8192))):
+def matmul_hopper_search(shapes: tuple = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 768, 3072))):
     """CUDA matmul rung 12 (HOPPER_SEARCH_SPACE of kernels/matmul.py, and the recorded searches at `shapes`): a row
     per block of C (BM x BN), a column per ring depth and cluster size, each cell the better of its two tile orders
     (GROUP_M): pruned (why) or timed against the winner, the winner starred."""
     import kernels.matmul as mm
-    fig = _figure(12, 4.6)
+    fig = _figure(6 * len(shapes), 4.6)
     axes = fig.subplots(1, len(shapes), squeeze=False)[0]
     reasons: dict[str, int] = {}
     for ax, shape in zip(axes, shapes):

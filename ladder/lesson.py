@@ -545,6 +545,31 @@ def matmul_searches(gpu, shape: tuple = (4096, 4096, 4096), tuner=None) -> str:
     return "\n\n".join(r.summary() for r in reports)
 
 
+def hopper_search_gain(gpu, shape: tuple) -> str:
+    """At `shape`: rung 12's search (run here on a Hopper GPU, else the recorded one), its winner against rung 11's
+    configuration timed in the same search, and the blocks of C each makes there against the GPU's SMs."""
+    import kernels.matmul as mm
+    from ladder import autotune
+    if gpu is not None and gpu.has("wgmma") and not gpu.emulated_on:
+        report = mm.tune([shape], mm.HOPPER_TUNER)[0]
+    else:
+        report = next((r for r in autotune.recorded_reports() if r.tuner == mm.HOPPER_TUNER.name
+                       and tuple(r.shape) == tuple(shape)), None)
+    if report is None:
+        return f"no search of rung 12 at {'x'.join(map(str, shape))} recorded"
+    sms = (gpu or datasheet_gpu(report.gpu)).sm_count
+    rung_11 = next(t for t in report.timed if t["config"] == mm.HOPPER_DEFAULT)
+    lines = [f"{'x'.join(map(str, shape))} ({'live' if gpu is not None and gpu.has('wgmma') else 'recorded'} "
+             f"on {report.gpu}, {sms} SMs)"]
+    for name, config, ms in (("the search's winner", report.best, report.best_ms),
+                             ("rung 11's configuration", rung_11["config"], rung_11["ms"])):
+        blocks = mm.hopper_grid(config, shape[0], shape[1], sms=1 << 30)  # of BM x BN, in whole clusters
+        lines.append(f"  {name:24s} {autotune.format_config(config):45s} {ms:.4f} ms  "
+                     f"{blocks} blocks of {config['BM']}x{config['BN']} = {blocks / sms:.2f} per SM")
+    lines.append(f"  winner / rung 11's: {rung_11['ms'] / report.best_ms:.2f}x as fast")
+    return "\n".join(lines)
+
+
 def hopper_search_space() -> str:
     """CUDA rung 12's search space, what the pruning keeps on an H100, and each kept block of C: the most stages
     that fit, its shared memory, and how many blocks 4096^2 and 8192^2 of C hold (against the H100's 132 SMs)."""

@@ -303,3 +303,17 @@ def test_best_config_comes_from_the_nearest_tuned_shape(tmp_path, monkeypatch):
     assert mm.TUNER.best((7000, 7000, 7000)) == big
     assert mm.TUNER.best((1000, 1000, 1000)) == small
     autotune._BEST.clear()
+
+
+def test_a_local_search_at_one_shape_keeps_the_recorded_winners_at_others(tmp_path, monkeypatch):
+    """Rung 12 searched here at 2048^3 only: 2048^3 takes that winner, 8192^3 still the H100 recording's."""
+    monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
+    monkeypatch.setattr(autotune, "detect", lambda: H100)
+    autotune._BEST.clear()
+    recorded = {tuple(r.shape): r.best for r in autotune.recorded_reports(H100.slug) if r.tuner == mm.HOPPER_TUNER.name}
+    assert set(recorded) == set(mm.HOPPER_TUNE_SHAPES)  # record searches each
+    local = dict(mm.HOPPER_DEFAULT, BN=128, STAGES=5)
+    autotune._store(H100.slug, autotune.Report("matmul", mm.HOPPER_TUNER.name, (2048,) * 3, H100.name, local, 1.0, 2.0))
+    assert mm.HOPPER_TUNER.best((2048,) * 3) == local
+    assert mm.HOPPER_TUNER.best((8192,) * 3) == recorded[(8192,) * 3]
+    autotune._BEST.clear()
