@@ -77,6 +77,12 @@ class Recording:
         p = self.data["provenance"]
         return f"recorded on {p['gpu']}, {p['date'][:10]}"
 
+    def label_for(self, rows: list[dict]) -> str:
+        """The label of some of its rows: the dates they were recorded on (a later recording of other rungs
+        does not move them)."""
+        dates = sorted({r["recorded"][:10] for r in rows if "recorded" in r}) or [self.data["provenance"]["date"][:10]]
+        return f"recorded on {self.gpu}, {' to '.join(dict.fromkeys([dates[0], dates[-1]]))}"
+
     @property
     def ceilings(self) -> dict:
         return self.data["ceilings"]
