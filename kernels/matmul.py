@@ -7,10 +7,12 @@ ValueError that names it.
 
 CUDA rungs 4-12 load 16-byte vectors (rungs 8-12: TMA boxes, whose rows the TMA wants 16 bytes apart), so every
 row of A and B must start on a 16-byte boundary: when K or N is not a multiple of 8 the launcher pads A and B
-with zeros (a copy, said in `pad_note`). M and N edges are handled inside the kernels (rungs 8-10: the TMA reads
+with zeros (a copy, said in `pad_note`). M and N edges are handled inside the kernels (rungs 8-12: the TMA reads
 zeros past them, the stores are masked).
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import torch
@@ -235,18 +237,26 @@ def tma_warp_specialized(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | N
 PERSISTENT = dict(STAGES=4, GROUP_M=16)  # rung 8's tiles and warpgroups; GROUP_M tile rows down a column, then right
 
 
-_SMS: dict[int, int] = {}
+@functools.lru_cache(maxsize=None)  # launchers ask on every call
+def _sms_of(device: int) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _sm_count() -> int:
-    device = torch.cuda.current_device()
-    return _SMS.get(device) or _SMS.setdefault(device, torch.cuda.get_device_properties(device).multi_processor_count)
+    return _sms_of(torch.cuda.current_device())
+
+
+def walking_grid(M: int, N: int, bm: int, bn: int, cluster: int = 1, sms: int | None = None) -> int:
+    """The persistent grid of rungs 9-12: clusters of `cluster` blocks, a cluster per `cluster` SMs (default: this
+    GPU's), or per cluster * bm x bn block of C where there are fewer; each walks the blocks of C its number,
+    + clusters, ..."""
+    return cluster * min((sms or _sm_count()) // cluster, cuda.cdiv(M, cluster * bm) * cuda.cdiv(N, bn))
 
 
 def persistent_grid(M: int, N: int, sms: int | None = None) -> int:
     """Rung 9's blocks: one per SM (default: this GPU's), or one per 128 x 256 tile of C where there are fewer;
     each block walks the tiles blockIdx.x, + gridDim.x, ..."""
-    return min(sms or _sm_count(), cuda.cdiv(M, 128) * cuda.cdiv(N, 256))
+    return walking_grid(M, N, 128, 256, sms=sms)
 
 
 def persistent(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
@@ -264,7 +274,7 @@ CLUSTER_MULTICAST = dict(STAGES=4, GROUP_M=8)  # GROUP_M in cluster rows of 256 
 def cluster_grid(M: int, N: int, sms: int | None = None) -> int:
     """Rung 10's blocks, two per cluster (__cluster_dims__ in the .cu): a cluster per two SMs, or per 256 x 256
     block of C where there are fewer; each cluster walks the blocks of C clusterid, + clusters, ..."""
-    return 2 * min((sms or _sm_count()) // 2, cuda.cdiv(M, 256) * cuda.cdiv(N, 256))
+    return walking_grid(M, N, 128, 256, cluster=2, sms=sms)
 
 
 def cluster_multicast(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
@@ -282,7 +292,7 @@ NO_MAP = np.zeros(1, dtype=np.dtype((np.void, tma.MAP_BYTES)))  # C's map where 
 
 def tma_store_shared_bytes(c: dict) -> int:
     """Rung 11: rung 10's ring of STAGES, and the two consumers' 64 x 256 fp16 tiles of C staged for the TMA."""
-    return wgmma_shared_bytes(c) + 2 * 128 * 256
+    return hopper_shared_bytes(dict(c, BM=128, BN=256))
 
 
 def c_map(out: torch.Tensor):
@@ -328,8 +338,7 @@ def hopper_prune_reason(c: dict, gpu) -> str | None:
 def hopper_grid(c: dict, M: int, N: int, sms: int | None = None) -> int:
     """Rung 12's blocks: CLUSTER per cluster, a cluster per CLUSTER SMs (default: this GPU's) or per CLUSTER*BM x BN
     block of C where there are fewer."""
-    return c["CLUSTER"] * min((sms or _sm_count()) // c["CLUSTER"],
-                              cuda.cdiv(M, c["CLUSTER"] * c["BM"]) * cuda.cdiv(N, c["BN"]))
+    return walking_grid(M, N, c["BM"], c["BN"], c["CLUSTER"], sms)
 
 
 def run_hopper_config(c: dict, a, b, out=None):

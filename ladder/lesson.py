@@ -524,25 +524,34 @@ def matmul_search_space() -> str:
     """CUDA rung 6's search space, and how many configurations the pruning keeps on an H100 and on a T4."""
     import kernels.matmul as mm
     from ladder import hardware
-    h100 = hardware.GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
+    h100 = _h100()
     t4 = hardware.GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, None)
     lines = [f"search space: {mm.SEARCH_SPACE}", f"{len(mm.TUNER.configs())} configurations before pruning"]
     lines += [f"{g.name}: {sum(1 for c in mm.TUNER.configs() if not mm.prune_reason(c, g))} kept" for g in (h100, t4)]
     return "\n".join(lines)
 
 
+def _h100():
+    """The H100 the search-space tables prune for (the GPU the lessons' recordings come from)."""
+    from ladder import hardware
+    return hardware.GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
+
+
+def _matmul_reports(gpu, tuner, shape: tuple) -> list:
+    """`tuner`'s search at `shape`, run here where this GPU can run it (not emulated); else all its recorded ones."""
+    import kernels.matmul as mm
+    from ladder import autotune
+    needs = "wgmma" if tuner is mm.HOPPER_TUNER else "tensor_cores"
+    if gpu is not None and gpu.has(needs) and not gpu.emulated_on:
+        return mm.tune([shape], tuner)
+    return [r for r in autotune.recorded_reports() if r.problem == "matmul" and r.tuner == tuner.name]
+
+
 def matmul_searches(gpu, shape: tuple = (4096, 4096, 4096), tuner=None) -> str:
     """CUDA rung 6's search (or `tuner`'s: kernels.matmul.HOPPER_TUNER, rung 12's) at `shape`, run here on a GPU
     that can run it; else the recorded searches."""
     import kernels.matmul as mm
-    from ladder import autotune
-    tuner = tuner or mm.TUNER
-    needs = "wgmma" if tuner is mm.HOPPER_TUNER else "tensor_cores"
-    if gpu is not None and gpu.has(needs) and not gpu.emulated_on:
-        reports = mm.tune([shape], tuner)
-    else:
-        reports = [r for r in autotune.recorded_reports() if r.problem == "matmul" and r.tuner == tuner.name]
-    return "\n\n".join(r.summary() for r in reports)
+    return "\n\n".join(r.summary() for r in _matmul_reports(gpu, tuner or mm.TUNER, shape))
 
 
 def hopper_search_gain(gpu, shape: tuple) -> str:
@@ -550,11 +559,7 @@ def hopper_search_gain(gpu, shape: tuple) -> str:
     configuration timed in the same search, and the blocks of C each makes there against the GPU's SMs."""
     import kernels.matmul as mm
     from ladder import autotune
-    if gpu is not None and gpu.has("wgmma") and not gpu.emulated_on:
-        report = mm.tune([shape], mm.HOPPER_TUNER)[0]
-    else:
-        report = next((r for r in autotune.recorded_reports() if r.tuner == mm.HOPPER_TUNER.name
-                       and tuple(r.shape) == tuple(shape)), None)
+    report = next((r for r in _matmul_reports(gpu, mm.HOPPER_TUNER, shape) if tuple(r.shape) == tuple(shape)), None)
     if report is None:
         return f"no search of rung 12 at {'x'.join(map(str, shape))} recorded"
     sms = (gpu or datasheet_gpu(report.gpu)).sm_count
@@ -574,8 +579,7 @@ def hopper_search_space() -> str:
     """CUDA rung 12's search space, what the pruning keeps on an H100, and each kept block of C: the most stages
     that fit, its shared memory, and how many blocks 4096^2 and 8192^2 of C hold (against the H100's 132 SMs)."""
     import kernels.matmul as mm
-    from ladder import hardware
-    h100 = hardware.GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
+    h100 = _h100()
     kept = [c for c in mm.HOPPER_TUNER.configs() if not mm.hopper_prune_reason(c, h100)]
     lines = [f"search space: {mm.HOPPER_SEARCH_SPACE}",
              f"{len(mm.HOPPER_TUNER.configs())} configurations, {len(kept)} kept on an H100",

@@ -81,31 +81,24 @@ def _error_text(libcuda, code: int) -> str:
     return text.value.decode() if text.value else f"CUresult {code}"
 
 
-_ENCODED: dict[tuple, np.ndarray] = {}  # what a map depends on -> the map: a launcher encodes its maps every call
-_ENCODED_MAX = 256
-
-
 def encode(t: torch.Tensor, box: tuple[int, int], swizzle: int | None = 128) -> np.ndarray:
     """The tensor map of the row-major matrix `t` (on the GPU) for boxes of `box` = (rows, columns): a NumPy
     array of one 128-byte element, which `ladder.cuda.launch` passes by value. Outside `t` the TMA reads zeros.
-    The map holds `t`'s address: `t` must stay alive until the kernel that uses the map has run. A map depends
-    only on the address, shape, dtype, box and swizzle, so the same ones give the map encoded before."""
-    key = (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, t.device, tuple(box), swizzle)
-    hit = _ENCODED.get(key)
-    if hit is not None:
-        return hit
+    The map holds `t`'s address: `t` must stay alive until the kernel that uses the map has run."""
     spec = layout(t, box, swizzle)
+    return _encoded(t.data_ptr(), spec["data_type"], spec["dims"], spec["row_stride"], spec["box"], spec["swizzle"])
+
+
+@functools.lru_cache(maxsize=256)  # launchers encode their maps on every call: the same ones give the same map
+def _encoded(address: int, data_type: int, dims: tuple, row_stride: int, box: tuple, swizzle: int) -> np.ndarray:
     libcuda, encode_tiled = _encoder()
     raw = np.zeros(2 * MAP_BYTES, dtype=np.uint8)  # the map aligned to 128 bytes, as CUtensorMap is
     start = -raw.ctypes.data % MAP_BYTES
     out = raw[start:start + MAP_BYTES]
     u32, u64 = ctypes.c_uint32, ctypes.c_uint64
-    result = encode_tiled(out.ctypes.data, spec["data_type"], 2, t.data_ptr(), (u64 * 2)(*spec["dims"]),
-                          (u64 * 1)(spec["row_stride"]), (u32 * 2)(*spec["box"]), (u32 * 2)(1, 1),
-                          _INTERLEAVE_NONE, spec["swizzle"], _L2_PROMOTION_256B, _OOB_FILL_ZEROS)
+    result = encode_tiled(out.ctypes.data, data_type, 2, address, (u64 * 2)(*dims), (u64 * 1)(row_stride),
+                          (u32 * 2)(*box), (u32 * 2)(1, 1), _INTERLEAVE_NONE, swizzle, _L2_PROMOTION_256B,
+                          _OOB_FILL_ZEROS)
     if result:
-        raise RuntimeError(f"cuTensorMapEncodeTiled({tuple(t.shape)}, box {box}): {_error_text(libcuda, result)}")
-    if len(_ENCODED) >= _ENCODED_MAX:
-        _ENCODED.clear()
-    _ENCODED[key] = out.view(np.dtype((np.void, MAP_BYTES)))
-    return _ENCODED[key]
+        raise RuntimeError(f"cuTensorMapEncodeTiled({dims[::-1]}, box {box[::-1]}): {_error_text(libcuda, result)}")
+    return out.view(np.dtype((np.void, MAP_BYTES)))

@@ -451,7 +451,6 @@ def counters(problem, labels: list[str], names: list[str], recording=None) -> st
             continue
         lines.append(f"{label:26s}" + "".join(f"{COUNTERS[n](p['metrics']):>{w}.3g}" for n, w in zip(names, widths)))
     shape = next(iter(profiles.values()))["shape"] if profiles else None
-    dates = sorted({p["recorded"][:10] for label, p in profiles.items() if label in labels and "recorded" in p})
-    when = " to ".join(dict.fromkeys([dates[0], dates[-1]])) if dates else rec.label.rsplit(", ", 1)[-1]
-    lines.append(f"(ncu at {shape_label(problem, shape) if shape else '-'}, recorded on {rec.gpu}, {when})")
+    shown = rec.label_for([profiles[label] for label in labels if label in profiles])
+    lines.append(f"(ncu at {shape_label(problem, shape) if shape else '-'}, {shown})")
     return "\n".join(lines)
