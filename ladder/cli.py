@@ -10,11 +10,15 @@
   notebooks [PATH..]   execute notebooks in place, outputs saved (default: every lesson,
                        exercise and solution); outputs recorded on a GPU are kept from a
                        CPU run unless --force
-  exercises            rewrite exercises/*.ipynb from solutions/*.ipynb (run unanswered: the
-                       checkers' outputs are what a student first sees), and every notebook's
-                       Colab badge and set-up cell (ladder.colab)
+  exercises            list the assignments: id, title, points, the exercise notebook and whether
+                       it holds answers
+  make-exercises [ID..] write exercises/*.ipynb from solutions/*.ipynb (run unanswered: the checkers'
+                       outputs are what a student first sees), and every notebook's Colab badge and
+                       set-up cell (ladder.colab); an exercise that holds answers is kept (--force
+                       overwrites it); --check writes nothing and fails if an exercise is stale
   grade NOTEBOOK..     execute students' exercise notebooks (errors and all) and print a score
-                       per graded task, with the checker's feedback (nbgrader's scoring rule)
+                       per graded task, with the checker's feedback (nbgrader's scoring rule); the
+                       assignment is the one the notebook's metadata names, whatever its file name
   profile PROBLEM BACKEND RUNG SIZE..   Nsight Compute counters for one rung
   run-once PROBLEM BACKEND RUNG SIZE..  run a rung once (the target `profile` runs under ncu)
 """
@@ -178,19 +182,54 @@ def cmd_notebooks(args) -> None:
 
 
 def cmd_exercises(args) -> None:
-    for path in exercises.write_exercises(lambda nb, path: execute(nb, path, args.timeout)):
-        print(f"wrote {path.relative_to(ROOT)}")
+    import nbformat
+    from ladder.exercises import notebooks as exercise_notebooks
+    print(f"{'id':30s} {'points':>6s}  {'exercise':46s} title")
+    for sol in sorted(exercise_notebooks.SOLUTIONS.glob("*.ipynb")):
+        solution = nbformat.read(sol, as_version=4)
+        points = sum(c.metadata["nbgrader"]["points"] for c in solution.cells if exercise_notebooks.is_graded(c))
+        title = solution.cells[0].source.splitlines()[0].lstrip("# ").split(" — ", 1)[-1]
+        exercise = exercise_notebooks.EXERCISES / sol.name
+        answered = exercise_notebooks.answered_cells(nbformat.read(exercise, as_version=4), solution) \
+            if exercise.exists() else []
+        state = "missing" if not exercise.exists() else f"{len(answered)} answered" if answered else "blank"
+        print(f"{sol.stem:30s} {points:6g}  {str(exercise.relative_to(ROOT)) + ' (' + state + ')':46s} {title}")
+    print("grade one: python -m ladder grade NOTEBOOK; write them from solutions/: python -m ladder make-exercises")
+
+
+def cmd_make_exercises(args) -> int:
+    from ladder.exercises import notebooks as exercise_notebooks
+    made = exercise_notebooks.make_exercises(lambda nb, path: execute(nb, path, args.timeout),
+                                             force=args.force, check=args.check, only=args.names)
+    for m in made:
+        print(f"{m.status:8s} {m.path.relative_to(ROOT)}" + (f": {m.detail}" if m.detail else ""))
+    if args.check:
+        stale = [m for m in made if m.status == "stale"]
+        if stale:
+            print(f"{len(stale)} exercise(s) stale: run `python -m ladder make-exercises`", file=sys.stderr)
+        return 1 if stale else 0
     for path in colab.write_setup_cells():
         print(f"Colab badge and set-up cell: {path.relative_to(ROOT)}")
+    kept = [m for m in made if m.status == "kept"]
+    if kept:
+        print(f"{len(kept)} exercise(s) hold answers and were kept; --force overwrites them", file=sys.stderr)
+        return 1
+    return 0
 
 
-def cmd_grade(args) -> None:
+def cmd_grade(args) -> int:
     from ladder.exercises import notebooks as exercise_notebooks
-    missing = [p for p in args.paths if not Path(p).is_file()]
-    if missing:
-        raise SystemExit(f"no such notebook: {', '.join(missing)}")
+    failed = 0
     for path in args.paths:
-        print(exercise_notebooks.grade(Path(path), args.timeout).table(), flush=True)
+        try:
+            print(exercise_notebooks.grade(Path(path), args.timeout).table(), flush=True)
+        except FileNotFoundError:
+            print(f"{path}: no such file", file=sys.stderr, flush=True)
+            failed += 1
+        except exercise_notebooks.NotAnAssignment as e:
+            print(e, file=sys.stderr, flush=True)
+            failed += 1
+    return 2 if failed else 0
 
 
 def cmd_run_once(args) -> None:
@@ -249,9 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cell-times", action="store_true", help="print each cell's seconds as it finishes")
     p.add_argument("--force", action="store_true", help="on a CPU, overwrite outputs that were recorded on a GPU")
     p.set_defaults(fn=cmd_notebooks)
-    p = sub.add_parser("exercises")
+    sub.add_parser("exercises", help="list the assignments").set_defaults(fn=cmd_exercises)
+    p = sub.add_parser("make-exercises", help="write exercises/ from solutions/ (never over answers unless --force)")
     p.add_argument("--timeout", type=int, default=900)
-    p.set_defaults(fn=cmd_exercises)
+    p.add_argument("--force", action="store_true", help="overwrite exercises that hold answers")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if an exercise is stale")
+    p.add_argument("names", nargs="*", help="only these assignments (e.g. 02 or 02_matmul_coalescing)")
+    p.set_defaults(fn=cmd_make_exercises)
     p = sub.add_parser("grade", help="execute students' notebooks and score each graded task")
     p.add_argument("paths", nargs="+", metavar="NOTEBOOK")
     p.add_argument("--timeout", type=int, default=900, help="seconds per cell")
@@ -267,11 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.jupyter_args and args.command != "lab":
         parser.error(f"unrecognized arguments: {' '.join(args.jupyter_args)}")
     try:
-        args.fn(args)
+        return args.fn(args) or 0
     except NotAvailable as e:
         print(f"not available here: {e}", file=sys.stderr)
         return 2
     except problems_mod.UnknownName as e:
         print(e, file=sys.stderr)
         return 2
-    return 0

@@ -3,7 +3,7 @@
 The repository's address lives in one place, pyproject.toml's [project.urls] Repository; this module
 writes it into each notebook's "Open in Colab" badge (which opens that notebook itself) and into the
 set-up cell, which must run before the package exists on the Colab machine and so is plain Python.
-`python -m ladder exercises` rewrites both; tests/test_colab.py checks that they are current and runs
+`python -m ladder make-exercises` rewrites both; tests/test_colab.py checks that they are current and runs
 the cell in a simulated Colab.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ FIRST_LINE = "# @title Colab: fetch or update Kernel Ladder, then install it (el
 FOLDED = {"jupyter": {"source_hidden": True}, "cellView": "form"}
 
 SETUP_CELL = FIRST_LINE + r"""
-# Made by `python -m ladder exercises` from pyproject.toml; edit ladder/colab.py, not this cell.
+# Made by `python -m ladder make-exercises` from pyproject.toml; edit ladder/colab.py, not this cell.
 import os, subprocess, sys
 if "google.colab" in sys.modules:
     url = os.environ.get("KERNEL_LADDER_URL", "REPOSITORY_URL")

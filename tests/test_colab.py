@@ -24,7 +24,7 @@ def test_badge_and_set_up_cell_are_current(path):
     rel = path.relative_to(ROOT).as_posix()
     assert f"/blob/main/{rel})" in nb.cells[0].source, f"{rel}'s Colab badge does not open {rel}"
     first_code = next(c for c in nb.cells if c.cell_type == "code")
-    assert first_code.source == colab.setup_cell(), "run `python -m ladder exercises` to rewrite the set-up cells"
+    assert first_code.source == colab.setup_cell(), "run `python -m ladder make-exercises` to rewrite the set-up cells"
     assert first_code.metadata["jupyter"]["source_hidden"] and first_code.metadata["cellView"] == "form"
 
 

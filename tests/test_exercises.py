@@ -22,10 +22,10 @@ SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 @pytest.mark.parametrize("solution", SOLUTIONS, ids=lambda p: p.name)
 def test_exercise_is_the_solution_with_answers_blanked(solution):
     exercise = ROOT / "exercises" / solution.name
-    assert exercise.exists(), f"run `python -m ladder exercises` to create {exercise.name}"
+    assert exercise.exists(), f"run `python -m ladder make-exercises` to create {exercise.name}"
     want = [c.source for c in exercise_from_solution(nbformat.read(solution, as_version=4), exercise).cells]
     got = [c.source for c in nbformat.read(exercise, as_version=4).cells]
-    assert got == want, "exercises/ is out of date: run `python -m ladder exercises`"
+    assert got == want, "exercises/ is out of date: run `python -m ladder make-exercises`"
     assert any("# YOUR ANSWER" in s for s in got) and not any("BEGIN SOLUTION" in s for s in got)
 
 

@@ -2,12 +2,13 @@
 
 - `grading`: Result (pass / fail, and why), printed as one line of feedback; raised as NotYet while a
   notebook is graded (nbgrader, or `python -m ladder grade`).
-- `notebooks`: exercises/ from solutions/ (solution blocks blanked), nbgrader metadata, `grade()`.
+- `notebooks`: exercises/ from solutions/ (solution blocks blanked, hidden tests cut), nbgrader metadata,
+  `grade()` by assignment id.
 - `aNN_*`: the checker of assignment NN (solutions/NN_*.ipynb).
 """
 from ladder.exercises.grading import NotYet, Result, grading
 from ladder.exercises.notebooks import (answer_names, exercise_from_solution, solution_answers, strip_solutions,
-                                        uses_answers, write_exercises)
+                                        uses_answers, make_exercises)
 from ladder.exercises.a01_vector_add import VectorAddIntensity
 from ladder.exercises.a02_coalescing import check_mapping, warp_access_report, warp_indices, sectors_per_request
 from ladder.exercises.a03_tile_intensity import TileIntensity
@@ -23,7 +24,7 @@ from ladder.exercises.a12_mma_fragments import MmaFragments
 from ladder.exercises.a13_capstone_decision import CapstoneDecision
 
 __all__ = ["NotYet", "Result", "grading", "answer_names", "exercise_from_solution", "solution_answers",
-           "strip_solutions", "uses_answers", "write_exercises", "VectorAddIntensity", "check_mapping",
+           "strip_solutions", "uses_answers", "make_exercises", "VectorAddIntensity", "check_mapping",
            "warp_access_report", "warp_indices", "sectors_per_request", "TileIntensity", "TileMasks",
            "OnlineSoftmax", "PipelineStages", "GroupOrder", "CausalSkip", "BiasReluEpilogue", "SearchPrune",
            "RegisterBlock", "MmaFragments", "CapstoneDecision"]

@@ -121,6 +121,9 @@ def gpu_here() -> bool:
 def check_mapping(row_expr, col_expr, run_on_gpu: bool = True) -> Result:
     if unanswered(row_expr) or unanswered(col_expr):
         return not_answered(TASK)
+    if not (isinstance(row_expr, str) and isinstance(col_expr, str)):
+        return not_yet(TASK, "answer each with a C expression in quotes, a string, as in "
+                             "row = \"blockIdx.x * blockDim.x + threadIdx.x\"")
     try:
         report = warp_access_report(row_expr, col_expr)
         wrong = next((f"at M = {M}, N = {N}: {why}" for M, N in GRID_SHAPES

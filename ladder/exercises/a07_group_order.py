@@ -14,11 +14,20 @@ TASK = "tile order"
 GRIDS = [(4, 4, 1), (4, 4, 2), (8, 6, 4), (7, 5, 3), (5, 9, 8), (3, 2, 4), (32, 16, 16)]  # (tiles_m, tiles_n, group_m)
 
 
-def reference(tile: int, tiles_m: int, tiles_n: int, group_m: int) -> tuple[int, int]:
+def _reference(tile: int, tiles_m: int, tiles_n: int, group_m: int) -> tuple[int, int]:
     per_group = group_m * tiles_n
     first_m = (tile // per_group) * group_m
     rows = min(tiles_m - first_m, group_m)          # the last group may be shorter
     return first_m + (tile % per_group) % rows, (tile % per_group) // rows
+
+
+def order_picture(tiles_m: int, tiles_n: int, group_m: int) -> str:
+    """The kernel's order on one grid: the number of the tile computed in each place of C."""
+    grid = [[0] * tiles_n for _ in range(tiles_m)]
+    for t in range(tiles_m * tiles_n):
+        m, n = _reference(t, tiles_m, tiles_n, group_m)
+        grid[m][n] = t
+    return "\n".join(f"  {' '.join(f'{x:2d}' for x in row)}" for row in grid)
 
 
 def footprint(order, tiles_m: int, tiles_n: int, group_m: int, in_flight: int) -> tuple[int, int]:
@@ -27,9 +36,9 @@ def footprint(order, tiles_m: int, tiles_n: int, group_m: int, in_flight: int) -
     return len({m for m, _ in tiles}), len({n for _, n in tiles})
 
 
-def panel_bytes(M: int, N: int, K: int, bm: int, bn: int, group_m: int, in_flight: int) -> float:
+def _panel_bytes(M: int, N: int, K: int, bm: int, bn: int, group_m: int, in_flight: int) -> float:
     """fp16 bytes of the A row panels and B column panels (K long) that the tiles in flight read."""
-    rows, cols = footprint(reference, -(-M // bm), -(-N // bn), group_m, in_flight)
+    rows, cols = footprint(_reference, -(-M // bm), -(-N // bn), group_m, in_flight)
     return 2 * K * (rows * bm + cols * bn)
 
 
@@ -53,7 +62,7 @@ class GroupOrder:
                                    + (": the last group is shorter (min(tiles_m - first_m, group_m) rows)"
                                       if tiles_m % group_m else ""))
                     seen[got] = t
-                    want = reference(t, tiles_m, tiles_n, group_m)
+                    want = _reference(t, tiles_m, tiles_n, group_m)
                     if got != want:
                         raise Fail(f"{where} goes to {got}, not {want}: within a group, walk down the group's "
                                    f"rows first (tile % rows), then move right one column")
@@ -61,12 +70,12 @@ class GroupOrder:
         return judge(TASK, (tile_coords,), body)
 
     def check_panels(self, answer, M, N, K, bm, bn, group_m, in_flight) -> Result:
-        want = panel_bytes(M, N, K, bm, bn, group_m, in_flight)
+        want = _panel_bytes(M, N, K, bm, bn, group_m, in_flight)
         tm, tn = -(-M // bm), -(-N // bn)
-        rows, cols = footprint(reference, tm, tn, group_m, in_flight)
+        rows, cols = footprint(_reference, tm, tn, group_m, in_flight)
         return check_number(f"panels in flight (group_m = {group_m})", answer, want, [
             (want / 2, "an fp16 element is 2 bytes"),
             (2 * K * (rows * bm + cols * bn) / K, "each panel is K long: A's panel is BM x K, B's is K x BN"),
-            (panel_bytes(M, N, K, bm, bn, 1, in_flight), "that is row-major order (group_m = 1)"),
+            (_panel_bytes(M, N, K, bm, bn, 1, in_flight), "that is row-major order (group_m = 1)"),
             (2 * K * (rows * bm), "count B's column panels too"),
             (2 * K * (cols * bn), "count A's row panels too")], "bytes")

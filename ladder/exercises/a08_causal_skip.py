@@ -16,12 +16,12 @@ TASK = "causal ranges"
 CASES = [(64, 16, 16), (70, 32, 16), (100, 64, 32), (33, 16, 16), (128, 128, 64), (1, 16, 16)]  # (S, BLOCK_M, BLOCK_N)
 
 
-reference = causal_key_range  # the kernel's rule, in Python
+_reference = causal_key_range  # the kernel's rule, in Python
 
 
-def blocks_computed(S: int, block_m: int, block_n: int) -> int:
+def _blocks_computed(S: int, block_m: int, block_n: int) -> int:
     """Key blocks of BLOCK_N that all query blocks visit, causal."""
-    return sum(-(-reference(s, block_m, S)[1] // block_n) for s in range(0, S, block_m))
+    return sum(-(-_reference(s, block_m, S)[1] // block_n) for s in range(0, S, block_m))
 
 
 class CausalSkip:
@@ -56,7 +56,7 @@ class CausalSkip:
 
     def check_fraction(self, answer, S: int, block_m: int, block_n: int) -> Result:
         blocks = -(-S // block_n) * -(-S // block_m)
-        want = blocks_computed(S, block_m, block_n) / blocks
+        want = _blocks_computed(S, block_m, block_n) / blocks
         return check_number(f"fraction of score blocks computed (S = {S}, {block_m}x{block_n})", answer, want, [
             (0.5, "the blocks on the diagonal are computed whole (masked inside): a little more than half"),
             (1.0, "that is without skipping: blocks wholly after the diagonal are never loaded"),

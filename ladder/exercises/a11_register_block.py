@@ -41,7 +41,7 @@ def kernel_expressions() -> dict[str, str]:
     return found
 
 
-def reference(tid: int, bm: int, bn: int, tm_: int, tn_: int) -> tuple[list[int], list[int]]:
+def _reference(tid: int, bm: int, bn: int, tm_: int, tn_: int) -> tuple[list[int], list[int]]:
     """The kernel's map: its tm, tn expressions evaluated (C's `/` on ints >= 0 is Python's `//`), then the
     loops a[i] = As[k][tm + i], b[j] = Bs[k][tn + j]."""
     scope = {"tid": tid, "BM": bm, "BN": bn, "TM": tm_, "TN": tn_, "__builtins__": {}}
@@ -55,11 +55,11 @@ def shapes() -> list[tuple[int, int, int, int]]:
     return [(k["BM"], k["BN"], k["TM"], k["TN"]), (64, 64, 4, 4), (128, 64, 8, 4), (64, 128, 4, 8), (32, 128, 8, 4)]
 
 
-def warp_values(bm: int, bn: int, tm_: int, tn_: int, warp: int = 0) -> tuple[int, int]:
+def _warp_values(bm: int, bn: int, tm_: int, tn_: int, warp: int = 0) -> tuple[int, int]:
     """(distinct A values, distinct B values) the threads of one warp read from shared memory at one k."""
     rows, cols = set(), set()
     for tid in range(warp * WARP, (warp + 1) * WARP):
-        r, c = reference(tid, bm, bn, tm_, tn_)
+        r, c = _reference(tid, bm, bn, tm_, tn_)
         rows.update(r)
         cols.update(c)
     return len(rows), len(cols)
@@ -101,7 +101,7 @@ class RegisterBlock:
                                            f"each element of C is summed by exactly one thread")
                             owner[r, c] = tid
                 for tid, (rows, cols) in maps.items():   # then: the kernel's own map
-                    want = reference(tid, bm, bn, tm_, tn_)
+                    want = _reference(tid, bm, bn, tm_, tn_)
                     if (rows, cols) != want:
                         if sorted(rows) == want[0] and sorted(cols) == want[1]:
                             why = "the same elements, in another order: acc[i][j] is row tm + i, column tn + j"
@@ -129,7 +129,7 @@ class RegisterBlock:
             ((tm_ + tn_) / 4 / (tm_ * tn_), "count floats loaded, not LDS.128 instructions (4 floats each)")], "")
 
     def check_warp_values(self, answer, bm: int, bn: int, tm_: int, tn_: int) -> Result:
-        a, b = warp_values(bm, bn, tm_, tn_)
+        a, b = _warp_values(bm, bn, tm_, tn_)
         rows_of_threads = -(-WARP // (bn // tn_))
         return check_number("distinct values warp 0 reads per k", answer, a + b, [
             (WARP * (tm_ + tn_), "that counts every thread's loads; threads that share rows read the same A "

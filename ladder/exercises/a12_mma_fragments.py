@@ -34,19 +34,19 @@ def _b(group: int, pair: int, i: int) -> tuple[int, int]:
     return 2 * pair + i % 2 + 8 * (i // 2), group
 
 
-def c_reference(lane: int, i: int) -> tuple[int, int]:
+def _c_reference(lane: int, i: int) -> tuple[int, int]:
     """C/D, fp32: c0, c1 in row groupID = lane / 4, c2, c3 eight rows down; columns 2 * threadID_in_group
     (threadID_in_group = lane % 4) and +1."""
     return _c(lane // 4, lane % 4, i)
 
 
-def a_reference(lane: int, i: int) -> tuple[int, int]:
+def _a_reference(lane: int, i: int) -> tuple[int, int]:
     """A, fp16 (row-major fragment): registers {a0,a1} top-left 8x8, {a2,a3} bottom-left, {a4,a5} top-right,
     {a6,a7} bottom-right; in each, row groupID, columns 2 * threadID_in_group and +1."""
     return _a(lane // 4, lane % 4, i)
 
 
-def b_reference(lane: int, i: int) -> tuple[int, int]:
+def _b_reference(lane: int, i: int) -> tuple[int, int]:
     """B, fp16 (column fragment): column groupID; rows (k) 2 * threadID_in_group and +1, 8 more for b2, b3."""
     return _b(lane // 4, lane % 4, i)
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 GRADING_ENV = "KERNEL_LADDER_GRADING"
 NOT_ANSWERED = "not answered yet"
+_HIDDEN = ContextVar("hidden", default=False)
 
 
 def grading() -> bool:
@@ -43,9 +46,26 @@ class Result:
         partial credit)."""
 
 
+@contextmanager
+def hidden():
+    """nbgrader's hidden tests (`### BEGIN HIDDEN TESTS` in a solution's graded cell, cut from the exercise):
+    checks run inside print nothing and raise NotYet on any answer that does not pass, graded or not, so the
+    score is decided by a checker the hidden block builds itself, not by the `check` a student's cell could
+    rebind. The NotYet names the task only: what was wrong is the visible check's feedback."""
+    token = _HIDDEN.set(True)
+    try:
+        yield
+    finally:
+        _HIDDEN.reset(token)
+
+
 def verdict(task: str, passed: bool, reason: str, answered: bool = True) -> Result:
     """Print the feedback line and return it as a Result; while grading, raise one that did not pass."""
     result = Result(task, passed, reason, answered)
+    if _HIDDEN.get():
+        if not passed:
+            raise NotYet(f"{task}: not passed by the hidden test")
+        return result
     print(result, flush=True)
     if grading() and not passed:
         raise NotYet(str(result))
