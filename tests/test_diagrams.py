@@ -134,7 +134,7 @@ def test_stage_ring_follows_stages_and_plays_the_kernels_loop(monkeypatch):
 def test_tile_order_is_the_kernels_and_follows_group_m(monkeypatch):
     for tiles_m, tiles_n, group_m in a07_group_order.GRIDS:   # Triton's tile_coords, as the exercise states it
         assert diagrams.tile_order(tiles_m, tiles_n, group_m) == \
-            [a07_group_order.reference(t, tiles_m, tiles_n, group_m) for t in range(tiles_m * tiles_n)]
+            [a07_group_order._reference(t, tiles_m, tiles_n, group_m) for t in range(tiles_m * tiles_n)]
     assert "GROUP_M = 16" in joined(diagrams.matmul_tile_order("triton"))
     monkeypatch.setattr(tm, "group_rows", lambda *args, **kw: 32)   # a whole column of 128x256 tiles at 4096^2
     text = joined(diagrams.matmul_tile_order("triton"))
@@ -171,7 +171,7 @@ def test_causal_skip_is_the_kernels_rule_and_follows_the_tiles(monkeypatch):
             monkeypatch.setitem(ta.GPU_TILES, "5_pipelined", dict(ta.GPU_TILES["5_pipelined"], **tiles))
         bm, bn = ta.GPU_TILES["5_pipelined"]["BLOCK_M"], ta.GPU_TILES["5_pipelined"]["BLOCK_N"]
         S = 8 * bm - bn // 2
-        computed = a08_causal_skip.blocks_computed(S, bm, bn)
+        computed = a08_causal_skip._blocks_computed(S, bm, bn)
         assert f"{computed} of {-(-S // bm) * -(-S // bn)} blocks computed" in joined(diagrams.attention_causal_skip())
 
 
