@@ -202,7 +202,8 @@ def cmd_make_exercises(args) -> int:
     made = exercise_notebooks.make_exercises(lambda nb, path: execute(nb, path, args.timeout),
                                              force=args.force, check=args.check, only=args.names)
     for m in made:
-        print(f"{m.status:8s} {m.path.relative_to(ROOT)}" + (f": {m.detail}" if m.detail else ""))
+        shown = m.path.relative_to(ROOT) if m.path.is_relative_to(ROOT) else m.path
+        print(f"{m.status:8s} {shown}" + (f": {m.detail}" if m.detail else ""))
     if args.check:
         stale = [m for m in made if m.status == "stale"]
         if stale:

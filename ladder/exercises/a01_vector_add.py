@@ -15,15 +15,15 @@ class VectorAddIntensity:
     """The checks of FLOPs, bytes, intensity, bound, minimum time of C = A + B (n elements of `size` bytes)."""
 
     def __init__(self, n: float = 1e9, bytes_per_element: int = 2):
-        self.n, self.size = n, bytes_per_element
+        self._n, self._size = n, bytes_per_element
 
     def check_flops(self, answer) -> Result:
-        return check_number("(1) FLOPs", answer, _counts(self.n, self.size)[0], [
-            (2 * self.n, "an add is one floating-point operation per element; there is no multiply here"),
-            (3 * self.n, "count operations, not memory accesses: one add per output element")], "FLOP")
+        return check_number("(1) FLOPs", answer, _counts(self._n, self._size)[0], [
+            (2 * self._n, "an add is one floating-point operation per element; there is no multiply here"),
+            (3 * self._n, "count operations, not memory accesses: one add per output element")], "FLOP")
 
     def check_bytes(self, answer) -> Result:
-        n, s = self.n, self.size
+        n, s = self._n, self._size
         return check_number("(2) bytes moved", answer, _counts(n, s)[1], [
             (2 * n * s, "you counted only the reads; C must be written back too"),
             (n * s, "you counted one array; A and B are read and C is written"),
@@ -32,15 +32,15 @@ class VectorAddIntensity:
             (4 * n * s, "C is written, not read: 3 arrays cross the bus once each")], "bytes")
 
     def check_intensity(self, answer) -> Result:
-        flops, moved, intensity = _counts(self.n, self.size)
+        flops, moved, intensity = _counts(self._n, self._size)
         return check_number("(3) arithmetic intensity", answer, intensity, [
-            (flops / (2 * self.n * self.size), "that divides by the reads only; the write of C counts"),
+            (flops / (2 * self._n * self._size), "that divides by the reads only; the write of C counts"),
             (moved / flops, "intensity is FLOPs per byte, not bytes per FLOP"),
-            (flops / (3 * self.n), "divide by bytes, not elements (2 bytes each)")], "FLOP/byte")
+            (flops / (3 * self._n), "divide by bytes, not elements (2 bytes each)")], "FLOP/byte")
 
     def check_bound(self, answer, ridge_flop_per_byte: float) -> Result:
         task = "(3b) bound"
-        intensity = _counts(self.n, self.size)[2]
+        intensity = _counts(self._n, self._size)[2]
         want = "memory" if intensity < ridge_flop_per_byte else "compute"
         if unanswered(answer):
             return not_answered(task)
@@ -53,7 +53,7 @@ class VectorAddIntensity:
                              f"{ridge_flop_per_byte:.0f} FLOP/B; left of it, bandwidth limits the speed")
 
     def check_min_time_ms(self, answer, bandwidth_TBps: float) -> Result:
-        flops, moved, _ = _counts(self.n, self.size)
+        flops, moved, _ = _counts(self._n, self._size)
         want = moved / (bandwidth_TBps * 1e12) * 1e3
         return check_number(f"(4) minimum time at {bandwidth_TBps:.2f} TB/s", answer, want, [
             (want * 1e3, "that is in microseconds; the question asks for milliseconds"),

@@ -202,7 +202,7 @@ def make_exercises(run_unanswered, force: bool = False, check: bool = False, onl
         wrong = problems(solution)
         if wrong:
             raise ValueError(f"{sol.name}: " + "; ".join(wrong))
-        ex = exercise_from_solution(solution, target)
+        ex = exercise_from_solution(solution, ROOT / "exercises" / sol.name)  # its badge: the repository's path
         old = nbformat.read(target, as_version=4) if target.exists() else None
         if check:
             stale = nbformat.writes(solution) != before or old is None or differences(old, ex)
@@ -229,15 +229,22 @@ def make_exercises(run_unanswered, force: bool = False, check: bool = False, onl
 
 def differences(old, new) -> str:
     """How a saved exercise differs from what its solution makes, in cells' sources and nbgrader metadata
-    (outputs aside: they come from a run); "" when it does not."""
+    (outputs aside: they come from a run; an answer a student wrote aside: its stub's checksum still says
+    what it was made from); "" when it does not."""
     if assignment_id(old) != assignment_id(new):
         return f"assignment id {assignment_id(old)!r}, not {assignment_id(new)!r}"
     if len(old.cells) != len(new.cells):
         return f"{len(old.cells)} cells, not {len(new.cells)}"
     for i, (a, b) in enumerate(zip(old.cells, new.cells)):
-        if a.source != b.source or a.metadata.get("nbgrader") != b.metadata.get("nbgrader"):
+        answered = is_solution_cell_of(a) and checksum(a.source) != a.metadata["nbgrader"].get("checksum")
+        if (a.source != b.source and not answered) or a.metadata.get("nbgrader") != b.metadata.get("nbgrader"):
             return f"cell {i} ({grade_id(b) or b.cell_type}) differs"
     return ""
+
+
+def is_solution_cell_of(cell) -> bool:
+    """An answer cell by its metadata (an exercise's has no solution block left to see)."""
+    return bool(cell.metadata.get("nbgrader", {}).get("solution"))
 
 
 # ---------------------------------------------------------------- grading a student's notebook
@@ -304,6 +311,8 @@ def read_submission(path: Path):
     """A student's notebook and the assignment it is (its solution notebook), or NotAnAssignment in one line."""
     import json
     import nbformat
+    if not path.is_file():
+        raise NotAnAssignment(f"{path}: no such file")
     try:
         nb = nbformat.read(path, as_version=4)
     except (json.JSONDecodeError, UnicodeDecodeError, nbformat.reader.NotJSONError) as e:
