@@ -163,3 +163,35 @@ def modelled_roofline(rows: list[dict], problem, shape: tuple, model_bytes, ceil
                           p.tflops, p.backend) for p in roofline.points(rows, problem, shape)]
     return roofline.plot(_with_units(pts, rows, problem), ceilings, datasheet, source=source,
                          title=f"{what}, by modelled bytes\n{source}").figure
+
+
+def stall_mix(warp_states: list[dict], labels: list[str], source: str, top: int = 8):
+    """Why each rung's warps waited, rung by rung: one bar per rung, split into the stall reasons (ncu's warp
+    states), each as a share of the warp cycles an issued instruction spent waiting; the reasons that lead
+    anywhere on the ladder get their own colour, the rest are "other". The total (warp cycles per issued
+    instruction) is written after each bar: a short bar of the same mix is a faster rung."""
+    from ladder import profile, verdicts
+    found = {_label(w): w["metrics"] for w in warp_states}
+    shown = [label for label in labels if label in found]
+    totals = {label: {r: found[label].get(f"stall_{r}") or 0.0 for r in profile.STALL_REASONS} for label in shown}
+    lead = sorted({r for t in totals.values() for r, _ in sorted(t.items(), key=lambda x: -x[1])[:2]},
+                  key=lambda r: -max(t[r] / max(sum(t.values()), 1e-9) for t in totals.values()))[:top]
+    colors = plt.get_cmap("tab10").colors
+    fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(shown) + 1.4))
+    for y, label in enumerate(shown):
+        t, left = totals[label], 0.0
+        whole = sum(t.values()) or 1.0
+        for i, r in enumerate([*lead, "other"]):
+            share = (whole - sum(t[x] for x in lead)) / whole if r == "other" else t[r] / whole
+            ax.barh(y, share, left=left, color="0.8" if r == "other" else colors[i % 10],
+                    label=("other" if r == "other" else verdicts.STALL_NAMES[r]) if y == 0 else None)
+            left += share
+        ax.text(1.01, y, f"{found[label]['cycles_per_issue']:.3g}", va="center", fontsize=8)
+    ax.set_yticks(range(len(shown)), shown, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of the warp cycles stalled per issued instruction (total after each bar)")
+    ax.set_title(f"Why warps waited, rung by rung\n{source}", fontsize=10)
+    _legend_outside(ax, title="stalled on", title_fontsize=8).set_bbox_to_anchor((1.08, 1.0))
+    fig.tight_layout()
+    return fig

@@ -30,14 +30,40 @@ METRICS = {
 }
 
 
+# Why warps were not issuing (Nsight Compute's WarpStateStats section): for each reason, the average number of
+# warps stalled on it per cycle in which the scheduler issued; they add up, with "selected" (the issuing warp,
+# 1 by definition), to the warp cycles each issued instruction took. On sm_90, "gmma" is a warp waiting on wgmma.
+STALL_REASONS = ("long_scoreboard", "short_scoreboard", "barrier", "mio_throttle", "math_pipe_throttle", "wait",
+                 "not_selected", "gmma", "lg_throttle", "dispatch_stall", "tex_throttle", "branch_resolving",
+                 "membar", "drain", "imc_miss", "no_instruction", "sleeping", "misc")
+# the same run's occupancy and launch: how many warps there were to pick from, and what limited them
+WARP_STATE = {
+    **{f"stall_{r}": f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS},
+    "cycles_per_issue": "smsp__average_warp_latency_per_inst_issued.ratio",
+    "issue_active_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "warps_eligible": "smsp__warps_eligible.avg.per_cycle_active",
+    "occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "occupancy_theoretical_pct": "sm__maximum_warps_per_active_cycle_pct",
+    "registers_per_thread": "launch__registers_per_thread",
+    "shared_bytes_per_block": "launch__shared_mem_per_block_allocated",
+    "block_size": "launch__block_size",
+    "grid_size": "launch__grid_size",
+    "limit_registers": "launch__occupancy_limit_registers",
+    "limit_shared_mem": "launch__occupancy_limit_shared_mem",
+    "limit_warps": "launch__occupancy_limit_warps",
+    "limit_blocks": "launch__occupancy_limit_blocks",
+    "duration_ns": "gpu__time_duration.sum",
+}
+
+
 def available() -> bool:
     return shutil.which("ncu") is not None
 
 
-def profile(problem: str, backend: str, rung: str, shape: tuple, metrics: dict | None = None) -> dict:
+def _table(problem: str, backend: str, rung: str, shape: tuple, metrics: dict) -> list[dict]:
+    """ncu's raw page for one rung run once: a row per kernel launched, each metric a column."""
     if not available():
         raise NotAvailable("Nsight Compute (ncu) is not on PATH here.")
-    metrics = metrics or METRICS
     out = _ncu(problem, backend, rung, shape, metrics.values())
     unknown = {m for m in metrics.values() if f"Failed to find metric regex:^{m}" in out.stdout + out.stderr}
     if out.returncode and unknown:  # a counter this GPU or ncu version lacks: the others still count
@@ -45,13 +71,41 @@ def profile(problem: str, backend: str, rung: str, shape: tuple, metrics: dict |
     rows = [line for line in out.stdout.splitlines() if line.startswith('"')]
     if out.returncode or len(rows) < 3:
         raise RuntimeError(f"ncu failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
-    table = list(csv.DictReader(io.StringIO("\n".join([rows[0]] + rows[2:]))))  # rows[1] = units
+    return list(csv.DictReader(io.StringIO("\n".join([rows[0]] + rows[2:]))))  # rows[1] = units
+
+
+def _number(row: dict, metric: str) -> float | None:
+    value = row.get(metric, "").replace(",", "")
+    return None if value in ("", "n/a") else float(value)
+
+
+def profile(problem: str, backend: str, rung: str, shape: tuple, metrics: dict | None = None) -> dict:
+    """`metrics` (default METRICS) of one rung, each summed over the kernels it launches."""
+    metrics = metrics or METRICS
+    table = _table(problem, backend, rung, shape, metrics)
     result = {"kernels": [r.get("Kernel Name", "") for r in table]}
     for name, metric in metrics.items():
-        values = [r.get(metric, "").replace(",", "") for r in table]
-        numbers = [float(v) for v in values if v not in ("", "n/a")]
+        numbers = [v for r in table if (v := _number(r, metric)) is not None]
         result[name] = sum(numbers) if numbers else None
     return result
+
+
+def warp_states(problem: str, backend: str, rung: str, shape: tuple) -> dict:
+    """WARP_STATE of one rung: stall reasons, issue activity, occupancy and launch of the kernel that takes most of
+    its time (a ratio or a launch setting does not add up over kernels), with that kernel's name and share."""
+    table = _table(problem, backend, rung, shape, WARP_STATE)
+    times = [_number(r, WARP_STATE["duration_ns"]) or 0.0 for r in table]
+    main = max(range(len(table)), key=times.__getitem__)
+    result = {"kernel": table[main].get("Kernel Name", ""), "kernels": len(table),
+              "time_share": times[main] / sum(times) if sum(times) else 1.0}
+    result.update({name: _number(table[main], metric) for name, metric in WARP_STATE.items()})
+    return result
+
+
+def top_stalls(states: dict, n: int = 3) -> list[tuple[str, float]]:
+    """The `n` reasons warps waited on most, as (reason, warps stalled per issued instruction), largest first."""
+    found = [(r, states.get(f"stall_{r}") or 0.0) for r in STALL_REASONS]
+    return sorted((x for x in found if x[1] > 0), key=lambda x: -x[1])[:n]
 
 
 def _ncu(problem: str, backend: str, rung: str, shape: tuple, metrics) -> subprocess.CompletedProcess:

@@ -95,6 +95,10 @@ class Recording:
     def profiles(self, problem: str | None = None) -> list[dict]:
         return [p for p in self.data.get("profiles", []) if problem is None or p["problem"] == problem]
 
+    def warp_states(self, problem: str | None = None) -> list[dict]:
+        """ncu's warp states (stall reasons, occupancy, launch) of each rung profiled: ladder.profile.warp_states."""
+        return [p for p in self.data.get("warp_states", []) if problem is None or p["problem"] == problem]
+
     def session(self, row: dict) -> dict | None:
         """The session (ceilings and anchors of one run) that `row` was recorded in."""
         return session_of(self.data, row)
@@ -150,7 +154,7 @@ def _key(kind: str, row: dict) -> tuple:
     return (row["problem"], row["tuner"]) if kind == "autotune" else (row["problem"], row["backend"], row["rung"])
 
 
-ROW_KINDS = ("runs", "profiles", "autotune", "power", "capstone")
+ROW_KINDS = ("runs", "profiles", "warp_states", "autotune", "power", "capstone")
 ANCHOR_BACKEND = "torch"   # the library rungs a run times beside ours: cuBLAS, SDPA, torch.add
 
 

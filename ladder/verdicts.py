@@ -423,6 +423,8 @@ class Ladder:
         found = verdicts(self.problem, self.backends, self.rows, self.ceilings,
                          getattr(self, "recording", None), rung=rung)
         print(format_verdicts(found, "" if name else f"{self.label}; bands for {bands_for(self.problem)}"))
+        if rung:
+            print(warp_state_line(self.problem, rung))
 
 
 # ---------------------------------------------------------------- the counters behind a "why"
@@ -453,4 +455,74 @@ def counters(problem, labels: list[str], names: list[str], recording=None) -> st
     shape = next(iter(profiles.values()))["shape"] if profiles else None
     shown = rec.label_for([profiles[label] for label in labels if label in profiles])
     lines.append(f"(ncu at {shape_label(problem, shape) if shape else '-'}, {shown})")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- why warps waited: ncu's warp states
+
+STALL_NAMES = {"long_scoreboard": "long scoreboard", "short_scoreboard": "short scoreboard", "barrier": "barrier",
+               "mio_throttle": "MIO throttle", "math_pipe_throttle": "math pipe throttle", "wait": "wait",
+               "not_selected": "not selected", "gmma": "wgmma", "lg_throttle": "LG throttle",
+               "dispatch_stall": "dispatch", "tex_throttle": "TEX throttle", "branch_resolving": "branch",
+               "membar": "membar", "drain": "drain", "imc_miss": "constant miss", "no_instruction": "no instruction",
+               "sleeping": "sleeping", "misc": "misc"}
+LIMITS = {"limit_registers": "registers", "limit_shared_mem": "shared memory", "limit_warps": "warps",
+          "limit_blocks": "blocks"}
+
+
+def _stalled(v: float) -> str:
+    return f"{v:.0f}" if v >= 10 else f"{v:.2g}"
+
+
+def limiter(m: dict) -> str:
+    """What caps the blocks an SM holds at once: the smallest of ncu's occupancy limits (ties named together)."""
+    limits = {name: m[key] for key, name in LIMITS.items() if m.get(key)}
+    if not limits:
+        return "-"
+    least = min(limits.values())
+    return " = ".join(name for name, v in limits.items() if v == least)
+
+
+def _warp_states(problem, recording=None) -> tuple[dict, object]:
+    rec = recording or results_mod.load()
+    return {_label(w): w for w in rec.warp_states(_problem_name(problem))}, rec
+
+
+def warp_state_line(problem, label: str, recording=None, top: int = 3) -> str:
+    """One line beside a step: the reasons its warps waited on most, how often a warp issued, its occupancy and
+    what limits it (recorded by ncu at the profiled shape)."""
+    found, rec = _warp_states(problem, recording)
+    w = found.get(label)
+    if w is None:
+        return f"warp states: {label} not profiled"
+    from ladder import profile
+    m = w["metrics"]
+    reasons = ", ".join(f"{STALL_NAMES[r]} {_stalled(v)}" for r, v in profile.top_stalls(m, top))
+    return (f"warp states (ncu, {shape_label(problem, w['shape'])}, {rec.label_for([w])}): waiting on {reasons} "
+            f"(warps per issued instruction); an instruction issued in {m['issue_active_pct']:.0f}% of cycles; "
+            f"occupancy {m['occupancy_pct']:.0f}% of {m['occupancy_theoretical_pct']:.0f}% possible "
+            f"(limited by {limiter(m)})")
+
+
+def warp_state_table(problem, labels: list[str], recording=None, top: int = 3) -> str:
+    """The recorded warp states of the rungs `labels`, one line each: issue activity, warp cycles per issued
+    instruction, the top stall reasons, occupancy (achieved / theoretical), registers, shared memory, limiter."""
+    from ladder import profile
+    found, rec = _warp_states(problem, recording)
+    lines = [f"{'rung':26s} {'issued':>6s} {'cyc/inst':>8s}  {'top stall reasons (warps per issued instruction)':54s}"
+             f" {'occupancy':>9s} {'regs':>4s} {'smem':>7s}  limited by"]
+    for label in labels:
+        w = found.get(label)
+        if w is None:
+            lines.append(f"{label:26s} not profiled")
+            continue
+        m = w["metrics"]
+        reasons = ", ".join(f"{STALL_NAMES[r]} {_stalled(v)}" for r, v in profile.top_stalls(m, top))
+        lines.append(f"{label:26s} {m['issue_active_pct']:5.0f}% {m['cycles_per_issue']:8.1f}  {reasons:54s} "
+                     f"{m['occupancy_pct']:3.0f}%/{m['occupancy_theoretical_pct']:3.0f}% {m['registers_per_thread']:4.0f} "
+                     f"{m['shared_bytes_per_block'] / 1024:5.0f}KiB  {limiter(m)}")
+    shown = [found[label] for label in labels if label in found]
+    shape = shown[0]["shape"] if shown else None
+    lines.append(f"(ncu's warp states at {shape_label(problem, shape) if shape else '-'}, {rec.label_for(shown)}; "
+                 "the dominant kernel of a rung that launches several)")
     return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""Why warps waited, recorded: ncu's warp states (stall reasons, occupancy, launch) read from its CSV, kept in the
+recording for every profiled rung, shown beside each step and as a picture per ladder, each counter in the
+glossary the lessons link to."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ladder import figcheck, figures, problems, profile, results, verdicts
+
+ROOT = Path(__file__).resolve().parent.parent
+NCU_CSV = ROOT / "tests" / "data" / "ncu_warp_states_matmul_cuda_5_pipelined.csv"  # a real ncu run, trimmed
+
+
+def test_warp_states_are_read_from_ncus_csv(monkeypatch):
+    """ncu 2025.3's raw page for CUDA matmul rung 5 at 4096³ on an H100, as profile.warp_states reads it."""
+    monkeypatch.setattr(profile, "available", lambda: True)
+    monkeypatch.setattr(profile, "_ncu", lambda *a: subprocess.CompletedProcess([], 0, NCU_CSV.read_text(), ""))
+    m = profile.warp_states("matmul", "cuda", "5_pipelined", (4096,) * 3)
+    assert m["kernel"] == "matmul" and m["kernels"] == 1 and m["time_share"] == 1.0
+    assert (m["registers_per_thread"], m["block_size"], m["grid_size"]) == (128, 256, 1024)
+    assert m["shared_bytes_per_block"] == 76800 and m["limit_registers"] == m["limit_shared_mem"] == 2
+    assert (m["stall_wait"], m["stall_short_scoreboard"], m["stall_barrier"]) == (1.81, 1.60, 1.47)
+    assert m["issue_active_pct"] == 36.68 and m["occupancy_theoretical_pct"] == 25
+    # the reasons and the issuing warp add up to the warp cycles per issued instruction
+    assert sum(m[f"stall_{r}"] for r in profile.STALL_REASONS) + 1 == pytest.approx(m["cycles_per_issue"], abs=0.05)
+    assert profile.top_stalls(m) == [("wait", 1.81), ("short_scoreboard", 1.6), ("barrier", 1.47)]
+    assert verdicts.limiter(m) == "registers = shared memory"
+
+
+RECORDING = results.load("nvidia-h100-80gb-hbm3")
+
+
+@pytest.mark.parametrize("problem", ["vector_add", "matmul", "attention"])
+def test_every_profiled_rung_has_its_warp_states(problem):
+    profiled = {(p["backend"], p["rung"]) for p in RECORDING.profiles(problem)}
+    states = {(w["backend"], w["rung"]): w for w in RECORDING.warp_states(problem)}
+    assert profiled and profiled <= set(states)
+    for w in states.values():
+        m = w["metrics"]
+        assert 0 < m["issue_active_pct"] <= 100 and 0 < m["occupancy_pct"] <= m["occupancy_theoretical_pct"] + 5
+        assert profile.top_stalls(m) and m["registers_per_thread"] > 0
+
+
+def test_the_table_and_the_line_beside_a_step():
+    table = verdicts.warp_state_table("matmul", ["cuda:1_naive", "cuda:5_pipelined", "torch:cublas"], RECORDING)
+    lines = table.splitlines()
+    assert len(lines) == 5 and "LG throttle" in lines[1] and lines[-1].startswith("(ncu's warp states at 4096³")
+    line = verdicts.warp_state_line("matmul", "cuda:5_pipelined", RECORDING)
+    assert line.startswith("warp states (ncu, 4096³, recorded on NVIDIA H100 80GB HBM3") and "limited by" in line
+    assert "not profiled" in verdicts.warp_state_line("matmul", "cuda:99_nothing", RECORDING)
+
+
+@pytest.mark.parametrize("problem, backend", [("matmul", "cuda"), ("matmul", "triton"), ("attention", "cuda"),
+                                              ("attention", "triton")])
+def test_the_stall_picture_is_readable(problem, backend):
+    labels = [r.label for r in problems.get(problem).rungs if r.backend in (backend, "torch")]
+    states = RECORDING.warp_states(problem)
+    fig = figures.stall_mix(states, labels, RECORDING.label_for(states))
+    assert figcheck.collisions(fig) == []
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == \
+        [label for label in labels if any(f"{w['backend']}:{w['rung']}" == label for w in states)]
+
+
+def test_the_glossary_names_every_counter_and_its_metric():
+    text = (ROOT / "notebooks" / "glossary.md").read_text()
+    for name, metric in {**profile.METRICS, **profile.WARP_STATE}.items():
+        if name.startswith("stall_"):
+            metric = metric.removeprefix("smsp__average_warps_issue_stalled_").removesuffix("_per_issue_active.ratio")
+        assert f"`{name}`" in text and f"`{metric}`" in text, name
+    for name in verdicts.STALL_NAMES:
+        assert f"`stall_{name}`" in text
