@@ -223,14 +223,16 @@ def without_spills(module, kernel: str):
     return module
 
 
-def compile_cubin(path: str | os.PathLike, arch: str, defines: tuple[tuple[str, str], ...] = ()) -> bytes:
-    """Compile `path` to a cubin for `arch` ('sm_75', 'sm_80', 'sm_90', 'sm_90a', ...) with NVRTC; no GPU needed."""
+def compile_cubin(path: str | os.PathLike, arch: str, defines: tuple[tuple[str, str], ...] = (),
+                  options: tuple[str, ...] = ()) -> bytes:
+    """Compile `path` to a cubin for `arch` ('sm_75', 'sm_80', 'sm_90', 'sm_90a', ...) with NVRTC; no GPU needed.
+    `options`: more NVRTC options (e.g. '--ptxas-options=--entry=matmul_grouped': that kernel's code only)."""
     try:
         from cuda.bindings import nvrtc
     except ImportError as e:
         raise NotAvailable("Compile-only needs 'cuda-bindings' and 'cuda-toolkit[nvrtc]'.") from e
     _, major, _ = nvrtc.nvrtcVersion()
-    options = COMMON_OPTIONS + (f"-I{include_dir(major)}",) + defines_options(dict(defines))
+    options = COMMON_OPTIONS + (f"-I{include_dir(major)}",) + defines_options(dict(defines)) + tuple(options)
     return _nvrtc(source(path), Path(path).name, arch, options)
 
 

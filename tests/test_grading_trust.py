@@ -174,9 +174,9 @@ def test_grade_says_in_one_line_what_is_not_an_assignment(tmp_path, capsys, make
 
 # ---------------------------------------------------------------- no answer readable off a checker
 
-from ladder.exercises import (CausalSkip, GroupOrder, MmaFragments, RegisterBlock, TileIntensity,  # noqa: E402
-                              VectorAddIntensity, a03_tile_intensity, a07_group_order, a08_causal_skip,
-                              a11_register_block, a12_mma_fragments)
+from ladder.exercises import (CausalSkip, GroupOrder, MmaFragments, RegisterBlock, SearchPrune,  # noqa: E402
+                              TileIntensity, VectorAddIntensity, a03_tile_intensity, a07_group_order,
+                              a08_causal_skip, a10_search_prune, a11_register_block, a12_mma_fragments)
 
 
 def _public(*things):
@@ -206,6 +206,7 @@ FUNCTIONS = [
     ("A12 c", lambda c, a: c.check_c(a), MmaFragments(), a12_mma_fragments),
     ("A12 a", lambda c, a: c.check_a(a), MmaFragments(), a12_mma_fragments),
     ("A12 b", lambda c, a: c.check_b(a), MmaFragments(), a12_mma_fragments),
+    ("A10 prune", lambda c, a: c.check(a), SearchPrune(), a10_search_prune),
 ]
 
 

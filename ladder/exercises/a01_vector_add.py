@@ -47,7 +47,8 @@ class VectorAddIntensity:
         if not isinstance(answer, str) or answer.strip().lower() not in ("memory", "compute"):
             return not_yet(task, f'answer "memory" or "compute" (a string), not {answer!r}')
         if answer.strip().lower() == want:
-            return passed(task, f"{want}-bound: correct (your intensity is far from the ridge point at "
+            return passed(task, f"{want}-bound: correct ({intensity:.3f} FLOP/B is far "
+                                f"{'left' if want == 'memory' else 'right'} of the ridge point at "
                                 f"{ridge_flop_per_byte:.0f} FLOP/B)")
         return not_yet(task, f"not quite: place your intensity from (3) against the ridge point "
                              f"{ridge_flop_per_byte:.0f} FLOP/B; left of it, bandwidth limits the speed")

@@ -91,7 +91,7 @@ class TileIntensity:
         task = "tile loads"
         if unanswered(fn):
             return not_answered(task)
-        for M, N, K, bm, bn in [(4096, 4096, 4096, 128, 128), (4096, 4096, 4096, 64, 256), (2048, 8192, 1024, 128, 64)]:
+        for M, N, K, bm, bn in [(4096, 4096, 4096, 64, 256), (2048, 8192, 1024, 128, 64), (4096, 4096, 4096, 128, 128)]:
             want = _tile_load_bytes(M, N, K, bm, bn)
             try:
                 got = fn(M, N, K, bm, bn)
@@ -105,9 +105,7 @@ class TileIntensity:
                      (2 * M * K * (N / bn), "that is A's loads alone; B's columns are loaded by every block of their "
                                             "column too"),
                      (2 * K * N * (M / bm), "that is B's loads alone; A's rows are loaded by every block of their row "
-                                            "too"),
-                     (2 * (M * K * (N / bm) + K * N * (M / bn)), "A's rows are loaded once per block of their row of "
-                                                                 "C: N/BN times, not N/BM")]
+                                            "too")]
             hint = next((h for wrong, h in hints if close(got, wrong)), "recount: which blocks load each row of A, "
                                                                           "and each column of B?")
             return not_yet(task, f"not quite at {M}x{N}x{K} in {bm}x{bn} tiles ({got!r}): {hint}")

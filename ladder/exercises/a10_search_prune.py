@@ -1,74 +1,229 @@
-"""Assignment 10: designing a search space's prune (Triton matmul rung 6, kernels/triton/matmul.py).
+"""Assignment 10: designing a search space's prune (CUDA matmul rung 6, kernels/matmul.py).
 
-Before timing anything, an autotuner should drop the configurations that cannot run or cannot win.
-The student writes prune_reason(c, smem_per_block, hopper) -> a reason (str) or None for a config
-c = {BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages}: too many fp32 accumulators per thread (the
-registers spill), or pipeline buffers larger than the shared memory a block may use (num_stages
-buffers of an fp16 A and B tile on Hopper, num_stages - 1 before it). The check compares the kept set
-with the repository's own rule on three GPUs' limits and names the first configuration judged wrongly.
+Before timing anything, an autotuner should drop the configurations that cannot run or would spill. The student
+proposes the rule: prune_reason(c, gpu) -> a reason (str) or None to keep c, for rung 6's configurations
+c = {BM, BN, BK, WARPS_M, WARPS_N, STAGES, GROUP_M} and a GPU (ladder.hardware.GPU: smem_per_block_bytes,
+has("cp.async")). No rule is given and none is kept here: the check judges the rule by what NVRTC makes of the
+configurations (compile-only, no GPU), on an H100 (sm_90, which `explore` shows) and on a T4 (sm_75, held out):
+- every configuration kept must compile and fit in the shared memory a block may have;
+- none kept may spill more than SMALL_SPILL bytes of local memory per thread (a few bytes the compiler's
+  whims put on the stack are left to the search's second prune, on the compiled kernel: cuda.without_spills);
+- it must keep at least KEEP of the configurations that compile without local memory and fit.
+A failure names one configuration and what the compiler said about it: facts of that configuration only.
+What NVRTC says is cached per configuration, in memory and under the cache directory (keyed by the NVRTC
+version and the kernel's source), so only the first check compiles: the 126 configurations for sm_90, and for
+sm_75 those that fit a T4's 64 KiB (two threads, about 30 s on two cores).
 """
 from __future__ import annotations
 
-import itertools
+import contextvars
+import functools
+import hashlib
+import json
+import os
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from ladder.exercises.grading import Fail, Result, judge
+from ladder.exercises.grading import Fail, Result, judge, still_blank
 
 TASK = "search-space prune"
-MAX_ACCUMULATORS = 128   # fp32 accumulator registers per thread; more spill (a thread has 255 registers in all)
-SPACE = dict(BLOCK_M=[64, 128, 256], BLOCK_N=[64, 128, 256], BLOCK_K=[32, 64, 128],
-             num_warps=[4, 8], num_stages=[2, 3, 4, 5])
-GPUS = [("H100", 227 * 1024, True), ("A100", 163 * 1024, False), ("T4", 64 * 1024, False)]
+SOURCE, KERNEL = "matmul/6_autotuned.cu", "matmul_grouped"   # what rung 6's search launches
+SMALL_SPILL = 64     # bytes of local memory per thread a kept configuration may have (16 registers' worth)
+KEEP = 0.9           # of the configurations that compile clean and fit, the share a prune must keep
+GPU_NAMES = ("H100", "T4")   # the check's GPUs; `explore` compiles for the first
+_CODE_KEYS = ("BM", "BN", "BK", "WARPS_M", "WARPS_N", "STAGES")   # GROUP_M orders the blocks: same registers
+_JUDGING = contextvars.ContextVar("judging", default=False)
+_LOCK = threading.Lock()
 
 
 def configs() -> list[dict]:
-    return [dict(zip(SPACE, values)) for values in itertools.product(*SPACE.values())]
+    """Rung 6's search space (kernels.matmul.TUNER) less the 256x256 tiles on 4 or 8 warps: each takes NVRTC
+    2-15 s to compile (they spill on every GPU), more than the other configurations together."""
+    import kernels.matmul as mm
+    return [c for c in mm.TUNER.configs() if not (c["BM"] == c["BN"] == 256 and mm.threads(c) < 512)]
 
 
-def accumulators(c: dict) -> int:
-    return c["BLOCK_M"] * c["BLOCK_N"] // (32 * c["num_warps"])
+@functools.lru_cache(maxsize=None)
+def gpu(name: str):
+    """The datasheet's GPU (its limits; no device needed)."""
+    from ladder.lesson import datasheet_gpu
+    return datasheet_gpu(name)
 
 
-def shared_bytes(c: dict, hopper: bool) -> int:
-    buffers = c["num_stages"] if hopper else max(1, c["num_stages"] - 1)
-    return 2 * buffers * c["BLOCK_K"] * (c["BLOCK_M"] + c["BLOCK_N"])
+def config(BM: int, BN: int, BK: int, WARPS_M: int, WARPS_N: int, STAGES: int, GROUP_M: int = 8) -> dict:
+    """One of rung 6's configurations, as the search (and prune_reason) gets it."""
+    return dict(BM=BM, BN=BN, BK=BK, WARPS_M=WARPS_M, WARPS_N=WARPS_N, STAGES=STAGES, GROUP_M=GROUP_M)
 
 
-def reference(c: dict, smem_per_block: int, hopper: bool) -> str | None:
-    if accumulators(c) > MAX_ACCUMULATORS:
-        return f"{accumulators(c)} accumulators per thread"
-    if shared_bytes(c, hopper) > smem_per_block:
-        return f"{shared_bytes(c, hopper) // 1024} KiB of shared memory"
-    return None
+def gpus() -> list:
+    return [gpu(name) for name in GPU_NAMES]
 
 
-def _name(c: dict) -> str:
-    return f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']}, {c['num_warps']} warps, {c['num_stages']} stages"
+def shared_kib(c: dict) -> float:
+    """The dynamic shared memory rung 6's launcher asks for, in KiB."""
+    import kernels.matmul as mm
+    return mm.shared_bytes(c) / 1024
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What NVRTC made of one configuration for one architecture."""
+    error: str | None = None   # why it refused to compile (the kernel's static_assert), else None
+    registers: int = 0         # per thread
+    local_bytes: int = 0       # per thread: the stack and local memory that hold what did not fit in registers
+
+
+def _key(c: dict) -> str:
+    return ",".join(f"{k}={c[k]}" for k in _CODE_KEYS)
+
+
+def _compile(arch: str, c: dict) -> Compiled:
+    from ladder import cuda, sass
+    try:
+        cubin = cuda.compile_cubin(SOURCE, arch, tuple(sorted((k, str(v)) for k, v in c.items())),
+                                   (f"--ptxas-options=--entry={KERNEL}",))  # not rung 5's kernel beside it
+    except cuda.CompileError as e:
+        asserts = re.findall(r'static_assert\([^"]*"([^"]+)"', str(e))
+        errors = re.findall(r"error: (.+)", str(e))
+        return Compiled(error=(asserts or errors or ["NVRTC refused it"])[0])
+    usage = sass.resource_usage(cubin)
+    return Compiled(registers=usage["registers"], local_bytes=usage["stack_bytes"] + usage["local_bytes"])
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_file(arch: str) -> Path:
+    """Where NVRTC's answers for `arch` are kept: named by the NVRTC version and the kernel's inlined source."""
+    from cuda.bindings import nvrtc
+    from ladder import cuda
+    _, major, minor = nvrtc.nvrtcVersion()
+    digest = hashlib.sha256(f"{cuda.source(SOURCE)}\n{KERNEL}\n{cuda.include_dir(major)}".encode()).hexdigest()[:16]
+    root = Path(os.environ.get("KERNEL_LADDER_CACHE", Path.home() / ".cache" / "kernel-ladder"))
+    return root / "a10_search_prune" / f"{arch}-nvrtc{major}.{minor}-{digest}.json"
+
+
+@functools.lru_cache(maxsize=None)
+def _known(arch: str) -> dict[str, Compiled]:
+    try:
+        return {k: Compiled(**v) for k, v in json.loads(_cache_file(arch).read_text()).items()}
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def _save(arch: str) -> None:
+    path = _cache_file(arch)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps({k: asdict(v) for k, v in sorted(_known(arch).items())}))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home: the answers stay in memory
+
+
+def compiled_all(arch: str, cs: list[dict]) -> list[Compiled]:
+    """NVRTC's answer for each configuration (compiled once each, two at a time, the slowest first)."""
+    if _JUDGING.get():
+        raise Fail("your prune compiles: it must decide from the configuration alone (that is what it saves)")
+    known = _known(arch)
+    todo = list({_key(c): c for c in cs if _key(c) not in known}.values())
+    if todo:
+        todo.sort(key=lambda c: -(c["BM"] // c["WARPS_M"]) * (c["BN"] // c["WARPS_N"]))  # big warp tiles spill slowly
+        with ThreadPoolExecutor(2) as pool:
+            done = list(pool.map(lambda c: _compile(arch, c), todo))
+        with _LOCK:
+            known.update({_key(c): r for c, r in zip(todo, done)})
+            _save(arch)
+    return [known[_key(c)] for c in cs]
+
+
+def name(c: dict) -> str:
+    return f"{c['BM']}x{c['BN']}x{c['BK']} on {c['WARPS_M']}x{c['WARPS_N']} warps, {c['STAGES']} stages"
+
+
+def _facts(r: Compiled | None, c: dict, g, limit: bool = True) -> str:
+    shared = f"{shared_kib(c):.0f} KiB of shared memory" + (
+        f" (a block may have {g.smem_per_block_bytes // 1024} KiB)" if limit or r is None else "")
+    if r is None:
+        return shared
+    if r.error:
+        return f"NVRTC refuses it: {r.error}"
+    spill = f"{r.local_bytes} bytes of local memory per thread (spilled)" if r.local_bytes else "no local memory"
+    return f"{r.registers} registers, {spill}, {shared}"
+
+
+def explore(*cs: dict) -> None:
+    """Print what the compiler makes of each configuration for an H100 (sm_90), one line each."""
+    g = gpu(GPU_NAMES[0])
+    fits = [c for c in cs if shared_kib(c) * 1024 <= g.smem_per_block_bytes]
+    got = dict(zip(map(_key, fits), compiled_all(g.arch, fits)))
+    for c in cs:
+        print(f"{name(c)}: {_facts(got.get(_key(c)), c, g, limit=False)}")
+
+
+def _where(g) -> str:
+    return (f"on the {g.name.split()[0]} ({g.arch}, {g.smem_per_block_bytes // 1024} KiB per block, "
+            f"{'with' if g.has('cp.async') else 'no'} cp.async)")
+
+
+def _a_stub(prune_reason) -> bool:
+    """The exercise's stub: None, or a function with a `...` left in it that keeps every configuration. A rule
+    with a blank left over but unused is judged as it is."""
+    if prune_reason is None or prune_reason is ...:
+        return True
+    if not callable(prune_reason) or not still_blank(prune_reason):
+        return False
+    token = _JUDGING.set(True)
+    try:
+        return all(prune_reason(dict(c), g) is None for g in gpus() for c in configs())
+    except Exception:
+        return False
+    finally:
+        _JUDGING.reset(token)
 
 
 class SearchPrune:
     def check(self, prune_reason) -> Result:
         def body() -> str:
-            kept = {}
-            for gpu, smem, hopper in GPUS:
-                kept[gpu] = 0
-                for c in configs():
-                    want, got = reference(c, smem, hopper), prune_reason(dict(c), smem, hopper)
-                    if got is not None and not isinstance(got, str):
-                        raise Fail(f"return a reason (a str) or None, not {got!r}")
-                    kept[gpu] += want is None
-                    if (got is None) == (want is None):
-                        continue
-                    acc, sb = accumulators(c), shared_bytes(c, hopper)
-                    where = f"on the {gpu} ({smem // 1024} KiB per block{', Hopper' if hopper else ''}), {_name(c)}"
-                    if got is None:
-                        raise Fail(f"{where} is kept, but needs {want}: "
-                                   + (f"{c['BLOCK_M']}·{c['BLOCK_N']} sums over {32 * c['num_warps']} threads"
-                                      if acc > MAX_ACCUMULATORS else
-                                      f"{'num_stages' if hopper else 'num_stages - 1'} buffers of an fp16 A and "
-                                      f"B tile, 2·BK·(BM + BN) bytes each"))
-                    raise Fail(f"{where} is pruned ({got}), but it fits: {acc} accumulators per thread "
-                               f"(<= {MAX_ACCUMULATORS}), {sb // 1024} KiB of buffers"
-                               + ("" if hopper else " (before Hopper, num_stages - 1 buffers)"))
-            return ("correct: the same configurations kept as the repository's rule ("
-                    + ", ".join(f"{g} {n} of {len(configs())}" for g, n in kept.items()) + ")")
-        return judge(TASK, (prune_reason,), body)
+            cs = configs()
+            reasons = {}
+            token = _JUDGING.set(True)
+            try:
+                for g in gpus():
+                    for c in cs:
+                        got = prune_reason(dict(c), g)
+                        if got is not None and not isinstance(got, str):
+                            raise Fail(f"return a reason (a str) or None to keep the configuration, not {got!r}")
+                        reasons[g.name, _key(c)] = got
+            finally:
+                _JUDGING.reset(token)
+            counts = []
+            for g in gpus():
+                kept = [c for c in cs if reasons[g.name, _key(c)] is None]
+                fits = [c for c in cs if shared_kib(c) * 1024 <= g.smem_per_block_bytes]
+                truth = dict(zip(map(_key, fits), compiled_all(g.arch, fits)))
+                runs = [c for c in kept if truth.get(_key(c)) and not truth[_key(c)].error]
+                if len(runs) < len(kept):
+                    c = next(c for c in kept if c not in runs)
+                    raise Fail(f"{_where(g)} your prune keeps {len(kept) - len(runs)} configuration(s) that cannot "
+                               f"run, e.g. {name(c)}: {_facts(truth.get(_key(c)), c, g)}")
+                spills = [c for c in runs if truth[_key(c)].local_bytes > SMALL_SPILL]
+                if spills:
+                    c = max(spills, key=lambda c: truth[_key(c)].local_bytes)
+                    raise Fail(f"{_where(g)} your prune keeps {len(spills)} configuration(s) that spill registers, "
+                               f"e.g. {name(c)}: {_facts(truth[_key(c)], c, g)}")
+                clean = [c for c in fits if not truth[_key(c)].error and not truth[_key(c)].local_bytes]
+                lost = [c for c in clean if reasons[g.name, _key(c)] is not None]
+                if len(clean) - len(lost) < KEEP * len(clean):
+                    c = lost[0]
+                    raise Fail(f"{_where(g)} your prune drops too much that runs well (keep {KEEP:.0%} of what "
+                               f"compiles without spilling and fits), e.g. {name(c)} "
+                               f"({reasons[g.name, _key(c)]!r}): {_facts(truth[_key(c)], c, g)}")
+                small = len(runs) - len(clean) + len(lost)   # kept, and spilling SMALL_SPILL bytes or fewer
+                counts.append(f"on the {g.name.split()[0]} it keeps {len(kept)} of {len(cs)}: "
+                              f"{len(clean) - len(lost)} of the {len(clean)} that compile clean and fit"
+                              + (f", {small} that spill a few bytes" if small else ""))
+            return "correct: " + "; ".join(counts)
+        return judge(TASK, (...,) if _a_stub(prune_reason) else (), body)
