@@ -117,6 +117,8 @@ def cmd_record(args) -> None:
     start = time.time()
     old = results_mod.path_for(hardware.detect().slug)
     old = results_mod.load(old.stem).data if old.exists() else None
+    if args.warp_states_only:
+        args.no_time = True
     if args.no_time:
         if old is None:
             raise SystemExit("--no-time needs an earlier recording for this GPU to add profiles to")
@@ -125,11 +127,13 @@ def cmd_record(args) -> None:
         res, record = runner.measure_live(chosen)
     if profile.available() and not args.no_profile:
         from tqdm import tqdm
-        record["profiles"] = []
         jobs = [(p, r, p.bench_shapes[0]) for p in chosen for r in p.rungs if not runner.unavailable(r)]
-        for p, r, shape in tqdm(jobs, desc="ncu"):
-            record["profiles"].append({"problem": p.name, "backend": r.backend, "rung": r.name, "shape": list(shape),
-                                       "metrics": profile.profile(p.name, r.backend, r.name, shape)})
+        kinds = {"warp_states": profile.warp_states} if args.warp_states_only else \
+            {"profiles": profile.profile, "warp_states": profile.warp_states}
+        for kind, measure in kinds.items():
+            record[kind] = [{"problem": p.name, "backend": r.backend, "rung": r.name, "shape": list(shape),
+                             "metrics": measure(p.name, r.backend, r.name, shape)}
+                            for p, r, shape in tqdm(jobs, desc=f"ncu {kind}")]
     if not args.no_time:
         print(res.table())
     print(f"wrote {results_mod.save(results_mod.merge(old, record))} in {time.time() - start:.0f} s")
@@ -279,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("problems", nargs="*")
     p.add_argument("--no-profile", action="store_true", help="no ncu profiles")
     p.add_argument("--no-time", action="store_true", help="profiles only, added to the recording")
+    p.add_argument("--warp-states-only", action="store_true",
+                   help="ncu's warp states (stall reasons, occupancy) only, added to the recording")
     p.add_argument("--backends", nargs="+", default=["cuda", "triton", "torch"],
                    help="record only these backends' rungs, or these rungs (e.g. triton:6_autotuned torch); "
                         "the others' recorded rows are kept")
