@@ -151,6 +151,8 @@ def _key(kind: str, row: dict) -> tuple:
     row: its model)."""
     if kind == "capstone":
         return (row["model"],)
+    if kind == "warp_states":  # recorded at more than one shape for the top rungs
+        return (row["problem"], row["backend"], row["rung"], tuple(row["shape"]))
     return (row["problem"], row["tuner"]) if kind == "autotune" else (row["problem"], row["backend"], row["rung"])
 
 

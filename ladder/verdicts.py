@@ -483,15 +483,18 @@ def limiter(m: dict) -> str:
     return " = ".join(name for name, v in limits.items() if v == least)
 
 
-def _warp_states(problem, recording=None) -> tuple[dict, object]:
+def _warp_states(problem, recording=None, shape: tuple | None = None) -> tuple[dict, object]:
+    """The recorded warp states of `problem`'s rungs at `shape` (default: the shape every rung is profiled at)."""
+    from ladder import problems
     rec = recording or results_mod.load()
-    return {_label(w): w for w in rec.warp_states(_problem_name(problem))}, rec
+    shape = tuple(shape or problems.get(_problem_name(problem)).bench_shapes[0])
+    return {_label(w): w for w in rec.warp_states(_problem_name(problem)) if tuple(w["shape"]) == shape}, rec
 
 
-def warp_state_line(problem, label: str, recording=None, top: int = 3) -> str:
+def warp_state_line(problem, label: str, recording=None, top: int = 3, shape: tuple | None = None) -> str:
     """One line beside a step: the reasons its warps waited on most, how often a warp issued, its occupancy and
-    what limits it (recorded by ncu at the profiled shape)."""
-    found, rec = _warp_states(problem, recording)
+    what limits it (recorded by ncu at the profiled shape, or `shape`)."""
+    found, rec = _warp_states(problem, recording, shape)
     w = found.get(label)
     if w is None:
         return f"warp states: {label} not profiled"
@@ -504,11 +507,12 @@ def warp_state_line(problem, label: str, recording=None, top: int = 3) -> str:
             f"(limited by {limiter(m)})")
 
 
-def warp_state_table(problem, labels: list[str], recording=None, top: int = 3) -> str:
-    """The recorded warp states of the rungs `labels`, one line each: issue activity, warp cycles per issued
-    instruction, the top stall reasons, occupancy (achieved / theoretical), registers, shared memory, limiter."""
+def warp_state_table(problem, labels: list[str], recording=None, top: int = 3, shape: tuple | None = None) -> str:
+    """The recorded warp states of the rungs `labels` (at the profiled shape, or `shape`), one line each: issue
+    activity, warp cycles per issued instruction, the top stall reasons, occupancy (achieved / theoretical),
+    registers, shared memory, limiter."""
     from ladder import profile
-    found, rec = _warp_states(problem, recording)
+    found, rec = _warp_states(problem, recording, shape)
     lines = [f"{'rung':26s} {'issued':>6s} {'cyc/inst':>8s}  {'top stall reasons (warps per issued instruction)':54s}"
              f" {'occupancy':>9s} {'regs':>4s} {'smem':>7s}  limited by"]
     for label in labels:
