@@ -507,14 +507,16 @@ def warp_state_line(problem, label: str, recording=None, top: int = 3, shape: tu
             f"(limited by {limiter(m)})")
 
 
-def warp_state_table(problem, labels: list[str], recording=None, top: int = 3, shape: tuple | None = None) -> str:
+def warp_state_table(problem, labels: list[str], recording=None, top: int = 3, shape: tuple | None = None,
+                     also: tuple[str, ...] = ()) -> str:
     """The recorded warp states of the rungs `labels` (at the profiled shape, or `shape`), one line each: issue
-    activity, warp cycles per issued instruction, the top stall reasons, occupancy (achieved / theoretical),
-    registers, shared memory, limiter."""
+    activity, warp cycles per issued instruction, the top stall reasons, the reasons `also` asked for whether or
+    not they lead, occupancy (achieved / theoretical), registers, shared memory, limiter."""
     from ladder import profile
     found, rec = _warp_states(problem, recording, shape)
+    extra = "".join(f" {STALL_NAMES[r]:>{max(9, len(STALL_NAMES[r]))}s}" for r in also)
     lines = [f"{'rung':26s} {'issued':>6s} {'cyc/inst':>8s}  {'top stall reasons (warps per issued instruction)':54s}"
-             f" {'occupancy':>9s} {'regs':>4s} {'smem':>7s}  limited by"]
+             f"{extra} {'occupancy':>9s} {'regs':>4s} {'smem':>7s}  limited by"]
     for label in labels:
         w = found.get(label)
         if w is None:
@@ -522,11 +524,12 @@ def warp_state_table(problem, labels: list[str], recording=None, top: int = 3, s
             continue
         m = w["metrics"]
         reasons = ", ".join(f"{STALL_NAMES[r]} {_stalled(v)}" for r, v in profile.top_stalls(m, top))
-        lines.append(f"{label:26s} {m['issue_active_pct']:5.0f}% {m['cycles_per_issue']:8.1f}  {reasons:54s} "
+        values = "".join(f" {_stalled(m.get(f'stall_{r}') or 0.0):>{max(9, len(STALL_NAMES[r]))}s}" for r in also)
+        lines.append(f"{label:26s} {m['issue_active_pct']:5.0f}% {m['cycles_per_issue']:8.1f}  {reasons:54s}{values} "
                      f"{m['occupancy_pct']:3.0f}%/{m['occupancy_theoretical_pct']:3.0f}% {m['registers_per_thread']:4.0f} "
                      f"{m['shared_bytes_per_block'] / 1024:5.0f}KiB  {limiter(m)}")
     shown = [found[label] for label in labels if label in found]
-    shape = shown[0]["shape"] if shown else None
-    lines.append(f"(ncu's warp states at {shape_label(problem, shape) if shape else '-'}, {rec.label_for(shown)}; "
-                 "the dominant kernel of a rung that launches several)")
+    at = shape_label(problem, shown[0]["shape"]) if shown else "-"
+    lines.append(f"(ncu's warp states at {at}, {rec.label_for(shown)}; occupancy: resident warps, % of the SM's "
+                 "most; a rung that launches several kernels: its longest)")
     return "\n".join(lines)

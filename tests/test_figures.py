@@ -59,6 +59,11 @@ def _triton_matmul():
     return runner.results(mm.PROBLEM.only("triton", "torch"))
 
 
+def _stall_mix(problem):
+    states = [w for w in rec.warp_states("attention") if tuple(w["shape"]) == at.HEADLINE[0]]
+    return figures.stall_mix(states, [r.label for r in problem.rungs], rec.label_for(states))
+
+
 n = 4096
 # (notebook, figures function the cell calls, how the cell calls it on CPU)
 LESSON_FIGURES = [
@@ -83,11 +88,13 @@ LESSON_FIGURES = [
     ("04a_attention_cuda", "ladder_roofline", lambda: figures.ladder_roofline(
         rec.runs("attention"), rec.profiles("attention"), at.PROBLEM.only("cuda", "torch"), at.HEADLINE[0],
         rec.ceilings, sheet, rec.label, "CUDA attention B4 H32 S4096 D64")),
+    ("04a_attention_cuda", "stall_mix", lambda: _stall_mix(at.PROBLEM.only("cuda", "torch"))),
     ("04a_attention_cuda", "memory_needed", _attention_memory),
     ("04a_attention_cuda", "size_sweep", lambda: _attention_sweep(("cuda", "torch"))),
     ("04b_attention_triton", "ladder_roofline", lambda: figures.ladder_roofline(
         rec.runs("attention"), rec.profiles("attention"), at.PROBLEM, at.HEADLINE[0], rec.ceilings, sheet, rec.label,
         "attention B4 H32 S4096 D64")),
+    ("04b_attention_triton", "stall_mix", lambda: _stall_mix(at.PROBLEM.only("triton", "torch"))),
 ]
 
 
