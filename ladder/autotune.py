@@ -56,6 +56,29 @@ def _key(shape: tuple) -> str:
     return "x".join(str(d) for d in shape)
 
 
+_NUMBER = re.compile(r"\b\d+\b")
+
+
+def reason_kind(reason: str) -> str:
+    """A prune reason with its numbers taken out: the reasons of one kind share it."""
+    return _NUMBER.sub("#", reason)
+
+
+def with_ranges(kind: str, numbers: list[list[int]]) -> str:
+    """A kind of reason with each of its numbers written back as the range the reasons of that kind span
+    ("needs 136-256 registers per thread (> 128)"): real numbers, never a placeholder."""
+    spans = iter(f"{min(c)}" if min(c) == max(c) else f"{min(c)}-{max(c)}" for c in zip(*numbers))
+    return re.sub("#", lambda _: next(spans), kind)
+
+
+def fold_reasons(reasons: list[str]) -> Counter:
+    """How many reasons of each kind, each kind written with the ranges its numbers span."""
+    kinds: dict[str, list[list[int]]] = {}
+    for r in reasons:
+        kinds.setdefault(reason_kind(r), []).append([int(x) for x in _NUMBER.findall(r)])
+    return Counter({with_ranges(kind, numbers): len(numbers) for kind, numbers in kinds.items()})
+
+
 @dataclass
 class Report:
     """What one search did: the winner, and everything tried, pruned or failed on the way."""
@@ -76,8 +99,8 @@ class Report:
         return len(self.timed) + len(self.failed)
 
     def pruned_by_reason(self) -> Counter:
-        """How many configurations each kind of reason removed (numbers folded to N)."""
-        return Counter(re.sub(r"\b\d+\b", "N", p["reason"]) for p in self.pruned)
+        """How many configurations each kind of reason removed, its numbers as the range they take (fold_reasons)."""
+        return fold_reasons([p["reason"] for p in self.pruned])
 
     def summary(self) -> str:
         n = len(self.timed) + len(self.pruned) + len(self.failed) + len(self.untimed)

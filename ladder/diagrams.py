@@ -1235,7 +1235,9 @@ def _search_report(tuner: str, shape: tuple):
 def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color: str, reasons: dict) -> None:
     """One search as a grid: a row per combination of row_keys, a column per combination of col_keys; each cell
     the best of its configurations over the other keys: timed (shaded by the best time / its time, the winner
-    starred) or pruned (pN, N numbering the reason in `reasons`)."""
+    starred) or pruned (p1, p2, ...: the kind of reason, numbered in `reasons`, which also collects the numbers
+    of each kind for the key)."""
+    from ladder.autotune import reason_kind
     import itertools
     rows = list(itertools.product(*(space[k] for k in row_keys)))
     cols = list(itertools.product(*(space[k] for k in col_keys)))
@@ -1255,9 +1257,11 @@ def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color
                     cells[i, j] = _shade(color, max(0.08, report.best_ms / ms) ** 2)
                     marks[i, j] = "★" if ms == report.best_ms else f"{report.best_ms / ms:.0%}"
                 elif (r, c) in pruned:
-                    reason = re.sub(r"\b\d+\b", "N", pruned[r, c])
+                    kind = reason_kind(pruned[r, c])
+                    number, numbers = reasons.setdefault(kind, (len(reasons) + 1, []))
+                    numbers.append([int(x) for x in re.findall(r"\b\d+\b", pruned[r, c])])
                     cells[i, j] = LIGHT
-                    marks[i, j] = f"p{reasons.setdefault(reason, len(reasons) + 1)}"
+                    marks[i, j] = f"p{number}"
     _cells(ax, cells, grid="0.7", lw=0.8)
     for (i, j), text in marks.items():
         ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8 if text != "★" else 12,
@@ -1273,8 +1277,9 @@ def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color
 
 
 def _reasons_key(fig, reasons: dict) -> None:
-    fig.text(0.01, 0.01, "\n".join(f"p{n}: pruned, {reason}" for reason, n in reasons.items()) or " ",
-             fontsize=8, va="bottom")
+    from ladder.autotune import with_ranges
+    fig.text(0.01, 0.01, "\n".join(f"p{n}: pruned, {with_ranges(kind, numbers)}"
+                                   for kind, (n, numbers) in reasons.items()) or " ", fontsize=8, va="bottom")
     fig.tight_layout(rect=(0, 0.03 + 0.035 * len(reasons), 1, 1))
 
 
@@ -1289,7 +1294,7 @@ def attention_search(backend: str = "triton", causal: int = 0):
     shapes = [s for s in at.HEADLINE if s[4] == causal]
     fig = _figure(12, 1.8 + 0.5 * len(space[names[0]]) * len(space[names[1]]))
     axes = fig.subplots(1, len(shapes), squeeze=False)[0]
-    reasons: dict[str, int] = {}
+    reasons: dict[str, tuple[int, list]] = {}
     for ax, shape in zip(axes, shapes):
         report = _search_report(f"{backend}:6_autotuned", shape)
         _search_panel(ax, report, space, names[:2], names[2:], CUDA if backend == "cuda" else TRITON, reasons)
@@ -1309,7 +1314,7 @@ def matmul_hopper_search(shapes: tuple = ((4096, 4096, 4096), (8192, 8192, 8192)
     import kernels.matmul as mm
     fig = _figure(6 * len(shapes), 4.6)
     axes = fig.subplots(1, len(shapes), squeeze=False)[0]
-    reasons: dict[str, int] = {}
+    reasons: dict[str, tuple[int, list]] = {}
     for ax, shape in zip(axes, shapes):
         report = _search_report(mm.HOPPER_TUNER.name, shape)
         _search_panel(ax, report, mm.HOPPER_SEARCH_SPACE, ["BM", "BN"], ["STAGES", "CLUSTER"], CUDA, reasons)

@@ -254,10 +254,8 @@ def search_summary(reports) -> str:
         timing = f"{r.best_ms:.3f} ms" if r.timed else "not timed"
         lines.append(f"{r.tuner:18s} {_shape_name(tuple(r.shape)):11s} timed {len(r.timed):2d}, pruned {len(r.pruned):2d}: "
                      f"{format_config(r.best)}  {timing}")
-    reasons = {}
-    for r in reports:
-        for reason, k in r.pruned_by_reason().items():
-            reasons[reason] = reasons.get(reason, 0) + k
+    from ladder.autotune import fold_reasons
+    reasons = fold_reasons([p["reason"] for r in reports for p in r.pruned])
     lines += [f"  pruned {k:3d} in all: {reason}" for reason, k in sorted(reasons.items(), key=lambda kv: -kv[1])]
     return "\n".join(lines)
 

@@ -4,7 +4,8 @@ attainable(I) = min(peak compute, I x bandwidth), with I the arithmetic intensit
 The ridge point I* = peak / bandwidth separates memory-bound (left) from compute-bound (right).
 
 The plot: measured roofs solid, datasheet roofs dashed, each labelled where it runs; every rung is a
-marker whose glyph is the rung's number (the same in every lesson) on its backend's colour, named in a
+marker whose glyph is the rung's number (the same in every lesson) on its backend's colour and shape
+(CUDA a circle, Triton a square, the library a diamond: told apart without colour), named in a
 key beside the axes, so no label sits on the data. A second panel zooms on the top decade, where the
 best rungs crowd. A rung profiled by ncu is placed twice on one horizontal line: by the bytes it moved
 from DRAM (filled) and by the bytes the SMs moved through L2 (hollow); the one nearer its roof binds.
@@ -30,6 +31,7 @@ ROOF_NAMES = {"measured": {"copy_TBps": "DRAM copy", "l2_TBps": "L2 copy", "fp32
                             "fp16_tc_TFLOPs": "fp16 tensor-core datasheet"}}
 BANDWIDTHS = ("copy_TBps", "l2_TBps")
 BACKEND_COLORS = {"cuda": "tab:green", "triton": "tab:blue", "torch": "tab:gray"}
+BACKEND_MARKERS = {"cuda": "o", "triton": "s", "torch": "D"}
 # Glyphs of the library rungs (the rungs of ours carry their number: "3b_register_blocked" -> 3b).
 LIBRARY_GLYPHS = {"cublas": "cB", "sdpa": "S", "sdpa_flash": "FA", "add": "+", "three_ops": "3op",
                   "compile": "tc", "fused": "F"}
@@ -138,12 +140,13 @@ def _draw_roofs(ax, ceilings, datasheet, lo, hi):
 
 def _draw_points(ax, pts, arrows, size=170):
     for p in pts:
-        color = BACKEND_COLORS.get(p.backend, "k")
+        color, shape = BACKEND_COLORS.get(p.backend, "k"), BACKEND_MARKERS.get(p.backend, "o")
         if p.l2_intensity:  # the same rung by its L2 bytes: hollow, joined to its DRAM place
             ax.plot([p.l2_intensity, p.intensity], [p.tflops, p.tflops], color=color, lw=0.8, alpha=0.5, zorder=2)
-            ax.scatter(p.l2_intensity, p.tflops, s=size, facecolors="white", edgecolors=color, lw=1.4, zorder=3)
+            ax.scatter(p.l2_intensity, p.tflops, s=size, marker=shape, facecolors="white", edgecolors=color, lw=1.4,
+                       zorder=3)
             ax.scatter(p.l2_intensity, p.tflops, s=size * 0.4 * len(p.glyph), marker=f"${p.glyph}$", color=color, zorder=4)
-        ax.scatter(p.intensity, p.tflops, s=size, color=color, zorder=3)
+        ax.scatter(p.intensity, p.tflops, s=size, marker=shape, color=color, zorder=3)
         ax.scatter(p.intensity, p.tflops, s=size * 0.4 * len(p.glyph), marker=f"${p.glyph}$", color="white", zorder=4)
     if arrows:
         for backend in dict.fromkeys(p.backend for p in pts if p.backend != "torch"):
@@ -257,7 +260,7 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     fig.canvas.draw()
     placed = set().union(*(_label_roofs(where) for where, *_ in panels))
     unlabelled = {line.get_gid(): line for line in ax.get_lines() if line.get_gid() and line.get_gid() not in placed}
-    key = [Line2D([], [], ls="", marker="o", ms=11, color=BACKEND_COLORS.get(p.backend, "k"),
+    key = [Line2D([], [], ls="", marker=BACKEND_MARKERS.get(p.backend, "o"), ms=11, color=BACKEND_COLORS.get(p.backend, "k"),
                   label=f"{p.glyph:>3s}  {p.label}: {p.tflops:.3g} TFLOP/s at {p.intensity:.3g} FLOP/B"
                   + (f" (L2: {p.l2_intensity:.3g})" if p.l2_intensity else "") + (f" [{p.unit}]" if p.unit else ""))
            for p in pts]

@@ -72,3 +72,21 @@ def test_the_glossary_names_every_counter_and_its_metric():
         assert f"`{name}`" in text and f"`{metric}`" in text, name
     for name in verdicts.STALL_NAMES:
         assert f"`stall_{name}`" in text
+
+
+def test_prune_reasons_keep_their_numbers():
+    """Printouts and search pictures fold the prune reasons by kind, with the ranges their numbers span: every
+    number a number, never a placeholder."""
+    import re
+    from collections import Counter
+
+    import matplotlib.pyplot as plt
+
+    from ladder import autotune, diagrams
+    assert autotune.fold_reasons(["needs 136 registers (> 128)", "needs 256 registers (> 128)",
+                                  "238 KiB of shared memory > 227 KiB"]) == \
+        Counter({"needs 136-256 registers (> 128)": 2, "238 KiB of shared memory > 227 KiB": 1})
+    for fig in (diagrams.attention_search("cuda"), diagrams.attention_search("triton"), diagrams.matmul_hopper_search()):
+        keys = [t.get_text() for t in fig.texts if "pruned" in t.get_text()]
+        assert keys and not any(re.search(r"\bN\b", k) for k in keys), keys
+        plt.close(fig)
