@@ -190,7 +190,7 @@ def cmd_notebooks(args) -> None:
 def cmd_exercises(args) -> None:
     import nbformat
     from ladder.exercises import notebooks as exercise_notebooks
-    print(f"{'id':30s} {'points':>6s}  {'exercise':46s} title")
+    print(f"{'id':30s} {'points':>6s}  {'exercise':56s} title")
     for sol in sorted(exercise_notebooks.SOLUTIONS.glob("*.ipynb")):
         solution = nbformat.read(sol, as_version=4)
         points = sum(c.metadata["nbgrader"]["points"] for c in solution.cells if exercise_notebooks.is_graded(c))
@@ -199,7 +199,7 @@ def cmd_exercises(args) -> None:
         answered = exercise_notebooks.answered_cells(nbformat.read(exercise, as_version=4), solution) \
             if exercise.exists() else []
         state = "missing" if not exercise.exists() else f"{len(answered)} answered" if answered else "blank"
-        print(f"{sol.stem:30s} {points:6g}  {str(exercise.relative_to(ROOT)) + ' (' + state + ')':46s} {title}")
+        print(f"{sol.stem:30s} {points:6g}  {str(exercise.relative_to(ROOT)) + ' (' + state + ')':56s} {title}")
     print("grade one: python -m ladder grade NOTEBOOK; write them from solutions/: python -m ladder make-exercises")
 
 
