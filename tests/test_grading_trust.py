@@ -174,8 +174,9 @@ def test_grade_says_in_one_line_what_is_not_an_assignment(tmp_path, capsys, make
 
 # ---------------------------------------------------------------- no answer readable off a checker
 
-from ladder.exercises import (CausalSkip, GroupOrder, MmaFragments, RegisterBlock, SearchPrune,  # noqa: E402
-                              TileIntensity, VectorAddIntensity, a03_tile_intensity, a07_group_order,
+from ladder.exercises import (CausalSkip, GroupOrder, MmaFragments, OnlineSoftmax, PipelineStages,  # noqa: E402
+                              RegisterBlock, SearchPrune, TileIntensity, TileMasks, VectorAddIntensity,
+                              a03_tile_intensity, a04_masks, a05_online_softmax, a06_pipeline_stages, a07_group_order,
                               a08_causal_skip, a10_search_prune, a11_register_block, a12_mma_fragments)
 
 
@@ -199,6 +200,9 @@ NUMERIC = [
 ]
 FUNCTIONS = [
     ("A3 intensity", lambda c, a: c.check_intensity(a), TileIntensity(), a03_tile_intensity),
+    ("A4 masks", lambda c, a: c.check(a), TileMasks(), a04_masks),
+    ("A5 numpy", lambda c, a: c.check_numpy(a), OnlineSoftmax(), a05_online_softmax),
+    ("A6 ring", lambda c, a: c.check(a, a, a), PipelineStages(), a06_pipeline_stages),
     ("A3 loads", lambda c, a: c.check_load_bytes(a), TileIntensity(), a03_tile_intensity),
     ("A7 order", lambda c, a: c.check_order(a), GroupOrder(), a07_group_order),
     ("A8 ranges", lambda c, a: c.check_ranges(a), CausalSkip(), a08_causal_skip),
