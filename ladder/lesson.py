@@ -492,7 +492,8 @@ def wgmma_signatures(families: tuple = ("LDGSTS", "BAR", "UTMALDG", "SYNCS", "HG
 
 def roofs_summary(problem, roofs: dict, label: str, shape: tuple) -> str:
     """The roofs a matmul meets (copy, fp32, fp16 tensor cores), each compute roof's ridge point and the least
-    time `shape` can take under it."""
+    time `shape` can take under it; then the two tensor-core instructions' own ceilings where measured (lesson
+    00's microbenchmarks): what a rung on `mma.sync` or `wgmma` could reach at most."""
     from ladder import roofline
     lines = [f"roofs ({label}): copy {roofs['copy_TBps']:.2f} TB/s, fp32 {roofs['fp32_TFLOPs']:.0f} TFLOP/s, "
              f"fp16 tensor cores {roofs['fp16_tc_TFLOPs']:.0f} TFLOP/s"]
@@ -500,6 +501,9 @@ def roofs_summary(problem, roofs: dict, label: str, shape: tuple) -> str:
         best = problem.flops(shape) / (roofs[key] * 1e12) * 1e3
         lines.append(f"{roofline.ROOFS[key]:17s}: ridge point {roofline.ridge(roofs['copy_TBps'], roofs[key]):4.0f} "
                      f"FLOP/B; {'x'.join(map(str, shape))} at least {best:.3f} ms")
+    if roofs.get("mma_sync_TFLOPs") and roofs.get("wgmma_TFLOPs"):
+        lines.append(f"instruction ceilings: mma.sync {roofs['mma_sync_TFLOPs']:.0f} TFLOP/s, wgmma "
+                     f"{roofs['wgmma_TFLOPs']:.0f} TFLOP/s ({roofs['wgmma_TFLOPs'] / roofs['mma_sync_TFLOPs']:.2f}x)")
     return "\n".join(lines)
 
 
