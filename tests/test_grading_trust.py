@@ -47,6 +47,12 @@ def test_an_exercise_is_current_as_committed(course):
     assert [(m.status, m.detail) for m in notebooks.make_exercises(_no_run, check=True)] == [("current", "")]
 
 
+def test_every_committed_exercise_is_current():
+    """`make-exercises --check` over the repository: nothing written, every exercise what its solution makes."""
+    made = notebooks.make_exercises(_no_run, check=True)
+    assert len(made) == 13 and [(m.path.name, m.detail) for m in made if m.status != "current"] == []
+
+
 def test_the_writer_leaves_a_notebook_with_an_answer_untouched(course):
     path = course / "exercises" / NOTEBOOK_01
     nb = nbformat.read(path, as_version=4)
