@@ -64,7 +64,7 @@ def reason_kind(reason: str) -> str:
     return _NUMBER.sub("#", reason)
 
 
-def with_ranges(kind: str, numbers: list[list[int]]) -> str:
+def _with_ranges(kind: str, numbers: list[list[int]]) -> str:
     """A kind of reason with each of its numbers written back as the range the reasons of that kind span
     ("needs 136-256 registers per thread (> 128)"): real numbers, never a placeholder."""
     spans = iter(f"{min(c)}" if min(c) == max(c) else f"{min(c)}-{max(c)}" for c in zip(*numbers))
@@ -76,7 +76,7 @@ def fold_reasons(reasons: list[str]) -> Counter:
     kinds: dict[str, list[list[int]]] = {}
     for r in reasons:
         kinds.setdefault(reason_kind(r), []).append([int(x) for x in _NUMBER.findall(r)])
-    return Counter({with_ranges(kind, numbers): len(numbers) for kind, numbers in kinds.items()})
+    return Counter({_with_ranges(kind, numbers): len(numbers) for kind, numbers in kinds.items()})
 
 
 @dataclass

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from ladder import colab, exercises, hardware, problems as problems_mod, results as results_mod
+from ladder import colab, hardware, problems as problems_mod, results as results_mod
 from ladder.exercises.notebooks import execute
 from ladder.world import WORLD, NotAvailable, require_gpu
 
@@ -230,9 +230,6 @@ def cmd_grade(args) -> int:
     for path in args.paths:
         try:
             print(exercise_notebooks.grade(Path(path), args.timeout).table(), flush=True)
-        except FileNotFoundError:
-            print(f"{path}: no such file", file=sys.stderr, flush=True)
-            failed += 1
         except exercise_notebooks.NotAnAssignment as e:
             print(e, file=sys.stderr, flush=True)
             failed += 1

@@ -1235,7 +1235,7 @@ def _search_report(tuner: str, shape: tuple):
 def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color: str, reasons: dict) -> None:
     """One search as a grid: a row per combination of row_keys, a column per combination of col_keys; each cell
     the best of its configurations over the other keys: timed (shaded by the best time / its time, the winner
-    starred) or pruned (p1, p2, ...: the kind of reason, numbered in `reasons`, which also collects the numbers
+    starred) or pruned (p1, p2, ...: the kind of reason, numbered in `reasons`, which also collects the reasons
     of each kind for the key)."""
     from ladder.autotune import reason_kind
     import itertools
@@ -1257,9 +1257,8 @@ def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color
                     cells[i, j] = _shade(color, max(0.08, report.best_ms / ms) ** 2)
                     marks[i, j] = "★" if ms == report.best_ms else f"{report.best_ms / ms:.0%}"
                 elif (r, c) in pruned:
-                    kind = reason_kind(pruned[r, c])
-                    number, numbers = reasons.setdefault(kind, (len(reasons) + 1, []))
-                    numbers.append([int(x) for x in re.findall(r"\b\d+\b", pruned[r, c])])
+                    number, of_kind = reasons.setdefault(reason_kind(pruned[r, c]), (len(reasons) + 1, []))
+                    of_kind.append(pruned[r, c])
                     cells[i, j] = LIGHT
                     marks[i, j] = f"p{number}"
     _cells(ax, cells, grid="0.7", lw=0.8)
@@ -1277,9 +1276,9 @@ def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color
 
 
 def _reasons_key(fig, reasons: dict) -> None:
-    from ladder.autotune import with_ranges
-    fig.text(0.01, 0.01, "\n".join(f"p{n}: pruned, {with_ranges(kind, numbers)}"
-                                   for kind, (n, numbers) in reasons.items()) or " ", fontsize=8, va="bottom")
+    from ladder.autotune import fold_reasons
+    fig.text(0.01, 0.01, "\n".join(f"p{n}: pruned, {next(iter(fold_reasons(of_kind)))}"
+                                   for n, of_kind in reasons.values()) or " ", fontsize=8, va="bottom")
     fig.tight_layout(rect=(0, 0.03 + 0.035 * len(reasons), 1, 1))
 
 
@@ -1294,7 +1293,7 @@ def attention_search(backend: str = "triton", causal: int = 0):
     shapes = [s for s in at.HEADLINE if s[4] == causal]
     fig = _figure(12, 1.8 + 0.5 * len(space[names[0]]) * len(space[names[1]]))
     axes = fig.subplots(1, len(shapes), squeeze=False)[0]
-    reasons: dict[str, tuple[int, list]] = {}
+    reasons: dict[str, tuple[int, list[str]]] = {}
     for ax, shape in zip(axes, shapes):
         report = _search_report(f"{backend}:6_autotuned", shape)
         _search_panel(ax, report, space, names[:2], names[2:], CUDA if backend == "cuda" else TRITON, reasons)
@@ -1314,7 +1313,7 @@ def matmul_hopper_search(shapes: tuple = ((4096, 4096, 4096), (8192, 8192, 8192)
     import kernels.matmul as mm
     fig = _figure(6 * len(shapes), 4.6)
     axes = fig.subplots(1, len(shapes), squeeze=False)[0]
-    reasons: dict[str, tuple[int, list]] = {}
+    reasons: dict[str, tuple[int, list[str]]] = {}
     for ax, shape in zip(axes, shapes):
         report = _search_report(mm.HOPPER_TUNER.name, shape)
         _search_panel(ax, report, mm.HOPPER_SEARCH_SPACE, ["BM", "BN"], ["STAGES", "CLUSTER"], CUDA, reasons)

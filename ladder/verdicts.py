@@ -474,6 +474,11 @@ def _stalled(v: float) -> str:
     return f"{v:.0f}" if v >= 10 else f"{v:.2g}"
 
 
+def _top_reasons(m: dict, top: int) -> str:
+    from ladder import profile
+    return ", ".join(f"{STALL_NAMES[r]} {_stalled(v)}" for r, v in profile.top_stalls(m, top))
+
+
 def limiter(m: dict) -> str:
     """What caps the blocks an SM holds at once: the smallest of ncu's occupancy limits (ties named together)."""
     limits = {name: m[key] for key, name in LIMITS.items() if m.get(key)}
@@ -498,9 +503,8 @@ def warp_state_line(problem, label: str, recording=None, top: int = 3, shape: tu
     w = found.get(label)
     if w is None:
         return f"warp states: {label} not profiled"
-    from ladder import profile
     m = w["metrics"]
-    reasons = ", ".join(f"{STALL_NAMES[r]} {_stalled(v)}" for r, v in profile.top_stalls(m, top))
+    reasons = _top_reasons(m, top)
     return (f"warp states (ncu, {shape_label(problem, w['shape'])}, {rec.label_for([w])}): waiting on {reasons} "
             f"(warps per issued instruction); an instruction issued in {m['issue_active_pct']:.0f}% of cycles; "
             f"occupancy {m['occupancy_pct']:.0f}% of {m['occupancy_theoretical_pct']:.0f}% possible "
@@ -512,7 +516,6 @@ def warp_state_table(problem, labels: list[str], recording=None, top: int = 3, s
     """The recorded warp states of the rungs `labels` (at the profiled shape, or `shape`), one line each: issue
     activity, warp cycles per issued instruction, the top stall reasons, the reasons `also` asked for whether or
     not they lead, occupancy (achieved / theoretical), registers, shared memory, limiter."""
-    from ladder import profile
     found, rec = _warp_states(problem, recording, shape)
     extra = "".join(f" {STALL_NAMES[r]:>{max(9, len(STALL_NAMES[r]))}s}" for r in also)
     lines = [f"{'rung':26s} {'issued':>6s} {'cyc/inst':>8s}  {'top stall reasons (warps per issued instruction)':54s}"
@@ -523,7 +526,7 @@ def warp_state_table(problem, labels: list[str], recording=None, top: int = 3, s
             lines.append(f"{label:26s} not profiled")
             continue
         m = w["metrics"]
-        reasons = ", ".join(f"{STALL_NAMES[r]} {_stalled(v)}" for r, v in profile.top_stalls(m, top))
+        reasons = _top_reasons(m, top)
         values = "".join(f" {_stalled(m.get(f'stall_{r}') or 0.0):>{max(9, len(STALL_NAMES[r]))}s}" for r in also)
         lines.append(f"{label:26s} {m['issue_active_pct']:5.0f}% {m['cycles_per_issue']:8.1f}  {reasons:54s}{values} "
                      f"{m['occupancy_pct']:3.0f}%/{m['occupancy_theoretical_pct']:3.0f}% {m['registers_per_thread']:4.0f} "

@@ -172,7 +172,13 @@ def answered_cells(exercise, solution) -> list[str]:
     blank = {grade_id(c): strip_solutions(c.source) for c in solution.cells if is_solution_cell(c)}
     return [f"{gid} ({cell.source.strip().splitlines()[0][:50] if cell.source.strip() else 'emptied'})"
             for cell in exercise.cells if (gid := grade_id(cell)) in blank and cell.source != blank[gid]
-            and checksum(cell.source) != cell.metadata["nbgrader"].get("checksum")]
+            and _edited(cell)]
+
+
+def _edited(cell) -> bool:
+    """An exercise's answer cell whose source is no longer the stub it was written with (its checksum)."""
+    meta = cell.metadata.get("nbgrader", {})
+    return bool(meta.get("solution")) and checksum(cell.source) != meta.get("checksum")
 
 
 @dataclass
@@ -205,10 +211,9 @@ def make_exercises(run_unanswered, force: bool = False, check: bool = False, onl
         ex = exercise_from_solution(solution, ROOT / "exercises" / sol.name)  # its badge: the repository's path
         old = nbformat.read(target, as_version=4) if target.exists() else None
         if check:
-            stale = nbformat.writes(solution) != before or old is None or differences(old, ex)
-            made.append(Made(target, "stale" if stale else "current",
-                             "" if not stale else ("missing" if old is None else differences(old, ex) or
-                                                   f"solutions/{sol.name} lacks its nbgrader metadata")))
+            why = "missing" if old is None else differences(old, ex) or (
+                f"solutions/{sol.name} lacks its nbgrader metadata" if nbformat.writes(solution) != before else "")
+            made.append(Made(target, "stale" if why else "current", why))
             continue
         answered = answered_cells(old, solution) if old is not None else []
         if answered and not force:
@@ -236,15 +241,9 @@ def differences(old, new) -> str:
     if len(old.cells) != len(new.cells):
         return f"{len(old.cells)} cells, not {len(new.cells)}"
     for i, (a, b) in enumerate(zip(old.cells, new.cells)):
-        answered = is_solution_cell_of(a) and checksum(a.source) != a.metadata["nbgrader"].get("checksum")
-        if (a.source != b.source and not answered) or a.metadata.get("nbgrader") != b.metadata.get("nbgrader"):
+        if (a.source != b.source and not _edited(a)) or a.metadata.get("nbgrader") != b.metadata.get("nbgrader"):
             return f"cell {i} ({grade_id(b) or b.cell_type}) differs"
     return ""
-
-
-def is_solution_cell_of(cell) -> bool:
-    """An answer cell by its metadata (an exercise's has no solution block left to see)."""
-    return bool(cell.metadata.get("nbgrader", {}).get("solution"))
 
 
 # ---------------------------------------------------------------- grading a student's notebook
@@ -296,15 +295,14 @@ def cell_score(cell, points: float) -> tuple[float, str]:
     return points, said[-1] if said else "ran without error"
 
 
-def execute(nb, path: Path, timeout: int, quiet_kernel: bool = True, **options) -> None:
+def execute(nb, path: Path, timeout: int, **options) -> None:
     """Run notebook `nb` (saved at `path`) in place, from its folder, as a student's kernel would (lessons,
-    exercises run unanswered, and notebooks being graded). `quiet_kernel`: the kernel process's own log
-    (ipykernel's transport warning, say) goes nowhere instead of into the terminal; what a cell prints still
-    comes back in its outputs."""
+    exercises run unanswered, and notebooks being graded). The kernel process's own log (ipykernel's transport
+    warning, say) goes nowhere instead of into the terminal; what a cell prints comes back in its outputs."""
     import nbclient
-    kernel_log = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL} if quiet_kernel else {}
     nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}}, **options).execute(**kernel_log)
+                            resources={"metadata": {"path": str(path.parent)}}, **options).execute(
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def read_submission(path: Path):
@@ -422,7 +420,7 @@ def grade(path: Path, timeout: int = 900) -> Grade:
     saved = os.environ.get(GRADING_ENV)
     os.environ[GRADING_ENV] = "1"  # the kernel inherits it: a check that does not pass raises
     try:
-        execute(nb, path, timeout, quiet_kernel=True, allow_errors=True)
+        execute(nb, path, timeout, allow_errors=True)
     finally:
         if saved is None:
             os.environ.pop(GRADING_ENV, None)
