@@ -11,14 +11,60 @@ from ladder import results, sass
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _header_and_body(path: str) -> tuple[list[str], list[str]]:
+    """A kernel file's leading comment block (its idea, prediction and SASS signature, which the lesson's
+    prose, prediction table and SASS table give) and the code after it."""
+    lines = (ROOT / path).read_text().splitlines()
+    start = 0
+    while start < len(lines) and (lines[start].startswith("//") or not lines[start].strip()):
+        start += 1
+    return lines[:start], lines[start:]
+
+
 def show_source(path: str) -> None:
-    print((ROOT / path).read_text())
+    """A kernel file's code, after its header comment (a student reads the idea in the lesson's prose)."""
+    header, body = _header_and_body(path)
+    note = f"  (its {len(header)}-line header comment left out: the lesson's prose says it)" if header else ""
+    print(f"// {path}{note}\n" + "\n".join(body))
+
+
+def _unified_diff(old: list[str], new: list[str], before: str, after: str, context: int = 2) -> list[str]:
+    """A unified diff that ignores changes of indentation alone: code that a rung wraps in a new loop reads as
+    context (indented as it is now), not as removed and added again."""
+    matcher = difflib.SequenceMatcher(None, [line.strip() for line in old], [line.strip() for line in new],
+                                      autojunk=False)
+    lines = [f"--- {before}", f"+++ {after}"]
+    for group in matcher.get_grouped_opcodes(context):
+        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        lines.append(f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@")
+        for tag, a1, a2, b1, b2 in group:
+            if tag == "equal":
+                lines += [" " + line for line in new[b1:b2]]
+            else:
+                lines += ["-" + line for line in old[a1:a2]] + ["+" + line for line in new[b1:b2]]
+    return lines
 
 
 def show_diff(before: str, after: str) -> None:
-    """Unified diff between two rungs' files: the one idea the second rung adds."""
-    a, b = (ROOT / before).read_text().splitlines(), (ROOT / after).read_text().splitlines()
-    print("\n".join(difflib.unified_diff(a, b, before, after, lineterm="", n=2)))
+    """The diff between two rungs' code (header comments left out): the one idea the second rung adds.
+    Where a rung rewrites more than it keeps, the diff would be longer than the file: the file instead."""
+    old, new = _header_and_body(before)[1], _header_and_body(after)[1]
+    diff = _unified_diff(old, new, before, after)
+    if len(diff) > len(new):
+        show_source(after)
+    else:
+        print("\n".join(diff))
+
+
+def show_declarations(path: str) -> None:
+    """What a header of helpers offers: each top-level declaration with the comment above it, bodies elided."""
+    shown, depth = [], 0
+    for line in _header_and_body(path)[1]:
+        if depth == 0 and line.strip():
+            opens = line.count("{") - line.count("}")
+            shown.append(line.rstrip() + (" ... }" if opens > 0 else ""))
+        depth += line.count("{") - line.count("}")
+    print(f"// {path}: its declarations (bodies left out)\n" + "\n".join(shown))
 
 
 def _python_function(obj):
@@ -150,7 +196,7 @@ def gpu_model(problem, shape: tuple, name: str = "T4") -> str:
     return "\n".join(lines)
 
 
-# ---- The attention lessons (04a CUDA, 04b Triton): what their cells print, kept out of the notebooks ----
+# ---- The attention lessons (04a and 04b CUDA, 04c Triton): what their cells print, kept out of the notebooks ----
 
 # Passes over the B·H·S² fp32 score matrix, counted in the kernels (the same in CUDA and Triton).
 SCORE_PASSES = {"1_naive": dict(writes=2, reads=4), "2_coalesced": dict(writes=2, reads=3)}
@@ -204,15 +250,6 @@ def attention_count(shapes: list[tuple], ceil: dict, source: str) -> str:
 _SHOWN_INCLUDES: set = set()
 
 
-def _printed(fn, *args) -> str:
-    import contextlib
-    import io
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        fn(*args)
-    return buf.getvalue()
-
-
 def show_cuda_rung(problem, number: int) -> None:
     """CUDA rung `number` of `problem`: its diff from the CUDA rung before when that is shorter than the file,
     else the file; then the headers beside it that it includes, each once per session."""
@@ -231,18 +268,17 @@ def show_cuda_rung(problem, number: int) -> None:
             _SHOWN_INCLUDES.add(path)
             if (ROOT / path).parent == here:
                 print(f"// ===== {path}, included by {source}\n")
-                show_source(str(path))
+                show_declarations(str(path))
                 includes(str(path))
             else:
-                print(f"// {source} includes {path} (lesson 02's building blocks)\n")
+                print(f"// {source} includes {path} (lesson 02a's building blocks)\n")
 
     for rung in mine:
         i = cuda.index(rung)
-        text = _printed(show_source, rung.source)
         if i:
-            diff = _printed(show_diff, cuda[i - 1].source, rung.source)
-            text = diff if diff.count("\n") < text.count("\n") else text
-        print(text)
+            show_diff(cuda[i - 1].source, rung.source)
+        else:
+            show_source(rung.source)
         includes(rung.source)
 
 
@@ -606,3 +642,39 @@ def t4_floors(problem, rows: list[dict], label: str, rungs: dict, shape: tuple) 
         lines.append(f"{rung}: a T4 needs at least {floor:.2f} ms at {'x'.join(map(str, shape))}, "
                      f"{floor / here:.1f}x the time ({label})")
     return "\n".join(lines)
+
+
+# A student's reading pace (words a minute): technical prose and printed tables at 200 (general non-fiction
+# is read at about 240), a kernel's code at half that; a figure takes half a minute.
+PROSE_WPM, CODE_WPM, FIGURE_MINUTES = 200, 100, 0.5
+_KERNEL_TEXT = ("show_source", "show_diff", "show_declarations", "show_cuda_rung", "show_code")
+
+
+def reading_minutes(notebook) -> dict[str, float]:
+    """How long a lesson takes to read, by part: its prose, the code cells, their printed text, the kernel text
+    they print (sources and diffs) and the figures. `notebook`: a path or an nbformat notebook."""
+    import re
+
+    import nbformat
+    nb = nbformat.read(str(notebook), 4) if isinstance(notebook, (str, Path)) else notebook
+    words = {"prose": 0, "code": 0, "printed": 0, "kernel": 0}
+    figures = 0
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            words["prose"] += len(re.sub(r"<!--.*?-->", "", cell.source, flags=re.S).split())
+            continue
+        if cell.cell_type != "code" or cell.source.startswith("# @title Colab"):  # the install cell: not read
+            continue
+        words["code"] += len(cell.source.split())
+        kernel = any(name + "(" in cell.source for name in _KERNEL_TEXT)
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if "image/png" in data or "image/svg+xml" in data:
+                figures += 1
+                continue
+            text = output.get("text") or data.get("text/plain", "")
+            words["kernel" if kernel else "printed"] += len("".join(text).split())
+    minutes = {part: n / (CODE_WPM if part == "kernel" else PROSE_WPM) for part, n in words.items()}
+    minutes["figures"] = figures * FIGURE_MINUTES
+    minutes["total"] = sum(minutes.values())
+    return minutes

@@ -73,6 +73,13 @@ class Problem:
         ("triton:6_autotuned")."""
         return replace(self, rungs=[r for r in self.rungs if r.backend in backends or r.label in backends])
 
+    def span(self, backend: str, first: str, last: str) -> "Problem":
+        """The same problem with `backend`'s rungs from `first` to `last` (ladder order) and the other backends'
+        rungs: one part of a ladder that two lessons share."""
+        names = [r.name for r in self.rungs if r.backend == backend]
+        kept = set(names[names.index(first):names.index(last) + 1])
+        return replace(self, rungs=[r for r in self.rungs if r.backend != backend or r.name in kept])
+
     def intensity(self, shape: tuple) -> float:
         return self.flops(shape) / self.min_bytes(shape)
 

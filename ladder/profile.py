@@ -120,17 +120,25 @@ SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "SpeedOfLight_RooflineChar
 
 def sections_command(problem: str, backend: str, rung: str, shape: tuple, python: str = "python") -> list[str]:
     """The ncu command that prints SECTIONS (as text) for one rung run once at `shape`."""
+    return ncu_sections_command([python, "-m", "ladder", "run-once", problem, backend, rung, *map(str, shape)])
+
+
+def ncu_sections_command(program: list[str]) -> list[str]:
+    """The ncu command that prints SECTIONS for what `program` runs between cudaProfilerStart and Stop."""
     return ["ncu", "--clock-control", "none", "--profile-from-start", "off",
-            *[arg for name in SECTIONS for arg in ("--section", name)],
-            python, "-m", "ladder", "run-once", problem, backend, rung, *map(str, shape)]
+            *[arg for name in SECTIONS for arg in ("--section", name)], *program]
 
 
 def sections(problem: str, backend: str, rung: str, shape: tuple) -> str:
     """ncu's pages for SECTIONS, as it prints them, for one rung run once (its own ==PROF== lines left out)."""
+    return program_sections(sections_command(problem, backend, rung, shape, sys.executable))
+
+
+def program_sections(command: list[str]) -> str:
+    """Run an ncu command of `ncu_sections_command`'s and return its pages (its own ==PROF== lines left out)."""
     if not available():
         raise NotAvailable("Nsight Compute (ncu) is not on PATH here.")
-    out = subprocess.run(sections_command(problem, backend, rung, shape, sys.executable),
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(command, capture_output=True, text=True, timeout=600)
     text = "\n".join(line for line in out.stdout.splitlines() if not line.startswith("==PROF=="))
     if out.returncode or "Section:" not in text:
         raise RuntimeError(f"ncu failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")

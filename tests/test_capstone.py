@@ -8,8 +8,8 @@ import torch
 
 import kernels.matmul_bias_relu as mbr
 from kernels import attention as attention_problem
-from ladder import check, cli, hardware, results
-from ladder.capstone import costs, decision, endtoend, families, model
+from ladder import check, cli, hardware, profile, results
+from ladder.capstone import costs, decision, endtoend, families, hot_op, model
 
 
 @pytest.mark.parametrize("name, family", [
@@ -218,3 +218,20 @@ def test_the_variant_table_says_how_busy_the_gpu_was():
     row["variants"]["compile + ours"]["ms"] = 6.0
     line = next(x for x in endtoend.variant_table(row).splitlines() if x.startswith("compile + ours"))
     assert "3.000" in line and "50%" in line  # half the measured time, the GPU waited for the host
+
+
+def test_compile_projection_is_the_matmul_kernel_without_a_bias_epilogue():
+    row = fake_row()
+    row["profiles"]["torch.compile"]["top"] = [["nvjet_bias_TNN", "matmul", 900.0], ["triton_poi_gelu", "GELU/bias", 800.0],
+                                               ["nvjet_TNN", "matmul", 700.0]]
+    assert decision.compiled_projection(row) == ("nvjet_TNN", 700.0)
+    assert decision.compiled_projection(fake_row()) is None   # a profile without one names none
+
+
+def test_the_hot_op_is_profiled_in_the_models_layout():
+    """ncu runs the projection as nn.Linear does (weight vocab x d_model: cuBLAS's _tn_ kernel), not x @ b."""
+    cfg = model.PRESETS["tiny"]
+    x, w = hot_op.projection_operands(cfg, cfg.vocab, torch.Generator().manual_seed(0), device="cpu")
+    assert x.shape == (cfg.tokens, cfg.d_model) and w.shape == (cfg.vocab, cfg.d_model) and w.is_contiguous()
+    command = profile.ncu_sections_command(["python", "-m", "ladder.capstone.hot_op", "tiny"])
+    assert command[:3] == ["ncu", "--clock-control", "none"] and command[-3:] == ["-m", "ladder.capstone.hot_op", "tiny"]

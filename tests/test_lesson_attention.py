@@ -1,4 +1,4 @@
-"""Lessons 04a/04b: within LESSONS.md's budgets, and the helpers of ladder.lesson they call."""
+"""Lessons 04a-04c: within LESSONS.md's budgets, and the helpers of ladder.lesson they call."""
 from __future__ import annotations
 
 import re
@@ -11,7 +11,7 @@ import kernels.attention as at
 from ladder import autotune, lesson
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-ATTENTION = ["04a_attention_cuda.ipynb", "04b_attention_triton.ipynb"]
+ATTENTION = ["04a_attention_cuda.ipynb", "04b_attention_cuda_tensor_cores.ipynb", "04c_attention_triton.ipynb"]
 
 
 def test_traffic_counts_the_score_passes():

@@ -8,6 +8,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from ladder import lesson
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 LESSONS = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
 SOURCE_CELL = re.compile(r"show_source|show_diff|show_cuda_rung|show_code")  # a kernel's source or diff
@@ -37,4 +39,22 @@ def test_lesson_within_budgets(name):
 
 
 def test_every_lesson_is_checked():
-    assert {"00_roofline.ipynb", "02_matmul_cuda.ipynb", "04a_attention_cuda.ipynb", "05_capstone.ipynb"} <= set(LESSONS)
+    assert {"00_roofline.ipynb", "02a_matmul_cuda.ipynb", "02b_matmul_cuda_hopper.ipynb", "02c_matmul_cuda_clusters.ipynb",
+            "04a_attention_cuda.ipynb", "04b_attention_cuda_tensor_cores.ipynb", "05_capstone.ipynb"} <= set(LESSONS)
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_lesson_reads_in_45_minutes(name):
+    """Prose, code, printed tables, kernel text and figures at a student's pace (ladder.lesson's rates)."""
+    minutes = lesson.reading_minutes(NOTEBOOKS / name)
+    assert minutes["total"] <= 45, {part: round(m, 1) for part, m in minutes.items()}
+
+
+def test_reading_estimate_counts_kernel_text_at_half_pace():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("word " * 200),
+        nbformat.v4.new_code_cell('lesson.show_source("k.cu")', outputs=[
+            nbformat.v4.new_output("stream", name="stdout", text="code " * 100)]),
+        nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output("display_data", data={"image/png": ""})])])
+    minutes = lesson.reading_minutes(nb)
+    assert (minutes["prose"], minutes["kernel"], minutes["figures"]) == (1, 1, 0.5)

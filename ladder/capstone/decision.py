@@ -147,18 +147,15 @@ def headroom_table(row: dict | None) -> str:
 
 # ---------------------------------------------------------------- Nsight Compute on the hottest op
 
-def hottest_op(model: str = "gpt2-small") -> tuple:
-    """The vocabulary projection as `ladder run-once` takes it: matmul torch cublas M N K."""
-    cfg = PRESETS[model]
-    return "matmul", "torch", "cublas", (cfg.tokens, cfg.vocab, cfg.d_model)
-
-
 def hottest_op_ncu(model: str = "gpt2-small") -> dict:
-    """ncu's speed-of-light, memory-workload and roofline sections for the hottest op, run once (GPU with ncu)."""
+    """ncu's speed-of-light, memory-workload and roofline sections for the hottest op, the vocabulary projection
+    run once as the model runs it (ladder/capstone/hot_op.py; a GPU with ncu)."""
+    import sys
+
     from ladder import profile
-    problem, backend, rung, shape = hottest_op(model)
-    return {"command": " ".join(profile.sections_command(problem, backend, rung, shape)),
-            "text": profile.sections(problem, backend, rung, shape)}
+    command = profile.ncu_sections_command([sys.executable, "-m", "ladder.capstone.hot_op", model])
+    shown = profile.ncu_sections_command(["python", "-m", "ladder.capstone.hot_op", model])
+    return {"command": " ".join(shown), "text": profile.program_sections(command)}
 
 
 def ncu_report(row: dict | None, label: str, model: str = "gpt2-small") -> str:
@@ -175,17 +172,6 @@ def ncu_report(row: dict | None, label: str, model: str = "gpt2-small") -> str:
 
 
 
-def read_ncu(text: str) -> dict:
-    """From ncu's printed sections: the kernel's name and its speed-of-light percentages (None where absent)."""
-    import re
-    kernel = next((line.strip().split("(")[0].strip() for line in text.splitlines() if ", Context " in line), None)
-
-    def value(metric: str) -> float | None:
-        found = re.search(rf"^\s*{re.escape(metric)}\s+%\s+([\d.,]+)", text, re.M)
-        return float(found.group(1).replace(",", "")) if found else None
-    return {"kernel": kernel, "compute_pct": value("Compute (SM) Throughput"), "dram_pct": value("DRAM Throughput")}
-
-
 def padding_report(row: dict | None, label: str) -> str:
     """The hottest op, and the fix that is a shape: the vocabulary projection alone at the model's vocabulary and
     padded to a multiple of 64, Amdahl's prediction for the model from the two, and the model measured both ways."""
@@ -195,10 +181,6 @@ def padding_report(row: dict | None, label: str) -> str:
     op = next(o for o in costs.ops(PRESETS[row["model"]]) if o.name == "vocabulary projection")
     floor = op.floor_ms(row["ceilings"])
     lines = [f"{label}: the vocabulary projection alone (8192 tokens x 768 -> vocabulary), eager model {eager:.3f} ms"]
-    if row.get("ncu"):
-        n = read_ncu(row["ncu"]["text"])
-        lines.append(f"  ncu at vocabulary {v['vocab']}: kernel {n['kernel']}, compute {n['compute_pct']}%, "
-                     f"DRAM {n['dram_pct']}% of peak")
     for vocab, ms in ((v["vocab"], v["alone_ms"]), (v["padded"], v["padded_alone_ms"])):
         lines.append(f"  vocabulary {vocab}: {1e3 * ms:7.1f} µs alone = {ms / floor:.2f}x its floor "
                      f"({1e3 * floor:.1f} µs), {100 * ms / eager:.1f}% of the eager forward pass")
@@ -209,4 +191,16 @@ def padding_report(row: dict | None, label: str) -> str:
                  f"({eager / predicted:.2f}x) for the model")
     lines.append(f"  measured, eager model with the padded vocabulary: {measured['ms']:.3f} ms "
                  f"(p20-p80 {measured['ms_p20']:.3f}-{measured['ms_p80']:.3f}): {eager / measured['ms']:.2f}x")
+    compiled = compiled_projection(row)
+    if compiled:
+        name, us = compiled
+        lines.append(f"  torch.compile's projection, unpadded: {name} {us:.0f} µs a forward pass = "
+                     f"{us / 1e3 / floor:.2f}x its floor")
     return "\n".join(lines)
+
+
+def compiled_projection(row: dict) -> tuple[str, float] | None:
+    """The vocabulary projection's kernel in torch.compile's recorded profile, and its µs per forward pass: the
+    model's one linear layer without a bias, so the heaviest matmul kernel with no bias epilogue in its name."""
+    top = row.get("profiles", {}).get("torch.compile", {}).get("top", [])
+    return next(((name, us) for name, family, us in top if family == "matmul" and "bias" not in name), None)

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from ladder import check
-from ladder.capstone import costs, families
+from ladder.capstone import costs, families, hot_op
 from ladder.capstone import model as model_mod
 from ladder.timing import bench
 
@@ -137,10 +137,9 @@ def vocab_padding(cfg: model_mod.Config, tokens: torch.Tensor, gen: torch.Genera
     """The vocabulary projection alone at the model's vocabulary and at it padded to a multiple of PAD_TO (the
     extra logits are never used: a slice drops them), and the eager model both ways: the fix that is a shape."""
     padded = -(-cfg.vocab // PAD_TO) * PAD_TO
-    x = torch.randn(cfg.tokens, cfg.d_model, generator=gen, device="cuda", dtype=torch.float16)
     alone = {}
     for vocab in (cfg.vocab, padded):
-        w = 0.02 * torch.randn(vocab, cfg.d_model, generator=gen, device="cuda", dtype=torch.float16)
+        x, w = hot_op.projection_operands(cfg, vocab, gen)
         alone[vocab] = bench(lambda: F.linear(x, w)).median_ms
     net = model_mod.build(dataclasses.replace(cfg, vocab=padded), "cuda")
     net(tokens)
