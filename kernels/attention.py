@@ -261,7 +261,7 @@ def _tune(labels: list[str]) -> list:
             + (triton_attention.tune(HEADLINE) if "triton:6_autotuned" in labels else []))
 
 
-# ------------------------------------------------------------- memory: what a call allocates (lesson 04)
+# ------------------------------------------------------------- memory: what a call allocates (lessons 04a-04c)
 
 MATERIALIZED = ("1_naive", "2_coalesced")   # the rungs, in both languages, that keep S = Q·Kᵀ (then P) in DRAM
 

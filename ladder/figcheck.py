@@ -1,16 +1,21 @@
 """Is a figure legible? `collisions(fig)` lists what a reader could not read: two pieces of text on top
-of each other, text over a plotted point, a legend over data. tests/test_figures.py runs it on every
-figure the lessons and the package draw."""
+of each other (roof labels included), text over a plotted point, a marker hiding another marker, a legend
+over data. tests/test_figures.py runs it on every figure the lessons and the package draw.
+
+A mark drawn in layers (a shape and the rung's number on it) is one mark: its layers share a gid, which also
+names it in what `collisions` reports."""
 from __future__ import annotations
 
 import numpy as np
 from matplotlib.collections import PathCollection
 from matplotlib.legend import Legend
+from matplotlib.markers import MarkerStyle
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
-from matplotlib.transforms import Bbox
+from matplotlib.transforms import Affine2D, Bbox
 
 SLACK = 1.0   # pixels two boxes may share (anti-aliased edges touching is not a collision)
+MARKER_OVERLAP = 0.3   # share of the smaller marker another may cover before a reader loses it
 
 
 def _shrunk(box: Bbox) -> Bbox:
@@ -45,28 +50,56 @@ def _legends(fig) -> list[Legend]:
     return [lg for lg in fig.findobj(Legend) if lg.get_visible()]
 
 
-def _points(ax) -> list[Bbox]:
-    """Boxes of the plotted markers (scatter and line markers) of one Axes, in pixels."""
-    boxes = []
-    scale = ax.figure.dpi / 72
+def markers(ax) -> list[tuple[str | None, str, Bbox]]:
+    """(gid, name, box in pixels) of every plotted marker of one Axes, scatter and line markers, boxed by the
+    marker's own outline. The name is the gid, else the artist's label, else where the marker sits."""
+    found = []
+    to_pixels = ax.figure.dpi / 72
     for coll in ax.collections:
-        if not isinstance(coll, PathCollection) or not coll.get_visible():
+        if not isinstance(coll, PathCollection) or not coll.get_visible() or not len(coll.get_transforms()):
             continue
-        sizes = coll.get_sizes()
-        for i, (x, y) in enumerate(coll.get_offset_transform().transform(coll.get_offsets())):
-            r = np.sqrt(sizes[i % len(sizes)] if len(sizes) else 36) / 2 * scale
-            boxes.append(Bbox([[x - r, y - r], [x + r, y + r]]))
+        paths, scales = coll.get_paths(), coll.get_transforms()   # scales: each marker's size, set by the draw
+        pixels = coll.get_offset_transform().transform(coll.get_offsets())
+        for i, (where, (x, y)) in enumerate(zip(coll.get_offsets(), pixels)):
+            box = paths[i % len(paths)].get_extents(Affine2D(scales[i % len(scales)])).translated(x, y)
+            found.append((coll.get_gid(), _name(coll, where), box))
     for line in ax.get_lines():
         if line.get_visible() and line.get_marker() not in (None, "", "None", " "):
-            r = line.get_markersize() / 2 * scale
-            for x, y in line.get_transform().transform(np.column_stack(line.get_data())):
-                boxes.append(Bbox([[x - r, y - r], [x + r, y + r]]))
-    return [b for b in boxes if np.all(np.isfinite(b.get_points())) and ax.bbox.overlaps(b)]
+            style = MarkerStyle(line.get_marker())
+            outline = style.get_path().get_extents(style.get_transform().scale(line.get_markersize() * to_pixels))
+            data = np.column_stack(line.get_data())
+            for where, (x, y) in zip(data, line.get_transform().transform(data)):
+                found.append((line.get_gid(), _name(line, where), outline.translated(x, y)))
+    return [(gid, name, box) for gid, name, box in found
+            if np.all(np.isfinite(box.get_points())) and ax.bbox.overlaps(box)]
+
+
+def _name(artist, where) -> str:
+    label = artist.get_label()
+    return artist.get_gid() or (label if label and not label.startswith("_") else
+                                f"at ({where[0]:.3g}, {where[1]:.3g})")
+
+
+def _covered(a: Bbox, b: Bbox) -> float:
+    """The share of the smaller of two boxes that the other covers."""
+    width = min(a.x1, b.x1) - max(a.x0, b.x0)
+    height = min(a.y1, b.y1) - max(a.y0, b.y0)
+    smaller = min(a.width * a.height, b.width * b.height)
+    return max(width, 0) * max(height, 0) / smaller if smaller > 0 else 0.0
+
+
+def _markers_on_markers(ax) -> list[str]:
+    """Two markers of different marks where one covers much of the other: a reader cannot see both."""
+    marks = markers(ax)
+    where = f" in {ax.get_title().splitlines()[0]!r}" if ax.get_title() else ""
+    return [f"marker {a!r} sits on marker {b!r}{where}"
+            for i, (gid_a, a, box_a) in enumerate(marks) for gid_b, b, box_b in marks[i + 1:]
+            if (gid_a is None or gid_a != gid_b) and _covered(box_a, box_b) > MARKER_OVERLAP]
 
 
 def _data(ax) -> list[Bbox]:
     """Everything a legend must not cover: markers, bars, and the lines (sampled every few pixels)."""
-    boxes = _points(ax)
+    boxes = [box for _, _, box in markers(ax)]
     for patch in ax.patches:
         if isinstance(patch, Rectangle) and patch.get_visible() and patch.get_width() and patch.get_height():
             boxes.append(patch.get_window_extent())
@@ -84,7 +117,8 @@ def _data(ax) -> list[Bbox]:
 
 
 def collisions(fig) -> list[str]:
-    """What is unreadable in `fig`: overlapping texts, texts over markers, legends over data or text."""
+    """What is unreadable in `fig`: overlapping texts, texts over markers, markers on markers, legends over data
+    or text."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     texts = _texts(fig, renderer)
@@ -94,10 +128,11 @@ def collisions(fig) -> list[str]:
             if _shrunk(box_a).overlaps(_shrunk(box_b)):
                 found.append(f"text {a!r} overlaps text {b!r}")
     for ax in fig.axes:
-        for marker in _points(ax):
+        for _, name, marker in markers(ax):
             for text, box in texts:
                 if _shrunk(box).overlaps(_shrunk(marker)):
-                    found.append(f"text {text!r} covers a plotted point")
+                    found.append(f"text {text!r} covers a plotted point ({name})")
+        found += _markers_on_markers(ax)
     for legend in _legends(fig):
         box = _shrunk(legend.get_window_extent(renderer))
         if any(box.overlaps(b) for ax in fig.axes for b in _data(ax)):

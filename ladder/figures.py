@@ -107,33 +107,58 @@ def speed_bars(rows: list[dict], shapes: list[tuple], source: str, anchor: str =
     return fig
 
 
+SWEEP_MARK = 110   # points² of a rung's mark on a size sweep
+
+
 def size_sweep(rows: list[dict], size_of, xlabel: str, source: str, unavailable_from: float | None = None,
                note: str = ""):
-    """TFLOP/s against problem size, one line per rung (colour: backend, mark: rung), log-log; sizes from
-    `unavailable_from` on shaded with `note` written under the axes."""
+    """TFLOP/s against problem size, one line per rung, log-log. Each line is marked at both ends (colour and
+    shape: backend, number: rung); where the best rungs end within a few % of each other, their marks stand
+    in a row at that height, fastest on the line's end, the rest ranked outwards, so no mark hides another.
+    Sizes from `unavailable_from` on shaded, `note` in the legend."""
+    from matplotlib.lines import Line2D
     fig, ax = plt.subplots(figsize=(9, 4.5))
     sizes = sorted({size_of(r["shape"]) for r in rows})
-    for label in dict.fromkeys(_label(r) for r in rows):
-        pts = sorted((size_of(r["shape"]), r["tflops"]) for r in rows if _label(r) == label)
-        if len(pts) < 2:
-            continue
-        backend = label.split(":")[0]
-        glyph = roofline.Point(label, 1, 1, backend).glyph
-        ax.plot(*zip(*pts), ls=LINE_STYLES.get(backend, "-"), color=roofline.BACKEND_COLORS.get(backend, "k"),
-                marker=f"${glyph}$", ms=9 + 3 * len(glyph), label=f"{glyph:>3s}  {label}")
-    lo, hi = sizes[0] / 1.3, sizes[-1] * 1.3
-    if unavailable_from:
-        ax.axvspan(unavailable_from, hi, color="tab:red", alpha=0.08, label=note)
-    ax.set_xlim(lo, hi)
+    series = {label: sorted((size_of(r["shape"]), r["tflops"]) for r in rows if _label(r) == label)
+              for label in dict.fromkeys(_label(r) for r in rows)}
+    series = {label: pts for label, pts in series.items() if len(pts) >= 2}
+    speeds = [tf for pts in series.values() for _, tf in pts]
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    # room beside the first and the last size for the rows of marks
+    ax.set(xlim=(sizes[0] / 2**1.2, sizes[-1] * 2**1.2), ylim=(min(speeds) / 1.5, max(speeds) * 1.5))
+    handles = []
+    for label, pts in series.items():
+        backend = label.split(":")[0]
+        style = dict(ls=LINE_STYLES.get(backend, "-"), color=roofline.BACKEND_COLORS.get(backend, "k"))
+        ax.plot(*zip(*pts), lw=1.2, zorder=2, **style)
+        handles.append(Line2D([], [], marker=roofline.BACKEND_MARKERS.get(backend, "o"), ms=8,
+                              label=f"{roofline.Point(label, 1, 1).glyph:>3s}  {label}", **style))
+    for end, side in ((0, -1), (-1, 1)):
+        _mark_row(ax, {label: pts[end] for label, pts in series.items()}, side)
+    if unavailable_from:
+        handles.append(ax.axvspan(unavailable_from, ax.get_xlim()[1], color="tab:red", alpha=0.08, label=note))
     ax.set_xticks(sizes, [str(s) for s in sizes])
     ax.set_xlabel(xlabel)
     ax.set_ylabel("TFLOP/s")
     ax.set_title(source, fontsize=9)
     ax.grid(True, which="both", alpha=0.2)
-    _legend_outside(ax)
+    _legend_outside(ax, handles=handles)
     return fig
+
+
+def _mark_row(ax, ends: dict[str, tuple[float, float]], side: int):
+    """Each rung's mark at its line's end (label -> (size, TFLOP/s)), fastest first; one that would hide a mark
+    already drawn moves outwards (`side`: -1 left, 1 right) at its own height, with a leader back to its end."""
+    ranked = sorted(ends, key=lambda label: -ends[label][1])
+    glyphs = {label: roofline.Point(label, 1, 1).glyph for label in ranked}
+    extents = [roofline.mark_extent(ax, glyphs[label], label.split(":")[0], SWEEP_MARK) for label in ranked]
+    for label, x in zip(ranked, roofline.spread(ax, [ends[label] for label in ranked], extents, (side,))):
+        backend = label.split(":")[0]
+        end_x, y = ends[label]
+        if x != end_x:
+            ax.plot([end_x, x], [y, y], color=roofline.BACKEND_COLORS.get(backend, "k"), lw=0.6, zorder=2)
+        roofline.draw_mark(ax, x, y, glyphs[label], backend, SWEEP_MARK, label)
 
 
 def memory_needed(curves: dict[str, list[float]], sizes: list[int], memories: dict[str, float], xlabel: str):

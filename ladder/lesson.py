@@ -524,7 +524,7 @@ def wgmma_signatures(families: tuple = ("LDGSTS", "BAR", "UTMALDG", "SYNCS", "HG
                            families)
 
 
-# ---------------------------------------------------------------- lesson 02's tables
+# ---------------------------------------------------------------- lessons 02a-02c's tables
 
 def roofs_summary(problem, roofs: dict, label: str, shape: tuple) -> str:
     """The roofs a matmul meets (copy, fp32, fp16 tensor cores), each compute roof's ridge point and the least

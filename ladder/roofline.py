@@ -7,8 +7,12 @@ The plot: measured roofs solid, datasheet roofs dashed, each labelled where it r
 marker whose glyph is the rung's number (the same in every lesson) on its backend's colour and shape
 (CUDA a circle, Triton a square, the library a diamond: told apart without colour), named in a
 key beside the axes, so no label sits on the data. A second panel zooms on the top decade, where the
-best rungs crowd. A rung profiled by ncu is placed twice on one horizontal line: by the bytes it moved
+best rungs crowd: their marks are drawn there only (a grey box in the first panel stands for them), and a
+mark that would hide another is set beside it at its own height, with a leader from a tick at its true
+place (`spread`). A rung profiled by ncu is placed twice on one horizontal line: by the bytes it moved
 from DRAM (filled) and by the bytes the SMs moved through L2 (hollow); the one nearer its roof binds.
+Roof labels keep off the marks, each other and (flat ones) the other roofs; a roof with no room is named
+in the key.
 """
 from __future__ import annotations
 
@@ -138,49 +142,142 @@ def _draw_roofs(ax, ceilings, datasheet, lo, hi):
                         alpha=1 if tag == "measured" else 0.55, zorder=1, gid=name)
 
 
-def _draw_points(ax, pts, arrows, size=170):
+def _glyph_size(size: float, glyph: str) -> float:
+    """Scatter size of a rung's number drawn on a mark of `size`: wider numbers get more room."""
+    return size * 0.4 * len(glyph)
+
+
+def draw_mark(ax, x, y, glyph: str, backend: str, size: float, gid: str, hollow: bool = False):
+    """One rung's mark: its backend's shape and colour with its number on it (hollow: white inside). Both layers
+    carry `gid`, which tells ladder.figcheck they are one mark and names it."""
+    color, shape = BACKEND_COLORS.get(backend, "k"), BACKEND_MARKERS.get(backend, "o")
+    if hollow:
+        ax.scatter(x, y, s=size, marker=shape, facecolors="white", edgecolors=color, lw=1.4, zorder=3, gid=gid)
+    else:
+        ax.scatter(x, y, s=size, marker=shape, color=color, zorder=3, gid=gid)
+    ax.scatter(x, y, s=_glyph_size(size, glyph), marker=f"${glyph}$", color=color if hollow else "white", zorder=4,
+               gid=gid)
+
+
+def mark_extent(ax, glyph: str, backend: str, size: float) -> tuple[float, float]:
+    """(width, height) in pixels of a rung's mark: its shape, or the number on it where that is larger."""
+    from matplotlib.markers import MarkerStyle
+    extents = []
+    for marker, s in ((BACKEND_MARKERS.get(backend, "o"), size), (f"${glyph}$", _glyph_size(size, glyph))):
+        style = MarkerStyle(marker)
+        box = style.get_path().get_extents(style.get_transform())
+        extents.append((box.width * np.sqrt(s), box.height * np.sqrt(s)))
+    to_pixels = ax.figure.dpi / 72
+    return max(w for w, _ in extents) * to_pixels, max(h for _, h in extents) * to_pixels
+
+
+MARK_GAP = 4.0   # pixels between two marks set side by side (their outlines are drawn half outside them)
+
+
+def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, float]],
+           sides: tuple[int, ...] = (-1, 1)) -> list[float]:
+    """The x (data) to draw each mark at so that none hides another: in order, a mark (its place in data, its
+    (width, height) in pixels) keeps its place if no mark placed before covers it, else moves sideways to the
+    nearest free place, a mark's width at a time, to the `sides` in their order (-1 left, 1 right: by default
+    left first, as roofs are labelled from their right end), inside the axes. Its y stays: that is the
+    measurement. The axes' limits must be set."""
+    from matplotlib.transforms import Bbox
+    taken, xs = [], []
+    for (x, y), (w, h) in zip(places, extents):
+        px, py = ax.transData.transform((x, y))
+        for step in (0, *(side * k for k in range(1, 16) for side in sides)):
+            box = Bbox.from_bounds(px + step * (w + MARK_GAP) - w / 2, py - h / 2, w, h)
+            if ax.bbox.x0 <= box.x0 and box.x1 <= ax.bbox.x1 and not any(box.overlaps(t) for t in taken):
+                break
+        else:   # no room anywhere: left where it is (ladder.figcheck will say so)
+            step, box = 0, Bbox.from_bounds(px - w / 2, py - h / 2, w, h)
+        taken.append(box.padded(MARK_GAP / 2))
+        xs.append(x if step == 0 else ax.transData.inverted().transform((px + step * (w + MARK_GAP), py))[0])
+    return xs
+
+
+def _draw_points(ax, pts, size):
+    """Every rung at its DRAM place (filled) and, where profiled, its L2 place (hollow) on one horizontal line.
+    A mark that would hide another is set beside it (spread), with a leader from a tick at its true place."""
+    marks = [(p, p.intensity, False) for p in pts] + [(p, p.l2_intensity, True) for p in pts if p.l2_intensity]
+    xs = spread(ax, [(x, p.tflops) for p, x, _ in marks],
+                [mark_extent(ax, p.glyph, p.backend, size) for p, *_ in marks])
     for p in pts:
-        color, shape = BACKEND_COLORS.get(p.backend, "k"), BACKEND_MARKERS.get(p.backend, "o")
-        if p.l2_intensity:  # the same rung by its L2 bytes: hollow, joined to its DRAM place
-            ax.plot([p.l2_intensity, p.intensity], [p.tflops, p.tflops], color=color, lw=0.8, alpha=0.5, zorder=2)
-            ax.scatter(p.l2_intensity, p.tflops, s=size, marker=shape, facecolors="white", edgecolors=color, lw=1.4,
-                       zorder=3)
-            ax.scatter(p.l2_intensity, p.tflops, s=size * 0.4 * len(p.glyph), marker=f"${p.glyph}$", color=color, zorder=4)
-        ax.scatter(p.intensity, p.tflops, s=size, marker=shape, color=color, zorder=3)
-        ax.scatter(p.intensity, p.tflops, s=size * 0.4 * len(p.glyph), marker=f"${p.glyph}$", color="white", zorder=4)
-    if arrows:
-        for backend in dict.fromkeys(p.backend for p in pts if p.backend != "torch"):
-            ladder = [p for p in pts if p.backend == backend]
-            for a, b in zip(ladder, ladder[1:]):
-                ax.annotate("", (b.intensity, b.tflops), (a.intensity, a.tflops), zorder=2,
-                            arrowprops=dict(arrowstyle="->", color=BACKEND_COLORS.get(backend, "k"), alpha=0.35,
+        if p.l2_intensity:
+            ax.plot([p.l2_intensity, p.intensity], [p.tflops, p.tflops], color=BACKEND_COLORS.get(p.backend, "k"),
+                    lw=0.8, alpha=0.5, zorder=2)
+    for (p, x, hollow), drawn_x in zip(marks, xs):
+        if drawn_x != x:   # a leader from a short tick at the true place
+            _, py = ax.transData.transform((x, p.tflops))
+            low, high = (ax.transData.inverted().transform((0, py + d))[1] for d in (-4, 4))
+            ax.plot([x, x, x, drawn_x], [low, high, p.tflops, p.tflops], color=BACKEND_COLORS.get(p.backend, "k"),
+                    lw=0.8, zorder=2)
+        draw_mark(ax, drawn_x, p.tflops, p.glyph, p.backend, size, f"{p.label} (L2)" if hollow else p.label, hollow)
+
+
+def _draw_arrows(ax, pts, shown):
+    """Each backend's ladder, rung to rung, between the rungs' DRAM places; a step between two rungs not `shown`
+    (both in the zoomed top decade) is left to the zoom."""
+    for backend in dict.fromkeys(p.backend for p in pts if p.backend != "torch"):
+        ladder = [p for p in pts if p.backend == backend]
+        for a, b in zip(ladder, ladder[1:]):
+            if a not in shown and b not in shown:
+                continue
+            ax.annotate("", (b.intensity, b.tflops), (a.intensity, a.tflops), zorder=2,
+                        arrowprops=dict(arrowstyle="->", color=BACKEND_COLORS.get(backend, "k"), alpha=0.35,
                                         shrinkA=8, shrinkB=8))
+
+
+LABEL_GAP = 3.0   # pixels kept clear around a roof's label: two labels end to end would read as one
 
 
 def _label_roofs(ax) -> set[str]:
     """Write each roof's name on the roof itself, at the first place along it where the text covers no
-    marker and no other label (tried from the right end of the roof leftwards). Returns the names written."""
+    marker, no other label and no other roof (tried from the right end of the roof leftwards). Returns the
+    names written."""
+    from ladder import figcheck
     placed = set()
-    fig = ax.figure
-    renderer = fig.canvas.get_renderer()
-    taken = [_marker_box(ax, x, y, s) for x, y, s in _markers(ax)]
-    for line in [line for line in ax.get_lines() if line.get_gid()]:
+    renderer = ax.figure.canvas.get_renderer()
+    taken = [box for _, _, box in figcheck.markers(ax)]
+    roofs = [line for line in ax.get_lines() if line.get_gid()]
+    # flat roofs first: a sloped label's box is far larger than its text and would shut them out
+    for line in sorted(roofs, key=lambda line: not _flat(line)):
         xs, ys = line.get_data()
         inside = [(x, y) for x, y in zip(xs, ys) if _in_view(ax, x, y)]
-        flat = len(set(np.round(ys, 9))) == 1
-        spots = [(x, y, side) for side in (1, -1) for x, y in reversed(inside[:: max(1, len(inside) // 24)])]
+        flat = _flat(line)
+        # only a flat label is kept off the other roofs (a sloped one's box would find no room)
+        others = [other for other in roofs if other is not line] if flat else []
+        crossing = np.vstack([np.empty((0, 2)), *(_pixels_along(ax, other) for other in others)])
+        spots = [(x, y, side) for side in (1, -1) for x, y in reversed(inside[:: max(1, len(inside) // 48)])]
         for x, y, side in spots:
             text = ax.annotate(line.get_gid(), (x, y), xytext=(-2, 3 * side), textcoords="offset points", fontsize=7,
                                color=line.get_color(), ha="right", va="bottom" if side > 0 else "top",
                                rotation=0 if flat else _slope_degrees(ax, line), rotation_mode="anchor")
-            box = text.get_window_extent(renderer)
+            box = text.get_window_extent(renderer).padded(LABEL_GAP)
             if ax.bbox.contains(box.x0, box.y0) and ax.bbox.contains(box.x1, box.y1) \
-                    and not any(box.overlaps(t) for t in taken):
+                    and not any(box.overlaps(t) for t in taken) and not _any_inside(box, crossing):
                 taken.append(box)
                 placed.add(line.get_gid())
                 break
             text.remove()
     return placed
+
+
+def _pixels_along(ax, line, step: float = 2.0) -> np.ndarray:
+    """Points every `step` pixels along a line, in pixels."""
+    pixels = ax.transData.transform(np.column_stack(line.get_data()))
+    along = np.concatenate([[0], np.cumsum(np.hypot(*np.diff(pixels, axis=0).T))])
+    at = np.arange(0, along[-1] + step, step)
+    return np.column_stack([np.interp(at, along, pixels[:, 0]), np.interp(at, along, pixels[:, 1])])
+
+
+def _any_inside(box, points: np.ndarray) -> bool:
+    x, y = points[:, 0], points[:, 1]
+    return bool(np.any((box.x0 < x) & (x < box.x1) & (box.y0 < y) & (y < box.y1)))
+
+
+def _flat(line) -> bool:
+    return len(set(np.round(line.get_ydata(), 9))) == 1
 
 
 def _slope_degrees(ax, line) -> float:
@@ -191,21 +288,6 @@ def _slope_degrees(ax, line) -> float:
 def _in_view(ax, x, y) -> bool:
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
     return x0 <= x <= x1 and y0 <= y <= y1
-
-
-def _markers(ax):
-    """(x, y, size in points²) of every scatter marker in `ax`."""
-    for coll in ax.collections:
-        sizes = coll.get_sizes()
-        for i, (x, y) in enumerate(coll.get_offsets()):
-            yield x, y, sizes[i % len(sizes)] if len(sizes) else 36
-
-
-def _marker_box(ax, x, y, size):
-    from matplotlib.transforms import Bbox
-    cx, cy = ax.transData.transform((x, y))
-    r = np.sqrt(size) / 2 * ax.figure.dpi / 72
-    return Bbox([[cx - r, cy - r], [cx + r, cy + r]])
 
 
 def _zoom_limits(pts):
@@ -238,14 +320,19 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     lo = min(min(xs_seen) / 4, 0.05)
     hi = max(max(xs_seen) * 4, 4 * ridge(ceilings["copy_TBps"], roof_top))
     ys_seen = [p.tflops for p in pts] or [roof_top]
-    panels = [(ax, (lo, hi), (min(min(ys_seen) / 3, 0.01 * roof_top), 3 * roof_top), arrows, 170)]
+    # With a zoom, the top decade's rungs are drawn there only: at the main panel's scale they would pile up
+    top = [p for p in pts if p.tflops >= best / 10]
+    below = [p for p in pts if p not in top] if zoom_ax is not None else pts
+    panels = [(ax, (lo, hi), (min(min(ys_seen) / 3, 0.01 * roof_top), 3 * roof_top), below, 170)]
     if zoom_ax is not None:
-        panels.append((zoom_ax, *_zoom_limits(pts), False, 120))
-    for where, xlim, ylim, with_arrows, size in panels:
-        _draw_roofs(where, ceilings, datasheet, *xlim)
-        _draw_points(where, pts, with_arrows, size)
+        panels.append((zoom_ax, *_zoom_limits(pts), top, 120))
+    for where, xlim, ylim, shown, size in panels:
         where.set(xscale="log", yscale="log", xlim=xlim, ylim=ylim, xlabel="arithmetic intensity (FLOP / byte)")
         where.grid(True, which="both", alpha=0.2)
+        _draw_roofs(where, ceilings, datasheet, *xlim)
+        _draw_points(where, shown, size)   # after the limits: spreading marks apart measures them in pixels
+    if arrows:
+        _draw_arrows(ax, pts, below)
     if zoom_ax is not None:  # a fraction of a decade: plain numbers at 1, 2, 5 (log minor labels would crowd)
         for axis in (zoom_ax.xaxis, zoom_ax.yaxis):
             axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
@@ -254,9 +341,9 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     ax.set_ylabel("TFLOP/s")
     ax.set_title(title or "Roofline" + (f" — {source}" if source else ""), fontsize=10, wrap=True)
     if zoom_ax is not None:
-        zoom_ax.set_title("the top decade, zoomed", fontsize=9)
+        zoom_ax.set_title("the top decade (the grey box), zoomed", fontsize=9)
         (x0, x1), (y0, y1) = zoom_ax.get_xlim(), zoom_ax.get_ylim()
-        ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, ls=":", color="0.4", zorder=0))
+        ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, color="0.85", zorder=0))   # no edge to cross a label
     fig.canvas.draw()
     placed = set().union(*(_label_roofs(where) for where, *_ in panels))
     unlabelled = {line.get_gid(): line for line in ax.get_lines() if line.get_gid() and line.get_gid() not in placed}

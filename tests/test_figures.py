@@ -1,5 +1,6 @@
 """Every figure the lessons draw, drawn from the recording on CPU, must be readable: no two texts on top
-of each other, no text over a plotted point, no legend over data (ladder.figcheck).
+of each other (roof labels included), no text over a plotted point, no marker on another, no legend over
+data (ladder.figcheck).
 
 LESSON_FIGURES makes each figure the way its lesson's cell does (with the lesson's own arguments, in the
 CPU world: the recorded runs); test_every_figure_cell_is_checked keeps that list and the notebooks in step.
@@ -20,12 +21,38 @@ import matplotlib.pyplot as plt  # noqa: E402
 import kernels.attention as at  # noqa: E402
 import kernels.matmul as mm  # noqa: E402
 import kernels.matmul_bias_relu as mbr  # noqa: E402
-from ladder import figcheck, figures, problems, roofline, runner  # noqa: E402
+from ladder import figcheck, figures, problems, roofline, verdicts  # noqa: E402
 from ladder import results as results_mod  # noqa: E402
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 rec = results_mod.load()
-sheet = rec.data.get("datasheet")
+n = 4096
+CUDA_MATMUL = mm.PROBLEM.only("cuda", "torch")
+CUDA_ATTENTION = at.PROBLEM.only("cuda", "torch")
+# each lesson's part of its ladder and its backend, as the lesson's first cells pick them (its `lad`)
+LESSON_LADDERS = {"01": (problems.get("vector_add"), ("cuda", "triton")),
+                  "02a": (CUDA_MATMUL.span("cuda", "1_naive", "6_autotuned"), "cuda"),
+                  "02b": (CUDA_MATMUL.span("cuda", "6_autotuned", "9_persistent"), "cuda"),
+                  "02c": (CUDA_MATMUL.span("cuda", "9_persistent", "12_autotuned"), "cuda"),
+                  "03": (mm.PROBLEM.only("triton", "torch"), "triton"),
+                  "04a": (CUDA_ATTENTION.span("cuda", "1_naive", "3_fused"), "cuda"),
+                  "04b": (CUDA_ATTENTION.span("cuda", "3_fused", "6_autotuned"), "cuda"),
+                  "04c": (at.PROBLEM.only("triton", "torch"), "triton")}
+
+
+def _ladder(lesson: str) -> verdicts.Ladder:
+    """The lesson's `lad`: on CPU, the recorded rows of its rungs."""
+    return verdicts.Ladder(*LESSON_LADDERS[lesson])
+
+
+def _roofline(lesson: str, profiles: list[dict], shape: tuple, what: str):
+    lad = _ladder(lesson)
+    return figures.ladder_roofline(lad.rows, profiles, lad.problem, shape, lad.roofs, lad.datasheet, lad.label, what)
+
+
+def _speed_bars(lesson: str):
+    lad = _ladder(lesson)
+    return figures.speed_bars(lad.rows, lad.problem.bench_shapes, lad.label)
 
 
 def _square_matmuls():
@@ -39,62 +66,59 @@ def _attention_memory():
     return figures.memory_needed(curves, sizes, {rec.gpu: memory}, "sequence length S (B=4, H=32, D=64)")
 
 
-def _attention_sweep(backends: tuple[str, ...]):
-    sweep = {tuple(s) for s in at.PROBLEM.sweep_shapes} | {at.HEADLINE[0]}
-    rows = [r for r in rec.runs("attention") if tuple(r["shape"]) in sweep and r["backend"] in backends]
+def _attention_sweep():
+    sweep = {tuple(s) for s in LESSON_LADDERS["04b"][0].sweep_shapes} | {at.HEADLINE[0]}
+    rows = [r for r in rec.runs("attention") if tuple(r["shape"]) in sweep and r["backend"] in ("cuda", "torch")]
     limit = np.sqrt(rec.data["gpu"]["memory_bytes"] / (4 * 4 * 32))
     return figures.size_sweep(rows, lambda shape: shape[2], "S (B=4, H=32, D=64, not causal)", rec.label,
                               unavailable_from=limit, note="rungs 1-2: N/A (S×S fp32 > memory)")
 
 
-def _vector_add():
-    return runner.results(problems.get("vector_add"))
-
-
-def _cuda_matmul():
-    return runner.results(mm.PROBLEM.only("cuda", "torch"))
-
-
-def _triton_matmul():
-    return runner.results(mm.PROBLEM.only("triton", "torch"))
-
-
-def _stall_mix(problem):
+def _stall_mix(lesson: str):
     states = [w for w in rec.warp_states("attention") if tuple(w["shape"]) == at.HEADLINE[0]]
-    return figures.stall_mix(states, [r.label for r in problem.rungs], rec.label_for(states))
+    return figures.stall_mix(states, [r.label for r in LESSON_LADDERS[lesson][0].rungs], rec.label_for(states))
 
 
-n = 4096
+def _vector_add_bars():
+    lad = _ladder("01")
+    return figures.bandwidth_bars(lad.rows, (10**9,), lad.roofs, lad.datasheet, lad.label)
+
+
 # (notebook, figures function the cell calls, how the cell calls it on CPU)
 LESSON_FIGURES = [
     ("00_roofline", "best_positions", lambda: figures.best_positions(
         {"vector add (fp16)": (1 / 6, "fp32_TFLOPs"), "matmul 4096³ (fp16)": (2 * n**3 / (6 * n * n), "fp16_tc_TFLOPs")},
-        rec.ceilings, sheet, rec.label)),
-    ("01_vector_add", "ladder_roofline", lambda: (res := _vector_add()) and figures.ladder_roofline(
-        res.rows, [], problems.get("vector_add"), (10**9,), res.ceilings, res.datasheet, res.label, "vector add")),
-    ("01_vector_add", "bandwidth_bars", lambda: (res := _vector_add()) and figures.bandwidth_bars(
-        res.rows, (10**9,), res.ceilings, res.datasheet, res.label)),
-    ("02_matmul_cuda", "ladder_roofline", lambda: (res := _cuda_matmul()) and figures.ladder_roofline(
-        res.rows, rec.profiles("matmul"), mm.PROBLEM.only("cuda", "torch"), (n,) * 3, res.ceilings, res.datasheet,
-        res.label, "CUDA matmul 4096³")),
-    ("02_matmul_cuda", "speed_bars", lambda: figures.speed_bars(_cuda_matmul().rows, [(n,) * 3, (8192,) * 3], rec.label)),
-    ("02_matmul_cuda", "size_sweep", lambda: figures.size_sweep(_square_matmuls(), lambda s: s[0], "M = N = K", rec.label)),
-    ("03_matmul_triton", "ladder_roofline", lambda: (res := _triton_matmul()) and figures.ladder_roofline(
-        res.rows, rec.profiles("matmul"), mm.PROBLEM.only("triton", "torch"), (n,) * 3, res.ceilings, res.datasheet,
-        res.label, "Triton matmul 4096³")),
+        rec.ceilings, rec.data.get("datasheet"), rec.label)),
+    ("01_vector_add", "ladder_roofline", lambda: _roofline(
+        "01", [], problems.get("vector_add").bench_shapes[-1], "vector add, n = 1e9")),
+    ("01_vector_add", "bandwidth_bars", _vector_add_bars),
+    ("02a_matmul_cuda", "ladder_roofline", lambda: _roofline(
+        "02a", rec.profiles("matmul"), (n,) * 3, "CUDA matmul 4096³, rungs 1–6")),
+    ("02a_matmul_cuda", "speed_bars", lambda: _speed_bars("02a")),
+    ("02b_matmul_cuda_hopper", "ladder_roofline", lambda: _roofline(
+        "02b", rec.profiles("matmul"), (n,) * 3, "CUDA matmul 4096³, rungs 6–9")),
+    ("02b_matmul_cuda_hopper", "speed_bars", lambda: _speed_bars("02b")),
+    ("02c_matmul_cuda_clusters", "ladder_roofline", lambda: _roofline(
+        "02c", rec.profiles("matmul"), (n,) * 3, "CUDA matmul 4096³, rungs 9–12")),
+    ("02c_matmul_cuda_clusters", "speed_bars", lambda: _speed_bars("02c")),
+    ("02c_matmul_cuda_clusters", "size_sweep", lambda: figures.size_sweep(
+        _square_matmuls(), lambda s: s[0], "M = N = K", rec.label)),
+    ("03_matmul_triton", "ladder_roofline", lambda: _roofline(
+        "03", rec.profiles("matmul"), (n,) * 3, "Triton matmul 4096³")),
     ("03_matmul_triton", "ladder_roofline", lambda: figures.ladder_roofline(
-        rec.runs("matmul_bias_relu"), rec.profiles("matmul_bias_relu"), mbr.PROBLEM, (n,) * 3, rec.ceilings, sheet,
-        rec.label, "relu(A·B + bias) 4096³")),
-    ("04a_attention_cuda", "ladder_roofline", lambda: figures.ladder_roofline(
-        rec.runs("attention"), rec.profiles("attention"), at.PROBLEM.only("cuda", "torch"), at.HEADLINE[0],
-        rec.ceilings, sheet, rec.label, "CUDA attention B4 H32 S4096 D64")),
-    ("04a_attention_cuda", "stall_mix", lambda: _stall_mix(at.PROBLEM.only("cuda", "torch"))),
-    ("04a_attention_cuda", "memory_needed", _attention_memory),
-    ("04a_attention_cuda", "size_sweep", lambda: _attention_sweep(("cuda", "torch"))),
-    ("04b_attention_triton", "ladder_roofline", lambda: figures.ladder_roofline(
-        rec.runs("attention"), rec.profiles("attention"), at.PROBLEM, at.HEADLINE[0], rec.ceilings, sheet, rec.label,
-        "attention B4 H32 S4096 D64")),
-    ("04b_attention_triton", "stall_mix", lambda: _stall_mix(at.PROBLEM.only("triton", "torch"))),
+        rec.runs("matmul_bias_relu"), rec.profiles("matmul_bias_relu"), mbr.PROBLEM, (n,) * 3, rec.ceilings,
+        rec.data.get("datasheet"), rec.label, "relu(A·B + bias) 4096³")),
+    ("04a_attention_cuda", "ladder_roofline", lambda: _roofline(
+        "04a", rec.profiles("attention"), at.HEADLINE[0], "CUDA attention B4 H32 S4096 D64, rungs 1–3")),
+    ("04b_attention_cuda_tensor_cores", "ladder_roofline", lambda: _roofline(
+        "04b", rec.profiles("attention"), at.HEADLINE[0], "CUDA attention B4 H32 S4096 D64, rungs 3–6")),
+    ("04b_attention_cuda_tensor_cores", "stall_mix", lambda: _stall_mix("04b")),
+    ("04b_attention_cuda_tensor_cores", "memory_needed", _attention_memory),
+    ("04b_attention_cuda_tensor_cores", "size_sweep", _attention_sweep),
+    ("04c_attention_triton", "ladder_roofline", lambda: figures.ladder_roofline(
+        rec.runs("attention"), rec.profiles("attention"), at.PROBLEM, at.HEADLINE[0], rec.ceilings,
+        rec.data.get("datasheet"), rec.label, "attention B4 H32 S4096 D64")),
+    ("04c_attention_triton", "stall_mix", lambda: _stall_mix("04c")),
 ]
 
 
@@ -141,3 +165,41 @@ def test_the_check_sees_what_a_reader_cannot_read():
     assert any("covers a plotted point" in f for f in found)
     assert any("overlaps text" in f for f in found)
     assert any("legend covers data" in f for f in found)
+
+
+def test_the_check_sees_a_marker_on_a_marker():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.set(xlim=(0, 10), ylim=(0, 10))
+    for gid, x in (("cuda:9_persistent", 5.0), ("cuda:10_cluster_multicast", 5.05)):
+        roofline.draw_mark(ax, x, 5.0, gid.split(":")[1].split("_")[0], "cuda", 120, gid)  # a disc, its number on it
+    ax.plot([2, 2.05], [2, 2], ls="", marker="o", label="two points of one line")
+    roofline.draw_mark(ax, 8.0, 8.0, "cB", "torch", 120, "torch:cublas")   # alone: a shape and its number are one mark
+    found = figcheck.collisions(fig)
+    plt.close(fig)
+    assert found == ["marker 'cuda:9_persistent' sits on marker 'cuda:10_cluster_multicast'",
+                     "marker 'two points of one line' sits on marker 'two points of one line'"]
+
+
+def test_the_check_sees_a_roof_label_on_a_roof_label():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.set(xscale="log", yscale="log", xlim=(1, 1000), ylim=(10, 2000))
+    for name, y in (("wgmma 985 TFLOP/s", 985), ("fp16 tensor-core datasheet 989 TFLOP/s", 989)):
+        ax.plot([300, 1000], [y, y], gid=name)
+        ax.annotate(name, (1000, y), xytext=(-2, -3), textcoords="offset points", fontsize=7, ha="right", va="top")
+    found = figcheck.collisions(fig)
+    plt.close(fig)
+    assert found == ["text 'wgmma 985 TFLOP/s' overlaps text 'fp16 tensor-core datasheet 989 TFLOP/s'"]
+
+
+def test_a_crowded_top_decade_is_spread_at_its_own_heights():
+    pts = [roofline.Point(f"cuda:{i}_rung", 700.0, 660.0 + i, "cuda") for i in (9, 10, 11)]
+    ax = roofline.plot(pts, {"copy_TBps": 3.0, "fp32_TFLOPs": 58.0, "fp16_tc_TFLOPs": 700.0})
+    try:
+        assert figcheck.collisions(ax.figure) == []
+        zoom = ax.figure.axes[1]
+        drawn = {c.get_gid(): tuple(c.get_offsets()[0]) for c in zoom.collections}
+        assert [drawn[p.label][1] for p in pts] == [p.tflops for p in pts]   # the heights are the measurements
+        assert len({x for x, _ in drawn.values()}) == len(pts)                 # side by side
+        assert not ax.collections   # the main panel leaves the top decade to the zoom
+    finally:
+        plt.close(ax.figure)
