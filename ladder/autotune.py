@@ -258,22 +258,6 @@ def recorded_reports(slug: str | None = None) -> list[Report]:
     return [Report.from_dict(d) for d in rec.data.get("autotune", [])]
 
 
-def holds_table(reports: list[Report]) -> str:
-    """How each shape's winner does at the other tuned shapes: its time as a % of that shape's best."""
-    reports = sorted(reports, key=lambda r: r.shape)
-    times = [{format_config(t["config"]): t["ms"] for t in r.timed} for r in reports]
-    head = f"{'winner of':>16s}  " + "".join(f"{'at ' + _key(r.shape):>18s}" for r in reports)
-    lines = [head]
-    for r in reports:
-        cells = []
-        for other, table in zip(reports, times):
-            ms = table.get(format_config(r.best))
-            cells.append(f"{100 * other.best_ms / ms:17.0f}%" if ms else f"{'not timed':>18s}")
-        lines.append(f"{_key(r.shape):>16s}  " + "".join(cells))
-    lines += [""] + [f"{_key(r.shape):>16s}: {format_config(r.best)}" for r in reports]
-    return "\n".join(lines)
-
-
 # ---------------------------------------------------------------- @triton.autotune, logged
 
 def triton_configs(space: dict) -> list:
