@@ -7,6 +7,8 @@
  "profiles": [{"problem", "backend", "rung", "shape", "metrics": {...}}],
  "autotune": [{"problem", "tuner", ...}], "power": [{"problem", "backend", "rung", "shape", "W", "MHz", ...}],
  "capstone": [{"model", "config", "ceilings", "variants", "profiles", "ops", "swaps", ...}] (lesson 05's model),
+ "launch": [{"op", "shape", "call", "us", "anchor", "anchor_us", "ratio", "kernel_us", ...}] (host cost per call:
+   ladder.ops against PyTorch's own op in the same run, `python -m ladder.launch --record`),
  "sessions": [{"date", "ceilings", "anchors": [runs rows of the torch backend], "note"?}]}
 
 Every row says when it was recorded ("recorded": the date of its run). Each timed run is a session: the
@@ -148,15 +150,17 @@ def save(data: dict) -> Path:
 
 def _key(kind: str, row: dict) -> tuple:
     """What a row is about: its problem and rung (an autotune report: its problem and tuner; a capstone
-    row: its model)."""
+    row: its model; a launch row: its op and call)."""
     if kind == "capstone":
         return (row["model"],)
+    if kind == "launch":
+        return (row["op"], row["call"])
     if kind == "warp_states":  # recorded at more than one shape for the top rungs
         return (row["problem"], row["backend"], row["rung"], tuple(row["shape"]))
     return (row["problem"], row["tuner"]) if kind == "autotune" else (row["problem"], row["backend"], row["rung"])
 
 
-ROW_KINDS = ("runs", "profiles", "warp_states", "autotune", "power", "capstone")
+ROW_KINDS = ("runs", "profiles", "warp_states", "autotune", "power", "capstone", "launch")
 ANCHOR_BACKEND = "torch"   # the library rungs a run times beside ours: cuBLAS, SDPA, torch.add
 
 

@@ -128,17 +128,19 @@ def coalesced_pv_kernel(p_ptr, v_ptr, o_ptr, S, HEAD_DIM: tl.constexpr, BLOCK_N:
 # ------------------------------------------------------------- rungs 3-6: one fused kernel
 
 @triton.jit
-def attend(q, m, l, acc, k_ptr, v_ptr, rows, S, qk_scale, lo, hi, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
-           MASKED: tl.constexpr, CAUSAL: tl.constexpr, TENSOR_CORES: tl.constexpr):
+def attend(q, m, l, acc, k_ptr, v_ptr, stride_ks, stride_kd, stride_vs, stride_vd, rows, S, qk_scale, lo, hi,
+           HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+           TENSOR_CORES: tl.constexpr):
     """Keys lo..hi (in BLOCK_N blocks) into the online softmax of the queries `rows`: for each query the
     largest score so far (m), the sum of exp2(score - m) (l) and the output so far, unnormalized (acc).
     A block that raises m first rescales l and acc by exp2(m_old - m_new). MASKED: blocks that may hold
-    keys past S or (causal) after a query; the others skip the compares."""
+    keys past S or (causal) after a query; the others skip the compares. Key j's element d is
+    stride_ks·j + stride_kd·d from k_ptr (V's likewise)."""
     dims = tl.arange(0, HEAD_DIM)
     for start_n in range(lo, hi, BLOCK_N):
         keys = start_n + tl.arange(0, BLOCK_N)
-        kt_ptrs = k_ptr + keys[None, :] * HEAD_DIM + dims[:, None]      # Kᵀ: a D x BLOCK_N view of K
-        v_ptrs = v_ptr + keys[:, None] * HEAD_DIM + dims[None, :]
+        kt_ptrs = k_ptr + keys[None, :] * stride_ks + dims[:, None] * stride_kd      # Kᵀ: a D x BLOCK_N view of K
+        v_ptrs = v_ptr + keys[:, None] * stride_vs + dims[None, :] * stride_vd
         if MASKED:
             kt = tl.load(kt_ptrs, mask=keys[None, :] < S, other=0.0)
             v = tl.load(v_ptrs, mask=keys[:, None] < S, other=0.0)
@@ -175,13 +177,22 @@ def causal_key_range(start_m: int, block_m: int, S: int) -> tuple[int, int]:
 
 
 @triton.jit
-def flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, TENSOR_CORES: tl.constexpr):
+def flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, S, H, qk_scale,
+                 stride_qb, stride_qh, stride_qs, stride_qd, stride_kb, stride_kh, stride_ks, stride_kd,
+                 stride_vb, stride_vh, stride_vs, stride_vd, stride_ob, stride_oh, stride_os, stride_od,
+                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                 TENSOR_CORES: tl.constexpr, STORE_LSE: tl.constexpr):
+    """Queries BLOCK_M·program_id(0).. of head program_id(1) = b·H + h. Q, K, V and O may be any strided views
+    of (B, H, S, D) (the rungs pass contiguous ones; ladder.ops the views a model hands it). STORE_LSE: also
+    write each query's log-sum-exp of its scaled scores (natural log, fp32, (B, H, S) contiguous), what a
+    backward pass recomputes the probabilities from."""
     start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
-    head = bh.to(tl.int64) * S * HEAD_DIM
+    qk_scale = tl.cast(qk_scale, tl.float32)  # Triton's launcher passes a Python float as fp32, Inductor's as fp64
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     rows = start_m + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + head + rows[:, None] * HEAD_DIM + dims[None, :], mask=rows[:, None] < S, other=0.0)
+    q = tl.load(q_ptr + b * stride_qb + h * stride_qh + rows[:, None] * stride_qs + dims[None, :] * stride_qd,
+                mask=rows[:, None] < S, other=0.0)
     if not TENSOR_CORES:
         q = q.to(tl.float32)
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
@@ -193,13 +204,16 @@ def flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, qk_scale, HEAD_DIM: tl.constexpr
         unmasked_end, end = start_m, tl.minimum(S, start_m + BLOCK_M)   # no key after the last query
     else:
         unmasked_end, end = (S // BLOCK_N) * BLOCK_N, S
-    k_head, v_head = k_ptr + head, v_ptr + head
-    m, l, acc = attend(q, m, l, acc, k_head, v_head, rows, S, qk_scale, 0, unmasked_end, HEAD_DIM, BLOCK_N,
-                       False, CAUSAL, TENSOR_CORES)
-    m, l, acc = attend(q, m, l, acc, k_head, v_head, rows, S, qk_scale, unmasked_end, end, HEAD_DIM, BLOCK_N,
-                       True, CAUSAL, TENSOR_CORES)
+    k_head, v_head = k_ptr + b * stride_kb + h * stride_kh, v_ptr + b * stride_vb + h * stride_vh
+    m, l, acc = attend(q, m, l, acc, k_head, v_head, stride_ks, stride_kd, stride_vs, stride_vd, rows, S, qk_scale,
+                       0, unmasked_end, HEAD_DIM, BLOCK_N, False, CAUSAL, TENSOR_CORES)
+    m, l, acc = attend(q, m, l, acc, k_head, v_head, stride_ks, stride_kd, stride_vs, stride_vd, rows, S, qk_scale,
+                       unmasked_end, end, HEAD_DIM, BLOCK_N, True, CAUSAL, TENSOR_CORES)
     o = acc / l[:, None]
-    tl.store(o_ptr + head + rows[:, None] * HEAD_DIM + dims[None, :], o.to(tl.float16), mask=rows[:, None] < S)
+    tl.store(o_ptr + b * stride_ob + h * stride_oh + rows[:, None] * stride_os + dims[None, :] * stride_od,
+             o.to(tl.float16), mask=rows[:, None] < S)
+    if STORE_LSE:  # l = Σ exp2(score·qk_scale - m), m in base 2: ln Σ exp(score·scale) = m · ln 2 + ln l
+        tl.store(lse_ptr + bh.to(tl.int64) * S + rows, m * 0.6931471805599453 + tl.log(l), mask=rows < S)
 
 
 # ------------------------------------------------------------- launchers
@@ -277,14 +291,19 @@ coalesced = _materialized(
 coalesced.__name__ = "coalesced"
 
 
+def strides(*tensors: torch.Tensor) -> tuple:
+    """flash_kernel's stride arguments: each (B, H, S, D) tensor's four strides, in turn."""
+    return tuple(n for t in tensors for n in t.stride())
+
+
 def _fused_launcher(rung: str, tensor_cores: bool):
     def run(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
         B, H, S, D, out = operands(q, k, v, out)
         t = TILES[rung]
         if out.numel():
             flash_kernel[(triton.cdiv(S, t["BLOCK_M"]), B * H)](
-                q, k, v, out, S, LOG2E / math.sqrt(D), D, t["BLOCK_M"], t["BLOCK_N"], causal, tensor_cores,
-                num_warps=t["num_warps"], num_stages=t["num_stages"])
+                q, k, v, out, None, S, H, LOG2E / math.sqrt(D), *strides(q, k, v, out), D, t["BLOCK_M"],
+                t["BLOCK_N"], causal, tensor_cores, False, num_warps=t["num_warps"], num_stages=t["num_stages"])
         return out
     run.__name__ = rung.split("_", 1)[1]
     return run
@@ -297,18 +316,23 @@ pipelined = _fused_launcher("5_pipelined", tensor_cores=True)
 
 # ------------------------------------------------------------- compiling ahead of time (ladder.sass)
 
-_PTRS = {"q_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "o_ptr": "*fp16"}
-_ALIGNED = ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "S")
+_PTRS = {"q_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "o_ptr": "*fp16", "lse_ptr": "*fp32"}
+_STRIDES = [f"stride_{t}{d}" for t in "qkvo" for d in "bhsd"]
+# A contiguous (B, H, S, D) tensor's strides: D's is 1 (Triton compiles it as a constant), the others multiples of
+# 16 at the benchmark shapes, as S is.
+_ALIGNED = ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "S", *(s for s in _STRIDES if not s.endswith("d")))
 
 
 def flash_sass_case(rung: str, head_dim: int = 64, causal: bool = False) -> dict:
     """ladder.sass.triton_sass's arguments for flash_kernel as rung 3, 4 or 5 launches it on a GPU."""
     t = GPU_TILES[rung]
     return dict(kernel=flash_kernel,
-                signature={**_PTRS, "S": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr",
-                           "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "TENSOR_CORES": "constexpr"},
-                constexprs=dict(HEAD_DIM=head_dim, BLOCK_M=t["BLOCK_M"], BLOCK_N=t["BLOCK_N"], CAUSAL=causal,
-                                TENSOR_CORES=rung != "3_fused"),
+                signature={**_PTRS, "S": "i32", "H": "i32", "qk_scale": "fp32", **{s: "i32" for s in _STRIDES},
+                           "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
+                           "CAUSAL": "constexpr", "TENSOR_CORES": "constexpr", "STORE_LSE": "constexpr"},
+                constexprs=dict(lse_ptr=None, **{s: 1 for s in _STRIDES if s.endswith("d")}, HEAD_DIM=head_dim,
+                                BLOCK_M=t["BLOCK_M"], BLOCK_N=t["BLOCK_N"], CAUSAL=causal,
+                                TENSOR_CORES=rung != "3_fused", STORE_LSE=False),
                 divisible_by_16=_ALIGNED, num_warps=t["num_warps"], num_stages=t["num_stages"])
 
 
@@ -358,7 +382,8 @@ def autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.T
     if out.numel():
         SEARCHES.start()
         autotuned_kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)](
-            q, k, v, out, S, LOG2E / math.sqrt(D), D, CAUSAL=causal, TENSOR_CORES=True)
+            q, k, v, out, None, S, H, LOG2E / math.sqrt(D), *strides(q, k, v, out), D, CAUSAL=causal,
+            TENSOR_CORES=True, STORE_LSE=False)
         SEARCHES.finish(autotuned_kernel.best_config)
     return out
 

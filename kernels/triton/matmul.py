@@ -91,16 +91,20 @@ def tile_coords(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_
     return first_m + (tile % per_group) % group_rows, (tile % per_group) // group_rows
 
 @triton.jit
-def tile_product(a_ptr, b_ptr, M, N, K, tile_m, tile_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, TENSOR_CORES: tl.constexpr, EVEN_K: tl.constexpr):
-    """Tile (tile_m, tile_n) of A·B as fp32 sums: BLOCK_M rows of A times BLOCK_N columns of B."""
+def tile_product(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, tile_m, tile_n,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TENSOR_CORES: tl.constexpr,
+                 EVEN_K: tl.constexpr):
+    """Tile (tile_m, tile_n) of A·B as fp32 sums: BLOCK_M rows of A times BLOCK_N columns of B. A's element
+    (m, k) is stride_am·m + stride_ak·k from a_ptr, B's (k, n) stride_bk·k + stride_bn·n: row-major A has
+    strides (K, 1), a transposed view (1, M). Triton compiles a stride of 1 as a constant, so a row-major
+    launch gets the same code as with the 1 written in."""
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
     # Rows and columns past C's edge load A's and B's first ones again (% M, % N) instead of being
     # masked: the loads need no compare-and-select per element, and the store drops those sums.
-    a_tile = a_ptr + (rows % M)[:, None].to(tl.int64) * K + ks[None, :]
-    b_tile = b_ptr + ks[:, None] * N + (cols % N)[None, :]
+    a_tile = a_ptr + (rows % M)[:, None].to(tl.int64) * stride_am + ks[None, :] * stride_ak
+    b_tile = b_ptr + ks[:, None] * stride_bk + (cols % N)[None, :] * stride_bn
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
     for k in range(0, K, BLOCK_K):
         if EVEN_K:  # (a constexpr: the compiler keeps one branch) no partial step at the end of K
@@ -115,8 +119,8 @@ def tile_product(a_ptr, b_ptr, M, N, K, tile_m, tile_n, BLOCK_M: tl.constexpr, B
             # No tensor core multiplies fp32 at full (IEEE) precision, so this dot is FFMA on
             # CUDA cores, tiled through shared memory and register-blocked by the compiler.
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
-        a_tile += BLOCK_K
-        b_tile += BLOCK_K * N
+        a_tile += BLOCK_K * stride_ak
+        b_tile += BLOCK_K * stride_bk
     return acc
 
 
@@ -129,9 +133,10 @@ def gelu_tanh(x):
 
 
 @triton.jit
-def store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BIAS_RELU: tl.constexpr, BIAS_GELU: tl.constexpr):
-    """C's tile (tile_m, tile_n) = the fp32 sums `acc` in fp16, the part inside C only."""
+def store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, stride_cm, stride_cn, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, BIAS_RELU: tl.constexpr, BIAS_GELU: tl.constexpr):
+    """C's tile (tile_m, tile_n) = the fp32 sums `acc` in fp16, the part inside C only (C's element (m, n)
+    stride_cm·m + stride_cn·n from c_ptr)."""
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     if BIAS_RELU:  # the epilogue works on the fp32 tile in registers: no trip through memory
@@ -140,7 +145,7 @@ def store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, BLOCK_M: tl.constexpr
     if BIAS_GELU:
         bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0)
         acc = gelu_tanh(acc + bias[None, :].to(tl.float32))
-    c_tile = c_ptr + rows[:, None].to(tl.int64) * N + cols[None, :]
+    c_tile = c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :] * stride_cn
     tl.store(c_tile, acc.to(tl.float16), mask=(rows[:, None] < M) & (cols[None, :] < N))
 
 
@@ -154,28 +159,32 @@ GROUPED = triton.heuristics({"GROUP_M": lambda args: group_rows(args["M"], args[
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   TENSOR_CORES: tl.constexpr, EVEN_K: tl.constexpr):
-    """Rungs 3-5: one program per tile of C, in row-major order."""
+    """Rungs 3-5: one program per tile of C, in row-major order; A, B and C row-major."""
     tile_m, tile_n = tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, 1)
-    acc = tile_product(a_ptr, b_ptr, M, N, K, tile_m, tile_n, BLOCK_M, BLOCK_N, BLOCK_K, TENSOR_CORES, EVEN_K)
-    store_tile(c_ptr, None, acc, tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, False, False)
+    acc = tile_product(a_ptr, b_ptr, M, N, K, K, 1, N, 1, tile_m, tile_n, BLOCK_M, BLOCK_N, BLOCK_K, TENSOR_CORES,
+                       EVEN_K)
+    store_tile(c_ptr, None, acc, tile_m, tile_n, M, N, N, 1, BLOCK_M, BLOCK_N, False, False)
 
 
 @GROUPED
 @EVEN_K
 @triton.jit
-def persistent_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
-                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+def persistent_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                      stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       GROUP_M: tl.constexpr, BIAS_RELU: tl.constexpr, EVEN_K: tl.constexpr,
                       FLATTEN: tl.constexpr = True, BIAS_GELU: tl.constexpr = False):
     """Rung 6 (and the fused kernel): one program per SM walks C's tiles in grouped order, a grid
     apart. Flattening the tile loop and the K loop into one pipelined loop lets the loads of the next
     tile's first K steps fly while this tile's sums are stored: with a program per tile, those loads
-    would wait for the next program to start. (FLATTEN=False only for lesson 03's comparison.)"""
+    would wait for the next program to start. (FLATTEN=False only for lesson 03's comparison.) A, B and C
+    may be any strided views (ladder.ops passes transposed ones without copying them)."""
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=FLATTEN):
         tile_m, tile_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = tile_product(a_ptr, b_ptr, M, N, K, tile_m, tile_n, BLOCK_M, BLOCK_N, BLOCK_K, True, EVEN_K)
-        store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, BIAS_RELU, BIAS_GELU)
+        acc = tile_product(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, tile_m, tile_n,
+                           BLOCK_M, BLOCK_N, BLOCK_K, True, EVEN_K)
+        store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BIAS_RELU,
+                   BIAS_GELU)
 
 
 # Tile sizes per rung on a GPU; on CPU every rung uses 16-wide tiles (see the module docstring).
@@ -330,7 +339,8 @@ def launch_autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
     if out.numel():
         SEARCHES.start()
         grid = lambda meta: (programs(triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
-        autotuned_kernel[grid](a, b, out, bias, M, N, K, BIAS_RELU=bias is not None and activation == "relu",
+        autotuned_kernel[grid](a, b, out, bias, M, N, K, *a.stride(), *b.stride(), *out.stride(),
+                               BIAS_RELU=bias is not None and activation == "relu",
                                BIAS_GELU=bias is not None and activation == "gelu")
         SEARCHES.finish(autotuned_kernel.best_config)
     return out
@@ -349,7 +359,8 @@ def schedules(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: dict)
     tiles = triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])
 
     def launch(grid: int, flatten: bool):
-        return lambda: persistent_kernel[(grid,)](a, b, out, None, M, N, K, BIAS_RELU=False, FLATTEN=flatten, **config)
+        return lambda: persistent_kernel[(grid,)](a, b, out, None, M, N, K, *a.stride(), *b.stride(), *out.stride(),
+                                                  BIAS_RELU=False, FLATTEN=flatten, **config)
     return {"a program per tile": launch(tiles, True),
             "persistent, loop not flattened": launch(programs(tiles), False),
             "persistent, flattened (rung 6)": launch(programs(tiles), True)}
@@ -397,7 +408,7 @@ def tma_persistent_kernel(a_desc, b_desc, c_ptr, M, N, K,
             a = a_desc.load([tile_m * BLOCK_M, k * BLOCK_K])
             b = b_desc.load([k * BLOCK_K, tile_n * BLOCK_N])
             acc = tl.dot(a, b, acc)
-        store_tile(c_ptr, None, acc, tile_m, tile_n, M, N, BLOCK_M, BLOCK_N, False, False)
+        store_tile(c_ptr, None, acc, tile_m, tile_n, M, N, N, 1, BLOCK_M, BLOCK_N, False, False)
 
 
 TMA_PERSISTENT = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3)
@@ -426,9 +437,12 @@ _SIZES = {"M": "i32", "N": "i32", "K": "i32"}
 _TILES = {"BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
 SIGNATURE = {**_POINTERS, **_SIZES}
 TILE_SIGNATURE = {**SIGNATURE, **_TILES, "TENSOR_CORES": "constexpr", "EVEN_K": "constexpr"}
-PERSISTENT_SIGNATURE = {**_POINTERS, "bias_ptr": "*fp16", **_SIZES, **_TILES, "GROUP_M": "constexpr",
+_STRIDES = {"stride_am": "i32", "stride_ak": "i32", "stride_bk": "i32", "stride_bn": "i32", "stride_cm": "i32",
+            "stride_cn": "i32"}
+PERSISTENT_SIGNATURE = {**_POINTERS, "bias_ptr": "*fp16", **_SIZES, **_STRIDES, **_TILES, "GROUP_M": "constexpr",
                         "BIAS_RELU": "constexpr", "EVEN_K": "constexpr", "FLATTEN": "constexpr",
                         "BIAS_GELU": "constexpr"}
+ROW_MAJOR = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1}  # what Triton makes of row-major A, B, C's unit strides
 AUTOTUNED_EXAMPLE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4)
 BENCH_GROUP_M = group_rows(4096, 4096, 128, 256, sms=132)  # 16: the tile order at 4096^3 on an H100
 # What Triton may assume at the benchmark shapes: 16-byte aligned pointers, sizes multiples of 16.
@@ -451,9 +465,10 @@ def tile_sass_case(config: dict, tensor_cores: bool = True) -> dict:
 
 def persistent_sass_case(config: dict) -> dict:
     """triton_sass's arguments for persistent_kernel (rung 6) with one of its search's configurations."""
-    return dict(kernel=persistent_kernel, signature=PERSISTENT_SIGNATURE, divisible_by_16=_ALIGNED + ("bias_ptr",),
-                constexprs={"GROUP_M": BENCH_GROUP_M, **_constexprs(config), "BIAS_RELU": False, "EVEN_K": True,
-                            "FLATTEN": True, "BIAS_GELU": False},
+    return dict(kernel=persistent_kernel, signature=PERSISTENT_SIGNATURE,
+                divisible_by_16=_ALIGNED + ("bias_ptr", "stride_am", "stride_bk", "stride_cm"),
+                constexprs={**ROW_MAJOR, "GROUP_M": BENCH_GROUP_M, **_constexprs(config), "BIAS_RELU": False,
+                            "EVEN_K": True, "FLATTEN": True, "BIAS_GELU": False},
                 **_launch(config))
 
 

@@ -1,0 +1,148 @@
+"""Host cost of one call: ladder.ops against PyTorch's own ops, timed in the same run.
+
+    python -m ladder.launch [--record] [--json PATH] [--calls N] [--rounds R]
+
+A call's host cost is what the Python process spends to issue it: the checks, the output's allocation, the
+launch. At these tiny shapes a kernel runs for a few µs, less than that, so N calls issued back to back keep the
+GPU waiting on the host and their wall clock per call is the host cost: N calls, then a synchronize, timed with
+perf_counter. Each of R rounds times every call of a group in turn, the first one rotating; the median round is
+kept. Each call's kernel time is printed beside it (ladder.timing.event_bench, L2 flushed: an upper bound on what
+the GPU spends per call): where it is under the host µs, the GPU waited.
+
+Groups, each with its anchor (PyTorch doing the same) timed in the same rounds:
+  matmul 256³ fp16        ladder.ops.matmul, torch.ops.ladder.matmul (through the dispatcher), and Triton rung
+                          6's own launcher (kernels.triton.matmul.autotuned, the path before ladder.ops);
+                          anchor torch.matmul
+  linear + bias + GELU    ladder.ops.matmul(x, w.t(), bias, "gelu") (nn.Linear's weight as stored, one kernel);
+                          anchor F.gelu(F.linear(x, w, bias), approximate="tanh") (two kernels)
+  attention, causal       views of one packed (B, S, 3, H, D) projection, as a model makes them:
+                          ladder.ops.attention, torch.ops.ladder.attention, and rung 6's launcher (on contiguous
+                          copies made before the timing: it takes no views); anchor SDPA on the same views
+`--record` merges the rows into results/<gpu>.json under "launch"; nothing else in the file changes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+from ladder.world import NotAvailable, require_gpu
+
+MATMUL = (256, 256, 256)
+LINEAR = (256, 1024, 256)          # tokens, out features, in features
+ATTENTION = (1, 12, 128, 64)       # B, H, S, D
+
+
+def host_us(calls: dict, n: int, rounds: int) -> dict[str, float]:
+    """Median over `rounds` of the wall clock per call of `n` back-to-back calls, each callable in turn."""
+    import torch
+    names = list(calls)
+    for fn in calls.values():  # compile, search, allocate: not timed
+        fn()
+    torch.cuda.synchronize()
+    per_round = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = calls[name]
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            torch.cuda.synchronize()
+            per_round[name].append((time.perf_counter() - start) / n * 1e6)
+    return {name: statistics.median(times) for name, times in per_round.items()}
+
+
+def groups() -> list[dict]:
+    """Each group: op, shape, the anchor's name, and callables by name, the anchor's among them."""
+    import torch
+    import torch.nn.functional as F
+    from ladder import ops
+    from kernels.triton import attention as ta
+    from kernels.triton import matmul as tm
+    gen = torch.Generator("cuda").manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, device="cuda").half()
+    M, N, K = MATMUL
+    a, b = randn(M, K), randn(K, N)
+    T, out_features, in_features = LINEAR
+    x, w, bias = randn(T, in_features), randn(out_features, in_features), randn(out_features)
+    B, H, S, D = ATTENTION
+    q, k, v = randn(B, S, 3, H, D).permute(2, 0, 3, 1, 4)
+    qc, kc, vc = q.contiguous(), k.contiguous(), v.contiguous()
+    return [
+        dict(op="matmul", shape=list(MATMUL), anchor="torch.matmul", calls={
+            "torch.matmul": lambda: torch.matmul(a, b),
+            "ladder.ops.matmul": lambda: ops.matmul(a, b),
+            "torch.ops.ladder.matmul": lambda: torch.ops.ladder.matmul(a, b),
+            "triton:6_autotuned launcher": lambda: tm.autotuned(a, b)}),
+        dict(op="linear_gelu", shape=list(LINEAR), anchor="torch F.linear + F.gelu", calls={
+            "torch F.linear + F.gelu": lambda: F.gelu(F.linear(x, w, bias), approximate="tanh"),
+            "ladder.ops.matmul": lambda: ops.matmul(x, w.t(), bias, "gelu")}),
+        dict(op="attention", shape=list(ATTENTION) + [1], anchor="F.scaled_dot_product_attention", calls={
+            "F.scaled_dot_product_attention": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            "ladder.ops.attention": lambda: ops.attention(q, k, v, causal=True),
+            "torch.ops.ladder.attention": lambda: torch.ops.ladder.attention(q, k, v, True),
+            "triton:6_autotuned launcher": lambda: ta.autotuned(qc, kc, vc, True)}),
+    ]
+
+
+def measure(n: int = 300, rounds: int = 7) -> list[dict]:
+    """One row per call that is not an anchor: its host µs and kernel µs beside its anchor's, same rounds."""
+    from ladder.timing import event_bench
+    rows = []
+    for g in groups():
+        host = host_us(g["calls"], n, rounds)
+        kernel = {name: event_bench(fn, 25, 100, [0.5])[0] * 1e3 for name, fn in g["calls"].items()}
+        rows += [{"op": g["op"], "shape": g["shape"], "call": name, "us": host[name], "kernel_us": kernel[name],
+                  "anchor": g["anchor"], "anchor_us": host[g["anchor"]], "anchor_kernel_us": kernel[g["anchor"]],
+                  "ratio": host[name] / host[g["anchor"]], "calls": n, "rounds": rounds}
+                 for name in g["calls"] if name != g["anchor"]]
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = [f"{'op':12s} {'call':28s} {'host us':>8s} {'anchor':30s} {'host us':>8s} {'ratio':>6s} "
+             f"{'kernel us (ours/anchor)':>24s}"]
+    for r in rows:
+        lines.append(f"{r['op']:12s} {r['call']:28s} {r['us']:8.1f} {r['anchor']:30s} {r['anchor_us']:8.1f} "
+                     f"{r['ratio']:6.2f} {r['kernel_us']:12.1f} / {r['anchor_kernel_us']:.1f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ladder.launch", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=300, help="back-to-back calls per round")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--json", help="also write the rows (and the GPU's name) to this file")
+    parser.add_argument("--record", action="store_true", help="merge the rows into results/<gpu>.json")
+    args = parser.parse_args(argv)
+    try:
+        require_gpu("ladder.launch (it times kernel launches)")
+        from ladder import hardware, ops, results
+        if args.record:
+            hardware.require_real("Recording")
+        gpu = hardware.detect()
+        rows = measure(args.calls, args.rounds)
+    except NotAvailable as e:
+        print(f"not available here: {e}", file=sys.stderr)
+        return 2
+    print(f"host cost per call on {gpu.name}: median of {args.rounds} rounds of {args.calls} back-to-back calls\n"
+          f"{ops.describe()}\n{table(rows)}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"gpu": gpu.name, "provenance": results.provenance(gpu), "launch": rows}, f, indent=1)
+    if args.record:
+        path = results.path_for(gpu.slug)
+        if not path.exists():
+            raise SystemExit("--record needs an earlier recording for this GPU (python -m ladder record)")
+        old = results.load(path.stem).data
+        print(f"wrote {results.save(results.merge(old, {**results.fresh_record(old, gpu), 'launch': rows}))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

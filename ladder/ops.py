@@ -1,0 +1,459 @@
+"""Our kernels as PyTorch operators, for a model to call: `matmul` and `attention`.
+
+    from ladder import ops
+    y = ops.matmul(x, layer.weight.t(), layer.bias, activation="gelu")   # nn.Linear's weight, not copied
+    o = ops.attention(q, k, v, causal=True)                              # (B, H, S, D) views, any strides
+
+Each is an operator of torch.library, `torch.ops.ladder.matmul` and `torch.ops.ladder.attention`, with a fake
+implementation: torch.compile(fullgraph=True) keeps it in the graph, and a CUDA graph captures it. On a GPU it
+is a `triton_op` whose kernel is called through `wrap_triton`, so Inductor sees the Triton kernel itself and
+launches it from its own generated code. In the CPU world it is a `custom_op` with its own fake: there the
+kernels run in Triton's interpreter, which torch cannot trace (`wrap_triton` hands an interpreted kernel back as
+it is). matmul has its backward (through the same op, on transposed views); attention returns, beside O, the
+log-sum-exp of each query's scores, what a FlashAttention-2 backward needs, so that one
+`torch.library.register_autograd("ladder::attention", ...)` call can add it.
+
+Which kernel runs: `backend(op)` says, and why (`describe()` for both).
+  matmul     Triton rung 6 (kernels/triton/matmul.py, persistent_kernel) with its fused bias + ReLU / GELU
+             epilogue, on every GPU from sm_80 on; on older GPUs (a T4, sm_75) torch.matmul: Triton's tl.dot runs
+             on CUDA cores there and cuBLAS has the tensor cores. CPU: rung 6 in Triton's interpreter.
+  attention  Triton rung 6 (kernels/triton/attention.py, flash_kernel) on every GPU (on sm_75 its tl.dot runs on
+             CUDA cores: SDPA would be faster, but it returns no log-sum-exp). CPU: the interpreter.
+CUDA C++ rung 12 is not used: it takes only contiguous rows (transposed views and the backward's would be
+copied), has no fused epilogue, and leads rung 6 by about 2% at 4096³ and 8192³ in the H100's recording (README);
+choosing between them per shape is a dispatch table's job. Under KERNEL_LADDER_EMULATE the emulated GPU decides (sm_75: matmul by
+torch.matmul), but Triton still compiles for the real GPU.
+
+The configuration (tiles, warps, stages) is rung 6's for the shape, chosen once per shape and never by a search:
+the winner recorded in results/ (or searched in this process) for the nearest shape on this GPU, where rung 6's
+prune keeps it at this shape; under autotune.SEARCH_MIN_FLOP, or with no search known, the smallest tiles the
+prune keeps (what rung 6's own search keeps there).
+
+Host cost. A call through the dispatcher (torch.ops.ladder.*) pays the custom op's Python layers (autograd
+wrapper, redispatch, alias checks: about 10 µs on a desktop CPU, 30 on the H100 host measured) before our code
+runs. `ops.matmul` and
+`ops.attention` skip them where the dispatcher would only call our implementation anyway (`_direct`): real
+tensors, no gradient to record, no torch.compile, no mode or functorch transform, no profiler; anything else goes
+through the operator. Our implementation then keeps per specialization what does not change between calls (the
+configuration, grid, constexprs, and the compiled kernel with its launcher) and calls Triton's launcher directly
+on torch's current stream: what is left per call is the checks, the output's allocation and the launch.
+`python -m ladder.launch` measures it against torch.matmul and SDPA.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+import triton
+from torch.library import wrap_triton
+from triton.runtime.autotuner import Heuristics
+
+from ladder import autotune
+from ladder.hardware import detect
+from ladder.world import WORLD
+from kernels.triton import attention as ta
+from kernels.triton import matmul as tm
+
+INT32 = 2**31
+GRID_Y_MAX = 65535                       # a launch grid's second dimension: attention's B·H
+ACTIVATIONS = (None, "relu", "gelu")     # gelu: GELU's tanh form, GPT-2's (F.gelu(x, approximate="tanh"))
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # tensor types that hold their own data (not fake, functional, ...)
+_DEVICE = "cuda" if WORLD.gpu else "cpu"
+
+
+# ------------------------------------------------------------- which kernel backs an op on this machine
+
+@dataclass(frozen=True)
+class Backend:
+    kernel: str   # a rung label: "triton:6_autotuned", "torch:cublas"
+    note: str     # where it runs and why
+
+    def __str__(self) -> str:
+        return f"{self.kernel} ({self.note})"
+
+
+def choose(op: str, gpu) -> Backend:
+    """The kernel that backs `op` ("matmul" or "attention") on `gpu` (a ladder.hardware.GPU; None: the CPU)."""
+    if op not in ("matmul", "attention"):
+        raise ValueError(f"no op {op!r}: ladder.ops has matmul and attention")
+    rung = "triton:6_autotuned"
+    if gpu is None:
+        return Backend(rung, "Triton's interpreter on the CPU: checks correctness, not speed")
+    emulated = (f"; {gpu.emulation_note}: Triton compiles for the {gpu.emulated_on}" if gpu.emulated_on else "")
+    if gpu.has("triton_mma"):
+        return Backend(rung, f"tensor cores, {gpu.arch}{emulated}")
+    if op == "matmul":
+        return Backend("torch:cublas", f"{gpu.arch}: {tm.CUDA_CORE_DOT[1]}; cuBLAS has the tensor cores, "
+                                       f"the bias and activation run as torch ops{emulated}")
+    return Backend(rung, f"{gpu.arch}: {tm.CUDA_CORE_DOT[1]} (SDPA returns no log-sum-exp){emulated}")
+
+
+@functools.cache
+def backend(op: str) -> Backend:
+    """What backs `op` on this machine (chosen once: `backend.cache_clear()` after changing KERNEL_LADDER_EMULATE)."""
+    return choose(op, detect())
+
+
+def describe() -> str:
+    return "\n".join(f"{op:9s}  {backend(op)}" for op in ("matmul", "attention"))
+
+
+# ------------------------------------------------------------- checks: one ValueError that names the problem
+
+_ON_DEVICE = (lambda t: t.is_cuda) if WORLD.gpu else (lambda t: t.device.type == "cpu")
+
+
+def _tensor(op: str, name: str, t, ndim: int) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"ladder.ops.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype is not torch.float16:
+        raise ValueError(f"ladder.ops.{op}: {name} must be torch.float16 (the kernels' type), got {t.dtype}")
+    if t.dim() != ndim:
+        raise ValueError(f"ladder.ops.{op}: {name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
+    if not _ON_DEVICE(t):
+        raise ValueError(f"ladder.ops.{op}: {name} is on {t.device}; here the kernels run on {_DEVICE}")
+
+
+def _different_devices(op: str, **tensors) -> ValueError:
+    return ValueError(f"ladder.ops.{op}: tensors on different devices: "
+                      + ", ".join(f"{n} on {t.device}" for n, t in tensors.items() if t is not None))
+
+
+def _check_matmul(a, b, bias, activation) -> tuple:
+    """(M, N, K) of checked operands."""
+    _tensor("matmul", "a", a, 2)
+    _tensor("matmul", "b", b, 2)
+    (M, K), (K_b, N) = a.shape, b.shape
+    if K != K_b:
+        raise ValueError(f"ladder.ops.matmul: inner dimensions differ: a is {M}x{K}, b is {K_b}x{N}")
+    if bias is not None:
+        _tensor("matmul", "bias", bias, 1)
+        if bias.shape[0] != N:
+            raise ValueError(f"ladder.ops.matmul: bias has {bias.shape[0]} elements; a @ b has N={N} columns")
+    if b.device != a.device or (bias is not None and bias.device != a.device):
+        raise _different_devices("matmul", a=a, b=b, bias=bias)
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"ladder.ops.matmul: activation {activation!r}: it takes None, 'relu' or 'gelu'")
+    return M, N, K
+
+
+def _check_attention(q, k, v, causal, scale) -> tuple:
+    """(B, H, S, D, scale) of checked operands, scale defaulting to 1/√D."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _tensor("attention", name, t, 4)
+    if not (q.shape == k.shape == v.shape):
+        raise ValueError(f"ladder.ops.attention: shape mismatch: q {tuple(q.shape)}, k {tuple(k.shape)}, "
+                         f"v {tuple(v.shape)}")
+    if k.device != q.device or v.device != q.device:
+        raise _different_devices("attention", q=q, k=k, v=v)
+    B, H, S, D = q.shape
+    if D not in ta.HEAD_DIMS:
+        raise ValueError(f"ladder.ops.attention: head dimension D={D} is not supported: the kernel takes D in "
+                         f"{ta.HEAD_DIMS}")
+    if B * H > GRID_Y_MAX:
+        raise ValueError(f"ladder.ops.attention: B·H = {B * H} heads, over the {GRID_Y_MAX} a launch grid's "
+                         "second dimension holds")
+    if not isinstance(causal, bool):
+        raise ValueError(f"ladder.ops.attention: causal must be True or False, got {causal!r}")
+    if scale is not None and not isinstance(scale, (int, float)):
+        raise ValueError(f"ladder.ops.attention: scale must be a number or None, got {type(scale).__name__}")
+    # the kernel forms a head's offset in 64 bits, a row's and a column's within it in 32
+    if (S + 128) * max(q.stride()[2:] + k.stride()[2:] + v.stride()[2:]) >= INT32:
+        raise ValueError("ladder.ops.attention: a row's offset within a head overflows 32 bits at these strides "
+                         f"(q {q.stride()}, k {k.stride()}, v {v.stride()})")
+    return B, H, S, D, 1 / math.sqrt(D) if scale is None else float(scale)
+
+
+# ------------------------------------------------------------- the configuration: chosen once per shape
+
+def _jit_and_rules(kernel):
+    """The @triton.jit function under `kernel`'s @triton.heuristics layers, its parameter names, and the layers'
+    rules (constexpr name -> rule(args)), which a launch of the bare function must apply itself."""
+    rules = {}
+    while isinstance(kernel, Heuristics):
+        rules.update(kernel.values)
+        kernel = kernel.fn
+    return kernel, list(inspect.signature(kernel.fn).parameters), rules
+
+
+_MATMUL_JIT, _MATMUL_PARAMS, _MATMUL_RULES = _jit_and_rules(tm.persistent_kernel)
+_FLASH_JIT, _FLASH_PARAMS, _ = _jit_and_rules(ta.flash_kernel)
+_MATMUL_HEAD = _MATMUL_PARAMS.index("BLOCK_M")   # a_ptr .. stride_cn: the arguments that change per call
+_FLASH_HEAD = _FLASH_PARAMS.index("HEAD_DIM")    # q_ptr .. stride_od
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One kernel's launch at one shape: its configuration, grid and constexpr arguments (in the kernel's order)."""
+    config: dict
+    grid: tuple        # 3 dimensions
+    constexprs: tuple
+    options: dict      # num_warps, num_stages
+
+
+def choose_config(configs: list, shape: tuple, flops: float, problem: str, reason, searched: list, gpu) -> dict:
+    """Of rung 6's `configs` (triton.Configs), the one the op launches at `shape` on `gpu` (None: the
+    interpreter): see the module's docstring. reason(config, shape, gpu, configs) -> why it cannot run or win
+    there (None: it can); `searched`: this process's search reports."""
+    dicts = [autotune.triton_config_dict(c) for c in configs]
+    viable = [c for c in dicts if reason(c, shape, gpu, dicts) is None]
+    if gpu is not None and flops >= autotune.SEARCH_MIN_FLOP:
+        reports = autotune.cached_reports(gpu.slug, problem, "triton:6_autotuned") + [
+            r for r in searched if r.tuner == "triton:6_autotuned" and r.problem == problem]
+        if reports:
+            winner = min(reports, key=lambda r: autotune._distance(r.shape, shape)).best
+            if winner in viable:
+                return winner
+    return min(viable, key=lambda c: math.prod(v for k, v in c.items() if k.startswith("BLOCK_")))
+
+
+def _plan(config: dict, grid: tuple, params: list, head: int, constexprs: dict) -> Plan:
+    options = {k: config[k] for k in ("num_warps", "num_stages")}
+    values = {**{k: v for k, v in config.items() if k not in options}, **constexprs}
+    return Plan(config, grid + (1,) * (3 - len(grid)), tuple(values[name] for name in params[head:]), options)
+
+
+@functools.lru_cache(maxsize=None)
+def matmul_plan(M: int, N: int, K: int, bias_relu: bool, bias_gelu: bool) -> Plan:
+    """Rung 6's launch at (M, N, K) with that epilogue on this GPU."""
+    config = choose_config(tm.autotuned_kernel.configs, (M, N, K), 2 * M * N * K, "matmul", tm._prune,
+                           tm.SEARCHES.reports, detect())
+    args = dict(M=M, N=N, K=K, **config)
+    grid = (tm.programs(triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])),)
+    return _plan(config, grid, _MATMUL_PARAMS, _MATMUL_HEAD,
+                 {**{name: rule(args) for name, rule in _MATMUL_RULES.items()},
+                  "BIAS_RELU": bias_relu, "BIAS_GELU": bias_gelu, "FLATTEN": True})
+
+
+@functools.lru_cache(maxsize=None)
+def attention_plan(B: int, H: int, S: int, D: int, causal: bool) -> Plan:
+    """Rung 6's launch at (B, H, S, D, causal) on this GPU, writing the log-sum-exp."""
+    shape = (B, H, S, D, int(causal))
+    config = choose_config(ta.autotuned_kernel.configs, shape, ta.SEARCHES.flops("attention", shape), "attention",
+                           lambda c, s, gpu, _: ta.prune_reason(c, s, gpu), ta.SEARCHES.reports, detect())
+    grid = (triton.cdiv(S, config["BLOCK_M"]), B * H)
+    return _plan(config, grid, _FLASH_PARAMS, _FLASH_HEAD,
+                 dict(HEAD_DIM=D, CAUSAL=causal, TENSOR_CORES=True, STORE_LSE=True))
+
+
+# ------------------------------------------------------------- the lean launch
+
+class Launches:
+    """A Triton kernel's launches from real tensors. The first launch at each specialization key goes through
+    Triton's own path (binding, specialization, the compile or its cache: tens of µs, or seconds to compile), which
+    returns the compiled kernel; later launches with that key call its launcher directly. The key must hold all
+    that Triton specializes on: every integer argument's value, each pointer's 16-byte alignment, None arguments,
+    the constexprs (the plan) and the device. In the interpreter every launch is an interpreted run."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.compiled: dict[tuple, object] = {}
+
+    def __call__(self, key: tuple, plan: Plan, tensors: tuple, scalars: tuple) -> None:
+        """Launch with the kernel's pointer arguments (`tensors`, first in its signature; None for one left out)
+        and the rest up to its constexprs (`scalars`; the constexprs are the plan's); key[0]: the device."""
+        device = key[0]
+        if WORLD.gpu and device != torch._C._cuda_getDevice():  # Triton launches on the current device
+            with torch.cuda.device(device):
+                return self(key, plan, tensors, scalars)
+        compiled = self.compiled.get(key)
+        if compiled is None:
+            compiled = self.kernel[plan.grid](*tensors, *scalars, *plan.constexprs, **plan.options)
+            if WORLD.gpu:
+                self.compiled[key] = compiled
+            return
+        # Given a tensor, Triton's launcher calls its data_ptr() and asks the driver (cuPointerGetAttribute) whether
+        # the address is on the GPU, which the checks made sure of; given an int, it takes it as the address
+        args = (*[None if t is None else t.data_ptr() for t in tensors], *scalars, *plan.constexprs)
+        stream = torch._C._cuda_getCurrentRawStream(device)
+        grid, enter = plan.grid, triton.knobs.runtime.launch_enter_hook
+        compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
+                     None if enter is None else compiled.launch_metadata(grid, stream, *args), enter,
+                     triton.knobs.runtime.launch_exit_hook, *args)
+
+
+_MATMUL_LAUNCHES = Launches(_MATMUL_JIT)
+_FLASH_LAUNCHES = Launches(_FLASH_JIT)
+
+
+def _traced(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor | None) -> bool:
+    """Fake or functional tensors: the op is being traced (its fake run, or Inductor reading its kernels)."""
+    return type(x) not in _PLAIN or type(y) not in _PLAIN or (z is not None and type(z) not in _PLAIN)
+
+
+def _sizes(*sizes) -> tuple:
+    """Sizes as ints: a configuration is chosen per shape, so under dynamic shapes the plan specializes them, as
+    a Triton autotune key would."""
+    return tuple(int(s) for s in sizes)
+
+
+# ------------------------------------------------------------- matmul
+
+def _epilogue(out: torch.Tensor, bias, activation) -> torch.Tensor:
+    """What rung 6 does not fuse (a bias alone, an activation alone; all of it on the torch path), as torch ops:
+    one more pass over C each."""
+    if bias is not None:
+        out = out.add_(bias)
+    if activation == "relu":
+        return out.relu_()
+    return F.gelu(out, approximate="tanh") if activation == "gelu" else out
+
+
+def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
+    """ladder::matmul on checked operands."""
+    if backend("matmul").kernel == "torch:cublas":
+        return _epilogue(torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b), None, activation)
+    (stride_am, stride_ak), (stride_bk, stride_bn) = a.stride(), b.stride()
+    # rung 6 forms a row's offset in 64 bits, a column's and a k step's in 32 (as its row-major rungs do)
+    if max(stride_ak, stride_bk) * 256 >= INT32 or (N - 1) * stride_bn >= INT32:
+        raise ValueError(f"ladder.ops.matmul: a's strides {a.stride()} or b's {b.stride()} with N={N} overflow the "
+                         "kernel's 32-bit column offsets; pass a or b with rows contiguous")
+    out = a.new_empty((M, N))
+    fused = bias is not None and activation is not None
+    if fused and bias.stride(0) != 1:  # the epilogue reads the bias as one contiguous row: N elements copied
+        bias = bias.contiguous()
+    tensors = (a, b, out, bias if fused else None)
+    scalars = (M, N, K, stride_am, stride_ak, stride_bk, stride_bn, N, 1)
+    if _traced(a, b, bias):
+        if out.numel():
+            plan = matmul_plan(*_sizes(M, N, K), fused and activation == "relu", fused and activation == "gelu")
+            wrap_triton(_MATMUL_JIT)[plan.grid](*tensors, *scalars, *plan.constexprs, **plan.options)
+    elif out.numel():
+        plan = matmul_plan(M, N, K, fused and activation == "relu", fused and activation == "gelu")
+        # out is fresh from the caching allocator, 512-byte aligned: only a, b and the bias can be misaligned
+        key = (a.get_device(), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
+               fused and activation, fused and bias.data_ptr() % 16 == 0)
+        _MATMUL_LAUNCHES(key, plan, tensors, scalars)
+    return out if fused else _epilogue(out, bias, activation)
+
+
+def _matmul_impl(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                 activation: Optional[str] = None) -> torch.Tensor:
+    return _matmul_run(a, b, bias, activation, *_check_matmul(a, b, bias, activation))
+
+
+def _matmul_fake(a, b, bias=None, activation=None):
+    M, N, K = _check_matmul(a, b, bias, activation)
+    return a.new_empty((M, N))
+
+
+def _attention_outputs(q: torch.Tensor) -> tuple:
+    """(O, LSE) for queries q (B, H, S, D): O laid out as q is, (B, S, H, D) in memory where q's heads are closer
+    together than its rows (the views a model makes of one (B, S, 3, H, D) projection; then
+    o.transpose(1, 2).reshape(B, S, H * D) is free), else (B, H, S, D); LSE (B, H, S) fp32."""
+    B, H, S, D = q.shape
+    heads_inner = q.stride(1) < q.stride(2)
+    out = (q.new_empty((B, S, H, D)).transpose(1, 2) if heads_inner else q.new_empty((B, H, S, D)))
+    return out, q.new_empty((B, H, S), dtype=torch.float32)
+
+
+def _attention_run(q, k, v, causal: bool, B: int, H: int, S: int, D: int, scale: float) -> tuple:
+    """ladder::attention on checked operands: (O, LSE)."""
+    out, lse = _attention_outputs(q)
+    tensors = (q, k, v, out, lse)
+    strides = (*q.stride(), *k.stride(), *v.stride(), *out.stride())
+    if _traced(q, k, v):
+        if out.numel():
+            plan = attention_plan(*_sizes(B, H, S, D), causal)
+            wrap_triton(_FLASH_JIT)[plan.grid](*tensors, S, H, scale * ta.LOG2E, *strides, *plan.constexprs,
+                                               **plan.options)
+    elif out.numel():
+        plan = attention_plan(B, H, S, D, causal)
+        # out and lse are fresh, 512-byte aligned; Triton does not specialize on a float (the scale)
+        key = (q.get_device(), B, H, S, D, causal, *strides, q.data_ptr() % 16 == 0, k.data_ptr() % 16 == 0,
+               v.data_ptr() % 16 == 0)
+        _FLASH_LAUNCHES(key, plan, tensors, (S, H, scale * ta.LOG2E, *strides))
+    return out, lse
+
+
+def _attention_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                    scale: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    return _attention_run(q, k, v, causal, *_check_attention(q, k, v, causal, scale))
+
+
+def _attention_fake(q, k, v, causal=False, scale=None):
+    _check_attention(q, k, v, causal, scale)
+    return _attention_outputs(q)
+
+
+# ------------------------------------------------------------- registration
+
+def _register(name: str, impl, fake) -> None:
+    """impl as the operator ladder::name: a triton_op on a GPU (impl is its own fake, through wrap_triton), a
+    custom_op with `fake` in the interpreter, whose kernels torch cannot trace."""
+    if WORLD.gpu:
+        torch.library.triton_op(f"ladder::{name}", impl, mutates_args=())
+    else:
+        torch.library.custom_op(f"ladder::{name}", impl, mutates_args=()).register_fake(fake)
+
+
+_register("matmul", _matmul_impl, _matmul_fake)
+_register("attention", _attention_impl, _attention_fake)
+MATMUL_OP = torch.ops.ladder.matmul.default
+ATTENTION_OP = torch.ops.ladder.attention.default
+
+
+def _direct(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor | None) -> bool:
+    """Whether a call may skip the dispatcher: where it would only call our implementation anyway."""
+    if torch.compiler.is_compiling():  # Dynamo: the operator goes into the graph
+        return False
+    if torch.is_grad_enabled() and (x.requires_grad or y.requires_grad or (z is not None and z.requires_grad)):
+        return False
+    return not (torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled()
+                or torch._C._are_functorch_transforms_active() or torch._C._autograd._profiler_enabled()
+                or _traced(x, y, z))
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
+           activation: str | None = None) -> torch.Tensor:
+    """a @ b, then + bias (N,), then relu or gelu (GELU's tanh form): fp16 in and out, fp32 sums; a (M, K) and
+    b (K, N) any strided views (b = weight.t() of an nn.Linear is read in place). With a bias and an activation
+    the epilogue is fused into the kernel (C written once); a bias alone or an activation alone takes one more
+    pass over C (torch ops). A bias whose elements are not adjacent is copied (N elements). Differentiable in
+    a, b and bias; on a GPU before sm_80 it runs torch.matmul (`backend("matmul")`)."""
+    shape = _check_matmul(a, b, bias, activation)
+    if _direct(a, b, bias):
+        return _matmul_run(a, b, bias, activation, *shape)
+    return MATMUL_OP(a, b, bias, activation)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              scale: float | None = None) -> torch.Tensor:
+    """softmax(q·kᵀ·scale)·v (scale defaults to 1/√D; causal: no key after its query): q, k, v fp16 (B, H, S, D)
+    of one shape, D 64 or 128, any strides (the (B, S, 3, H, D) projection's views are read in place). O is laid
+    out as q is (see _attention_outputs). torch.ops.ladder.attention also returns each query's log-sum-exp. Not
+    differentiable yet: a backward through it raises."""
+    shape = _check_attention(q, k, v, causal, scale)
+    if _direct(q, k, v):
+        return _attention_run(q, k, v, causal, *shape)[0]
+    return ATTENTION_OP(q, k, v, causal, scale)[0]
+
+
+# ------------------------------------------------------------- matmul's backward
+
+def _matmul_setup(ctx, inputs, output) -> None:
+    a, b, bias, activation = inputs
+    ctx.activation = activation
+    # ReLU's derivative is read off its output; GELU's needs the input, a @ b + bias, recomputed in the backward
+    ctx.save_for_backward(a, b, bias if activation == "gelu" else None, output if activation == "relu" else None)
+
+
+def _matmul_backward(ctx, grad):
+    a, b, bias, out = ctx.saved_tensors
+    if ctx.activation == "relu":
+        grad = torch.where(out > 0, grad, 0)
+    elif ctx.activation == "gelu":
+        grad = torch.ops.aten.gelu_backward(grad, matmul(a, b, bias), approximate="tanh")
+    # the dispatcher drops trailing arguments left at their defaults (bias=None, activation=None) from the inputs
+    need_a, need_b, need_bias = (*ctx.needs_input_grad, False)[:3]
+    return (matmul(grad, b.mT) if need_a else None,   # b.mT, a.mT: views, read in place
+            matmul(a.mT, grad) if need_b else None,
+            grad.sum(0) if need_bias else None, None)
+
+
+torch.library.register_autograd("ladder::matmul", _matmul_backward, setup_context=_matmul_setup)

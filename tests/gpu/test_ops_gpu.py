@@ -1,0 +1,147 @@
+"""ladder.ops on a GPU (the operators are triton_ops here): every layout and epilogue against float64 on ragged
+shapes with fresh data, the cached launches (a second call at a key, a misaligned view at a cached shape), the
+backward, attention and its log-sum-exp on a model's views, opcheck, torch.compile(fullgraph) with Inductor
+launching our kernels, CUDA graphs, the fallback under KERNEL_LADDER_EMULATE=sm_75, and the checks. Run with
+`pytest tests/gpu/test_ops_gpu.py -o addopts=""`; `python -m ladder.launch` measures the host cost."""
+import pytest
+import torch
+from torch._inductor.utils import run_and_get_code
+
+import kernels.attention as attention_problem
+import ops_helpers
+from ladder import autotune, hardware, ops
+from ladder.check import compare
+from ops_helpers import laid_out, reference
+
+GEN = torch.Generator("cuda").manual_seed(7)
+
+
+def randn(*shape):
+    return torch.randn(*shape, generator=GEN, device="cuda").half()
+
+
+def test_the_ops_run_rung_6_on_this_gpu():
+    assert ops.backend("matmul").kernel == ops.backend("attention").kernel == "triton:6_autotuned", ops.describe()
+
+
+@pytest.mark.parametrize("layout_a, layout_b", [("row", "row"), ("col", "row"), ("row", "col"), ("col", "col"),
+                                                ("offset", "row"), ("broadcast", "col")])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (257, 131, 67)])
+def test_matmul_reads_every_layout_in_place(shape, layout_a, layout_b):
+    M, N, K = shape
+    for _ in range(2):  # the second call at the same key goes through the cached launch; fresh data each time
+        a, b = laid_out(randn(M, K), layout_a), laid_out(randn(K, N), layout_b)
+        out = ops.matmul(a, b)
+        torch.cuda.synchronize()
+        assert compare(out, reference(a, b)).ok
+
+
+def test_a_misaligned_view_at_a_cached_shape_gets_its_own_specialization():
+    a, b = randn(96, 64), randn(64, 80)
+    assert compare(ops.matmul(a, b), reference(a, b)).ok
+    shifted = laid_out(a, "offset")   # same shape and strides, 2 bytes off: Triton's 16-byte assumption fails
+    assert compare(ops.matmul(shifted, b), reference(shifted, b)).ok
+
+
+@pytest.mark.parametrize("bias, activation", [(True, "relu"), (True, "gelu"), (True, None), (False, "gelu")])
+def test_matmul_epilogues(bias, activation):
+    a, w = randn(257, 67), randn(131, 67)
+    b = randn(131) if bias else None
+    for _ in range(2):
+        assert compare(ops.matmul(a, w.t(), b, activation), reference(a, w.t(), b, activation)).ok
+
+
+def test_a_shape_worth_a_search_runs_the_recorded_winner():
+    shape = (2304, 2048, 2048)
+    a, b = randn(shape[0], shape[2]), randn(shape[2], shape[1])
+    assert compare(ops.matmul(a, b), reference(a, b)).ok
+    recorded = [r.best for r in autotune.cached_reports(hardware.detect().slug, "matmul", "triton:6_autotuned")]
+    config = ops.matmul_plan(*shape, False, False).config
+    assert config in recorded if recorded else (config["BLOCK_M"], config["BLOCK_N"]) == (64, 64)
+
+
+def test_matmul_backward_against_float64():
+    a, b, bias = (x.requires_grad_() for x in (randn(257, 67), randn(67, 131), randn(131)))
+    grad = randn(257, 131)
+    ops.matmul(a, b, bias, "gelu").backward(grad)
+    wanted = [t.detach().double().requires_grad_() for t in (a, b, bias)]
+    reference(*wanted, "gelu").backward(grad.double())
+    for got, want in zip((a, b, bias), wanted):
+        assert compare(got.grad, want.grad).ok
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 1, 64, 0), (1, 2, 100, 64, 1), (2, 3, 129, 128, 0), (1, 1, 257, 128, 1)])
+@pytest.mark.parametrize("packed", [True, False])
+def test_attention_and_its_log_sum_exp_against_float64(shape, packed):
+    B, H, S, D, causal = shape
+    q, k, v = (randn(B, S, 3, H, D).permute(2, 0, 3, 1, 4) if packed else (randn(B, H, S, D) for _ in range(3)))
+    out, lse = torch.ops.ladder.attention(q, k, v, bool(causal))
+    assert compare(out, attention_problem.reference(q.contiguous(), k.contiguous(), v.contiguous(), bool(causal))).ok
+    scores = q.double() @ k.double().transpose(-1, -2) / D ** 0.5
+    if causal:
+        scores.masked_fill_(torch.ones(S, S, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+    assert compare(lse, torch.logsumexp(scores, -1)).ok
+    assert torch.equal(ops.attention(q, k, v, causal=bool(causal)), out)  # the direct path, same kernel
+
+
+def test_opcheck_on_the_gpu():
+    a, b, bias = randn(37, 45), randn(45, 29), randn(29)
+    for args in [(a, b), (a.t().contiguous().t(), b, bias, "gelu"), (a, b.t().contiguous().t(), bias),
+                 (a.clone().requires_grad_(), b.clone().requires_grad_(), bias.clone().requires_grad_(), "relu")]:
+        assert set(torch.library.opcheck(ops.MATMUL_OP, args).values()) == {"SUCCESS"}, args
+    q, k, v = randn(2, 33, 3, 2, 64).permute(2, 0, 3, 1, 4)
+    for args in [(q, k, v, True, None), (q.contiguous(), k.contiguous(), v.contiguous(), False, 0.2)]:
+        assert set(torch.library.opcheck(ops.ATTENTION_OP, args).values()) == {"SUCCESS"}
+
+
+def test_compiled_with_fullgraph_inductor_launches_our_kernels_in_a_cuda_graph():
+    block, reference_block = ops_helpers.make("cuda")
+    x = torch.randn(2, 64, 128, generator=GEN, device="cuda")
+    with torch.no_grad():
+        want = reference_block(x.double())
+        compiled = torch.compile(block, fullgraph=True, mode="reduce-overhead")
+        _, code = run_and_get_code(compiled, x.half())
+        assert "persistent_kernel" in "".join(code) and "flash_kernel" in "".join(code)  # Inductor's own launches
+        for _ in range(3):  # cudagraph trees record on the first calls, then replay
+            got = compiled(x.half()).clone()
+        assert compare(got, want).ok
+        assert torch._dynamo.utils.counters["inductor"]["cudagraph_skips"] == 0
+
+
+def test_eager_calls_capture_into_a_cuda_graph():
+    block, reference_block = ops_helpers.make("cuda")
+    static_x = torch.randn(2, 64, 128, generator=GEN, device="cuda").half()
+    with torch.no_grad():
+        block(static_x)  # compile and cache the launches before capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = block(static_x)
+        fresh = torch.randn(2, 64, 128, generator=GEN, device="cuda")
+        static_x.copy_(fresh.half())
+        graph.replay()
+        torch.cuda.synchronize()
+        assert compare(static_out, reference_block(fresh.half().double())).ok
+
+
+def test_under_emulated_sm_75_matmul_falls_back_to_cublas(monkeypatch):
+    monkeypatch.setenv(hardware.EMULATE_ENV, "sm_75")
+    for cache in (hardware.detect, ops.backend):
+        cache.cache_clear()
+    try:
+        assert ops.backend("matmul").kernel == "torch:cublas" and "sm_75" in ops.backend("matmul").note
+        a, w, bias = randn(57, 40), randn(33, 40), randn(33)
+        assert compare(ops.matmul(a, w.t(), bias, "gelu"), reference(a, w.t(), bias, "gelu")).ok
+        q, k, v = (randn(1, 2, 50, 64) for _ in range(3))
+        assert compare(ops.attention(q, k, v, causal=True), attention_problem.reference(q, k, v, True)).ok
+    finally:
+        monkeypatch.delenv(hardware.EMULATE_ENV)
+        for cache in (hardware.detect, ops.backend):
+            cache.cache_clear()
+
+
+def test_a_tensor_off_the_gpu_is_named():
+    with pytest.raises(ValueError, match="a is on cpu; here the kernels run on cuda"):
+        ops.matmul(randn(4, 5).cpu(), randn(5, 6))
+    with pytest.raises(ValueError, match="v is on meta"):
+        ops.attention(randn(1, 1, 8, 64), randn(1, 1, 8, 64), randn(1, 1, 8, 64).to("meta"))

@@ -1,0 +1,213 @@
+"""ladder.ops in the CPU world: the operators run rung 6's kernels in Triton's interpreter (tiny shapes). Against
+float64 on every layout the kernels take in place, the backward, the log-sum-exp, the checks, torch.library's
+opcheck, torch.compile without graph breaks, the choice of kernel and configuration per GPU, and the launch
+benchmark's rows in a recording. tests/gpu/test_ops_gpu.py runs the same on a GPU, and times nothing."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import kernels.attention as attention_problem
+import ops_helpers
+from kernels.triton import attention as ta
+from kernels.triton import matmul as tm
+from ladder import autotune, hardware, launch, ops, results, sass
+from ladder.check import compare
+from ops_helpers import laid_out, reference
+
+GEN = torch.Generator().manual_seed(2024)
+
+
+def randn(*shape):
+    return torch.randn(*shape, generator=GEN).half()
+
+
+@pytest.mark.parametrize("layout_a, layout_b", [("row", "row"), ("col", "row"), ("row", "col"), ("col", "col"),
+                                                ("offset", "row"), ("broadcast", "col")])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (37, 45, 29)])
+def test_matmul_reads_every_layout_in_place(shape, layout_a, layout_b):
+    M, N, K = shape
+    a, b = laid_out(randn(M, K), layout_a), laid_out(randn(K, N), layout_b)
+    assert compare(ops.matmul(a, b), reference(a, b)).ok
+
+
+@pytest.mark.parametrize("bias, activation", [(True, "relu"), (True, "gelu"), (True, None), (False, "gelu"),
+                                              (False, "relu"), ("strided", "relu")])
+def test_matmul_epilogues(bias, activation):
+    a, w = randn(33, 47), randn(40, 47)  # w as nn.Linear keeps it: out_features x in_features
+    b = {True: randn(40), False: None, "strided": randn(80)[::2]}[bias]
+    assert compare(ops.matmul(a, w.t(), b, activation), reference(a, w.t(), b, activation)).ok
+
+
+def test_empty_and_zero_depth_products():
+    assert ops.matmul(randn(0, 5), randn(5, 7)).shape == (0, 7)
+    assert ops.attention(*(randn(1, 2, 0, 64),) * 3).shape == (1, 2, 0, 64)
+    a, b, bias = torch.empty(5, 0).half(), torch.empty(0, 7).half(), randn(7)
+    assert compare(ops.matmul(a, b, bias, "relu"), reference(a, b, bias, "relu")).ok   # relu(0 + bias)
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+def test_matmul_backward_against_float64_through_the_op_on_views(activation, monkeypatch):
+    a, b, bias = (x.requires_grad_() for x in (randn(9, 13), randn(13, 11), randn(11)))
+    grad = randn(9, 11)
+    storages = []
+    run = ops._matmul_run
+    monkeypatch.setattr(ops, "_matmul_run", lambda x, y, *rest: storages.append(
+        {x.untyped_storage().data_ptr(), y.untyped_storage().data_ptr()}) or run(x, y, *rest))
+    ops.matmul(a, b, bias, activation).backward(grad)
+    wanted = [t.detach().double().requires_grad_() for t in (a, b, bias)]
+    reference(*wanted, activation).backward(grad.double())
+    for got, want in zip((a, b, bias), wanted):
+        assert compare(got.grad, want.grad).ok
+    operands = {a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()}
+    assert len(storages) == 3 + (activation == "gelu")  # forward, grad_a, grad_b (and GELU's input, recomputed)
+    assert all(len(s & operands) >= 1 for s in storages[1:])  # a and b read where they are: a.mT, b.mT
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 1, 64, 0), (1, 1, 19, 64, 1), (2, 3, 17, 128, 0)])
+def test_attention_and_its_log_sum_exp_against_float64(shape):
+    B, H, S, D, causal = shape
+    q, k, v = randn(B, S, 3, H, D).permute(2, 0, 3, 1, 4)   # views of one packed projection
+    out, lse = torch.ops.ladder.attention(q, k, v, bool(causal))
+    contiguous = [t.contiguous() for t in (q, k, v)]
+    assert compare(out, attention_problem.reference(*contiguous, bool(causal))).ok
+    scores = q.double() @ k.double().transpose(-1, -2) / D ** 0.5
+    if causal:
+        scores.masked_fill_(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+    assert compare(lse, torch.logsumexp(scores, -1)).ok and lse.dtype == torch.float32
+    assert out.transpose(1, 2).is_contiguous()  # laid out as q: (B, S, H, D) in memory, the reshape is free
+    assert torch.equal(ops.attention(*contiguous, causal=bool(causal)), out)
+    assert ops.attention(*contiguous).is_contiguous()
+
+
+def test_attention_scale():
+    q, k, v = (randn(1, 2, 21, 64) for _ in range(3))
+    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), scale=0.3)
+    assert compare(ops.attention(q, k, v, scale=0.3), want).ok
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: ops.matmul(randn(4, 5).float(), randn(5, 6)), "a must be torch.float16"),
+    (lambda: ops.matmul(randn(2, 4, 5), randn(5, 6)), "a must have 2 dimensions"),
+    (lambda: ops.matmul(randn(4, 5), randn(6, 6)), "inner dimensions differ: a is 4x5, b is 6x6"),
+    (lambda: ops.matmul(randn(4, 5), randn(5, 6), randn(5)), "bias has 5 elements"),
+    (lambda: ops.matmul(randn(4, 5), randn(5, 6), None, "tanh"), "activation 'tanh'"),
+    (lambda: ops.matmul(randn(4, 5), randn(5, 6).to("meta")), "b is on meta"),
+    (lambda: ops.matmul([[1.0]], randn(5, 6)), "a must be a torch.Tensor"),
+    (lambda: ops.attention(*(randn(1, 2, 8, 80),) * 3), "head dimension D=80"),
+    (lambda: ops.attention(randn(1, 2, 8, 64), randn(1, 2, 9, 64), randn(1, 2, 8, 64)), "shape mismatch"),
+    (lambda: ops.attention(*(randn(2, 8, 64),) * 3), "q must have 4 dimensions"),
+    (lambda: ops.attention(*(randn(1, 2, 8, 64),) * 3, causal=1), "causal must be True or False"),
+])
+def test_bad_input_is_one_value_error_that_names_it(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_the_ops_launches_compile_for_hopper():
+    """What the interpreter lets through and a GPU's compiler does not (a global that is no constexpr, a float
+    of the wrong width, say): the flash kernel writing the log-sum-exp with its scale passed as Inductor passes a
+    Python float (fp64), and rung 6 on a transposed A with its GELU epilogue, built for sm_90."""
+    flash = ta.flash_sass_case("5_pipelined")
+    without_lse = sass.triton_sass(**flash, arch="sm_90")
+    flash["constexprs"] = {**{k: v for k, v in flash["constexprs"].items() if k != "lse_ptr"}, "STORE_LSE": True}
+    flash["signature"] = {**flash["signature"], "qk_scale": "fp64"}
+    assert sass.triton_sass(**flash, arch="sm_90").count("STG") > without_lse.count("STG")  # the LSE's store
+    matmul = tm.persistent_sass_case(dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3))
+    matmul["constexprs"] = {**{k: v for k, v in matmul["constexprs"].items() if k != "stride_ak"}, "stride_am": 1,
+                            "BIAS_GELU": True}  # A read down its columns: a.t() of a row-major matrix
+    matmul["divisible_by_16"] = tuple(a for a in matmul["divisible_by_16"] if a != "stride_am") + ("stride_ak",)
+    assert sass.triton_sass(**matmul, arch="sm_90").count("HGMMA") > 0
+
+
+def test_opcheck_in_the_interpreter():
+    a, b, bias = randn(5, 7), randn(7, 6), randn(6)
+    for args in [(a, b), (a.t().contiguous().t(), b, bias, "gelu"), (a, b, bias), (a, b, None, "relu"),
+                 (a.requires_grad_(), b.requires_grad_(), bias.requires_grad_(), "relu")]:
+        assert set(torch.library.opcheck(ops.MATMUL_OP, args).values()) == {"SUCCESS"}, args
+    q, k, v = randn(1, 5, 3, 2, 64).permute(2, 0, 3, 1, 4)
+    for args in [(q, k, v, True, None), (q.contiguous(), k, v.contiguous(), False, 0.2)]:
+        assert set(torch.library.opcheck(ops.ATTENTION_OP, args).values()) == {"SUCCESS"}
+
+
+def test_a_call_skips_the_dispatcher_only_where_it_would_call_our_kernel_anyway():
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+    a, b = randn(8, 8), randn(8, 8)
+    with Seen() as seen:
+        ops.matmul(a, b)
+    assert "ladder.matmul.default" in seen.ops      # a mode sees the operator, not the kernel
+    with torch.profiler.profile() as profile:
+        ops.attention(*(randn(1, 1, 4, 64),) * 3)
+    assert "ladder::attention" in {e.key for e in profile.key_averages()}
+    assert not ops._direct(a.requires_grad_(), b, None) and ops._direct(a.detach(), b, None)
+
+
+def test_a_model_on_the_ops_compiles_without_graph_breaks():
+    block, reference_block = ops_helpers.make("cpu")
+    x = torch.randn(2, 16, 128, generator=GEN)
+    with torch.no_grad():  # attention has no backward yet: a graph with gradients would need it
+        want = reference_block(x.double())
+        assert compare(block(x.half()), want).ok
+        compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
+        assert compare(compiled(x.half()), want).ok
+
+
+def gpu(name: str, capability: tuple) -> hardware.GPU:
+    sheet = hardware.datasheet_for(name)
+    return hardware.GPU(name, capability, sheet.sm_count, 50 << 20, sheet.smem_per_block_bytes, 80 << 30, sheet)
+
+
+H100, T4 = gpu("NVIDIA H100 80GB HBM3", (9, 0)), gpu("Tesla T4", (7, 5))
+
+
+def test_which_kernel_backs_each_op():
+    assert "interpreter" in ops.choose("matmul", None).note and str(ops.backend("matmul")) == str(ops.choose("matmul", None))
+    assert ops.choose("matmul", H100).kernel == ops.choose("attention", H100).kernel == "triton:6_autotuned"
+    assert ops.choose("matmul", T4).kernel == "torch:cublas" and "CUDA cores" in ops.choose("attention", T4).note
+    emulated = ops.choose("matmul", hardware.emulate(H100, "sm_75"))
+    assert emulated.kernel == "torch:cublas" and "compiles for the NVIDIA H100" in emulated.note
+    with pytest.raises(ValueError, match="no op 'conv'"):
+        ops.choose("conv", H100)
+
+
+def test_configuration_recorded_winner_above_the_search_threshold_smallest_tiles_below():
+    configs = tm._configs(tm.SEARCH_SPACE)
+    recorded = {r.shape: r.best for r in autotune.recorded_reports(H100.slug)
+                if (r.problem, r.tuner) == ("matmul", "triton:6_autotuned")}
+    searched = [s for s in recorded if 2 * s[0] * s[1] * s[2] >= autotune.SEARCH_MIN_FLOP]
+    assert searched
+    for shape in searched:
+        assert ops.choose_config(configs, shape, 2 * shape[0] * shape[1] * shape[2], "matmul", tm._prune, [],
+                                 H100) == recorded[shape]
+    small = ops.choose_config(configs, (256, 256, 256), 2 * 256 ** 3, "matmul", tm._prune, [], H100)
+    assert (small["BLOCK_M"], small["BLOCK_N"], small["BLOCK_K"]) == (64, 64, 64)
+    assert ops.choose_config(configs, (4096,) * 3, 2 * 4096 ** 3, "matmul", tm._prune, [], T4)["BLOCK_M"] == 64
+
+
+def test_plan_carries_the_kernels_own_heuristics():
+    plan = ops.matmul_plan(37, 45, 29, False, True)
+    constexprs = dict(zip(ops._MATMUL_PARAMS[ops._MATMUL_HEAD:], plan.constexprs))
+    assert constexprs["EVEN_K"] is False and constexprs["BIAS_GELU"] and not constexprs["BIAS_RELU"]
+    assert constexprs["GROUP_M"] == tm.group_rows(37, 45, plan.config["BLOCK_M"], plan.config["BLOCK_N"])
+
+
+def test_launch_rows_merge_into_a_recording_by_op_and_call():
+    row = dict(op="matmul", shape=[256] * 3, call="ladder.ops.matmul", us=12.0, anchor="torch.matmul", anchor_us=17.0)
+    old = {"provenance": {"date": "then"}, "ceilings": {"copy_TBps": 3.0}, "runs": [{"problem": "matmul",
+           "backend": "torch", "rung": "cublas", "recorded": "then"}], "sessions": [{"date": "then"}],
+           "launch": [row, dict(row, call="torch.ops.ladder.matmul")]}
+    merged = results.merge(old, {"provenance": {"date": "now"}, "launch": [dict(row, us=11.0)]})
+    assert [(r["call"], r["us"], r["recorded"]) for r in merged["launch"]] == [
+        ("ladder.ops.matmul", 11.0, "now"), ("torch.ops.ladder.matmul", 12.0, "then")]
+    assert merged["runs"] == old["runs"] and merged["ceilings"] == old["ceilings"]
+
+
+def test_launch_benchmark_says_it_needs_a_gpu(capsys):
+    assert launch.main([]) == 2 and "needs a CUDA GPU" in capsys.readouterr().err
