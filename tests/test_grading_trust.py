@@ -50,7 +50,7 @@ def test_an_exercise_is_current_as_committed(course):
 def test_every_committed_exercise_is_current():
     """`make-exercises --check` over the repository: nothing written, every exercise what its solution makes."""
     made = notebooks.make_exercises(_no_run, check=True)
-    assert len(made) == 13 and [(m.path.name, m.detail) for m in made if m.status != "current"] == []
+    assert len(made) == 14 and [(m.path.name, m.detail) for m in made if m.status != "current"] == []
 
 
 def test_the_writer_leaves_a_notebook_with_an_answer_untouched(course):
@@ -94,7 +94,7 @@ def test_the_cli_says_which_notebook_it_kept(course, capsys, monkeypatch):
 def test_exercises_lists_the_assignments(capsys):
     assert cli.main(["exercises"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[:2] == ["id", "points"] and len(out) == 1 + 13 + 1
+    assert out[0].split()[:2] == ["id", "points"] and len(out) == 1 + 14 + 1
     assert any(line.startswith("13_capstone_decision") and " 8 " in line for line in out)
 
 
