@@ -19,6 +19,11 @@
   grade NOTEBOOK..     execute students' exercise notebooks (errors and all) and print a score
                        per graded task, with the checker's feedback (nbgrader's scoring rule); the
                        assignment is the one the notebook's metadata names, whatever its file name
+  sweep [--model] [--grid] [--shape MxNxK..] [--search]   time our matmul rungs and cuBLAS at the model's shapes
+                       and 2048³ (--model), a grid of 27 shapes from 256 to 8192 (--grid), the shapes given
+                       (none of these: the model's and the grid): fills this GPU's dispatch table (which
+                       kernel ladder.ops.matmul runs per shape) and records the rows; --search runs rung 6's
+                       and rung 12's searches at each shape first
   profile PROBLEM BACKEND RUNG SIZE..   Nsight Compute counters for one rung
   run-once PROBLEM BACKEND RUNG SIZE..  run a rung once (the target `profile` runs under ncu)
 """
@@ -139,6 +144,24 @@ def cmd_record(args) -> None:
     if not args.no_time:
         print(res.table())
     print(f"wrote {results_mod.save(results_mod.merge(old, record))} in {time.time() - start:.0f} s")
+
+
+def _shape(text: str) -> tuple:
+    """'8192x768x3072' -> (8192, 768, 3072)."""
+    sizes = text.lower().split("x")
+    if len(sizes) != 3 or not all(s.isdigit() and int(s) > 0 for s in sizes):
+        raise argparse.ArgumentTypeError(f"{text!r} is no MxNxK shape (three positive sizes, e.g. 8192x768x3072)")
+    return tuple(map(int, sizes))
+
+
+def cmd_sweep(args) -> None:
+    from ladder import dispatch
+    start = time.time()
+    swept = dispatch.sweep(dispatch.shapes_to_sweep(args.model, args.grid, args.shape), search=args.search)
+    print("\n".join(dispatch.goals(swept.rows)))
+    print(f"wrote {swept.table}" + (f" and {swept.recording}" if swept.recording else
+                                    " (no recording of this GPU to add the rows to: `python -m ladder record` first)")
+          + f" in {time.time() - start:.0f} s")
 
 
 _GPU_WORLD = re.compile(r"GPU \(.+?\)")
@@ -307,6 +330,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("paths", nargs="+", metavar="NOTEBOOK")
     p.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     p.set_defaults(fn=cmd_grade)
+    p = sub.add_parser("sweep", help="fill this GPU's dispatch table: our matmul rungs and cuBLAS, shape by shape")
+    p.add_argument("--model", action="store_true", help="the model's five matmul shapes and 2048³")
+    p.add_argument("--grid", action="store_true", help="27 shapes: 256, 1449 and 8192 as M, N and K")
+    p.add_argument("--shape", nargs="+", default=[], type=_shape, metavar="MxNxK", help="these shapes (too)")
+    p.add_argument("--search", action="store_true", help="search rung 6's and rung 12's configurations at each "
+                                                         "shape first (tens of seconds a shape)")
+    p.set_defaults(fn=cmd_sweep)
     for name, fn in (("profile", cmd_profile), ("run-once", cmd_run_once)):
         p = sub.add_parser(name)
         for arg in ("problem", "backend", "rung"):

@@ -10,24 +10,27 @@ is a `triton_op` whose kernel is called through `wrap_triton`, so Inductor sees 
 launches it from its own generated code. In the CPU world it is a `custom_op` with its own fake: there the
 kernels run in Triton's interpreter, which torch cannot trace (`wrap_triton` hands an interpreted kernel back as
 it is). matmul has its backward (through the same op, on transposed views); attention returns, beside O, the
-log-sum-exp of each query's scores, what a FlashAttention-2 backward needs, so that one
-`torch.library.register_autograd("ladder::attention", ...)` call can add it.
+log-sum-exp of each query's scores, from which its backward (FlashAttention-2's, kernels/triton/
+attention_backward.py, an operator too: `ladder::attention_backward`) recomputes the probabilities.
 
-Which kernel runs: `backend(op)` says, and why (`describe()` for both).
+Which kernel runs: `backend(op)` says, and why (`describe()` for both; `matmul_choice(M, N, K)` per shape).
   matmul     Triton rung 6 (kernels/triton/matmul.py, persistent_kernel) with its fused bias + ReLU / GELU
              epilogue, on every GPU from sm_80 on; on older GPUs (a T4, sm_75) torch.matmul: Triton's tl.dot runs
              on CUDA cores there and cuBLAS has the tensor cores. CPU: rung 6 in Triton's interpreter.
+             Per shape, this GPU's dispatch table (ladder.dispatch, filled by `python -m ladder sweep`) may send a
+             call without the fused epilogue to torch.matmul, where cuBLAS was measured faster there.
   attention  Triton rung 6 (kernels/triton/attention.py, flash_kernel) on every GPU (on sm_75 its tl.dot runs on
              CUDA cores: SDPA would be faster, but it returns no log-sum-exp). CPU: the interpreter.
-CUDA C++ rung 12 is not used: it takes only contiguous rows (transposed views and the backward's would be
-copied), has no fused epilogue, and leads rung 6 by about 2% at 4096³ and 8192³ in the H100's recording (README);
-choosing between them per shape is a dispatch table's job. Under KERNEL_LADDER_EMULATE the emulated GPU decides (sm_75: matmul by
+Rungs 7 and 12 are timed by the sweep, not launched by the op: both take only contiguous rows (transposed views
+and the backward's would be copied) and have no fused epilogue, and CUDA C++ rung 12 is launched through CuPy,
+which torch.compile cannot trace. Under KERNEL_LADDER_EMULATE the emulated GPU decides (sm_75: matmul by
 torch.matmul), but Triton still compiles for the real GPU.
 
 The configuration (tiles, warps, stages) is rung 6's for the shape, chosen once per shape and never by a search:
-the winner recorded in results/ (or searched in this process) for the nearest shape on this GPU, where rung 6's
-prune keeps it at this shape; under autotune.SEARCH_MIN_FLOP, or with no search known, the smallest tiles the
-prune keeps (what rung 6's own search keeps there).
+the one the dispatch table timed at this shape (or the nearest swept one), else the winner recorded in results/
+(or searched in this process) for the nearest shape on this GPU, where rung 6's prune keeps it at this shape;
+under autotune.SEARCH_MIN_FLOP, or with no search known, the smallest tiles the prune keeps (what rung 6's own
+search keeps there).
 
 Host cost. A call through the dispatcher (torch.ops.ladder.*) pays the custom op's Python layers (autograd
 wrapper, redispatch, alias checks: about 10 µs on a desktop CPU, 30 on the H100 host measured) before our code
@@ -53,10 +56,11 @@ import triton
 from torch.library import wrap_triton
 from triton.runtime.autotuner import Heuristics
 
-from ladder import autotune
+from ladder import autotune, dispatch
 from ladder.hardware import detect
 from ladder.world import WORLD
 from kernels.triton import attention as ta
+from kernels.triton import attention_backward as tab
 from kernels.triton import matmul as tm
 
 INT32 = 2**31
@@ -64,6 +68,7 @@ GRID_Y_MAX = 65535                       # a launch grid's second dimension: att
 ACTIVATIONS = (None, "relu", "gelu")     # gelu: GELU's tanh form, GPT-2's (F.gelu(x, approximate="tanh"))
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # tensor types that hold their own data (not fake, functional, ...)
 _DEVICE = "cuda" if WORLD.gpu else "cpu"
+RUNG6, CUBLAS = dispatch.RUNG6, dispatch.CUBLAS
 
 
 # ------------------------------------------------------------- which kernel backs an op on this machine
@@ -81,22 +86,25 @@ def choose(op: str, gpu) -> Backend:
     """The kernel that backs `op` ("matmul" or "attention") on `gpu` (a ladder.hardware.GPU; None: the CPU)."""
     if op not in ("matmul", "attention"):
         raise ValueError(f"no op {op!r}: ladder.ops has matmul and attention")
-    rung = "triton:6_autotuned"
     if gpu is None:
-        return Backend(rung, "Triton's interpreter on the CPU: checks correctness, not speed")
+        return Backend(RUNG6, "Triton's interpreter on the CPU: checks correctness, not speed")
     emulated = (f"; {gpu.emulation_note}: Triton compiles for the {gpu.emulated_on}" if gpu.emulated_on else "")
     if gpu.has("triton_mma"):
-        return Backend(rung, f"tensor cores, {gpu.arch}{emulated}")
+        return Backend(RUNG6, f"tensor cores, {gpu.arch}{emulated}")
     if op == "matmul":
-        return Backend("torch:cublas", f"{gpu.arch}: {tm.CUDA_CORE_DOT[1]}; cuBLAS has the tensor cores, "
-                                       f"the bias and activation run as torch ops{emulated}")
-    return Backend(rung, f"{gpu.arch}: {tm.CUDA_CORE_DOT[1]} (SDPA returns no log-sum-exp){emulated}")
+        return Backend(CUBLAS, f"{gpu.arch}: {tm.CUDA_CORE_DOT[1]}; cuBLAS has the tensor cores, "
+                               f"the bias and activation run as torch ops{emulated}")
+    return Backend(RUNG6, f"{gpu.arch}: {tm.CUDA_CORE_DOT[1]} (SDPA returns no log-sum-exp){emulated}")
 
 
 @functools.cache
 def backend(op: str) -> Backend:
-    """What backs `op` on this machine (chosen once: `backend.cache_clear()` after changing KERNEL_LADDER_EMULATE)."""
-    return choose(op, detect())
+    """What backs `op` on this machine, and on a GPU whether a dispatch table picks matmul's kernel per shape
+    (chosen once: `backend.cache_clear()` after changing KERNEL_LADDER_EMULATE)."""
+    chosen = choose(op, detect())
+    if op == "matmul" and chosen.kernel == RUNG6 and WORLD.gpu:
+        return Backend(RUNG6, f"{chosen.note}; {dispatch.describe()}")
+    return chosen
 
 
 def describe() -> str:
@@ -196,15 +204,19 @@ class Plan:
     options: dict      # num_warps, num_stages
 
 
-def choose_config(configs: list, shape: tuple, flops: float, problem: str, reason, searched: list, gpu) -> dict:
+def choose_config(configs: list, shape: tuple, flops: float, problem: str, reason, searched: list, gpu,
+                  tabled: dict | None = None) -> dict:
     """Of rung 6's `configs` (triton.Configs), the one the op launches at `shape` on `gpu` (None: the
     interpreter): see the module's docstring. reason(config, shape, gpu, configs) -> why it cannot run or win
-    there (None: it can); `searched`: this process's search reports."""
+    there (None: it can); `searched`: this process's search reports; `tabled`: the dispatch table's."""
     dicts = [autotune.triton_config_dict(c) for c in configs]
     viable = [c for c in dicts if reason(c, shape, gpu, dicts) is None]
+    if tabled in viable:
+        return tabled
     if gpu is not None and flops >= autotune.SEARCH_MIN_FLOP:
-        reports = autotune.cached_reports(gpu.slug, problem, "triton:6_autotuned") + [
-            r for r in searched if r.tuner == "triton:6_autotuned" and r.problem == problem]
+        # this process's searches first: of shapes equally near, min keeps the first (the newer search's winner)
+        reports = [r for r in searched if r.tuner == RUNG6 and r.problem == problem] + autotune.cached_reports(
+            gpu.slug, problem, RUNG6)
         if reports:
             winner = min(reports, key=lambda r: autotune._distance(r.shape, shape)).best
             if winner in viable:
@@ -218,11 +230,41 @@ def _plan(config: dict, grid: tuple, params: list, head: int, constexprs: dict) 
     return Plan(config, grid + (1,) * (3 - len(grid)), tuple(values[name] for name in params[head:]), options)
 
 
+@dataclass(frozen=True)
+class MatmulChoice:
+    kernel: str   # what a call without the fused epilogue runs: RUNG6 or CUBLAS (with it: rung 6 at every shape)
+    config: dict  # rung 6's configuration
+    why: str
+
+
+@functools.lru_cache(maxsize=None)
+def matmul_choice(M: int, N: int, K: int) -> MatmulChoice:
+    """The kernel and rung 6's configuration at (M, N, K): the dispatch table's pick where it has an entry for
+    this shape or a near one (ladder.dispatch.lookup), else rung 6; chosen once per shape."""
+    found = dispatch.lookup((M, N, K))
+    tabled = found.entry.timings.get(RUNG6) if found else None
+    config = choose_config(tm.autotuned_kernel.configs, (M, N, K), 2 * M * N * K, "matmul", tm._prune,
+                           tm.SEARCHES.reports, detect(), tabled.config if tabled else None)
+    kernel = found and found.entry.pick(dispatch.OP_CANDIDATES)
+    if not kernel:
+        loaded = dispatch.current()
+        return MatmulChoice(RUNG6, config, "rung 6 by the op's own rule: " + (
+            loaded.reason if loaded.table is None else "no swept shape near this one"))
+    return MatmulChoice(kernel, config, f"the dispatch table's pick, {found}")
+
+
+def forget_choices() -> None:
+    """Choose again at every shape (ladder.dispatch calls it when the table in effect changes): the choices, the
+    plans and `backend`'s note made from them, and the kernels compiled for those plans (keyed without them)."""
+    for cached in (matmul_choice, matmul_plan, backend):
+        cached.cache_clear()
+    _MATMUL_LAUNCHES.compiled.clear()
+
+
 @functools.lru_cache(maxsize=None)
 def matmul_plan(M: int, N: int, K: int, bias_relu: bool, bias_gelu: bool) -> Plan:
-    """Rung 6's launch at (M, N, K) with that epilogue on this GPU."""
-    config = choose_config(tm.autotuned_kernel.configs, (M, N, K), 2 * M * N * K, "matmul", tm._prune,
-                           tm.SEARCHES.reports, detect())
+    """Rung 6's launch at (M, N, K) with that epilogue on this GPU, in matmul_choice's configuration."""
+    config = matmul_choice(M, N, K).config
     args = dict(M=M, N=N, K=K, **config)
     grid = (tm.programs(triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])),)
     return _plan(config, grid, _MATMUL_PARAMS, _MATMUL_HEAD,
@@ -306,7 +348,10 @@ def _epilogue(out: torch.Tensor, bias, activation) -> torch.Tensor:
 
 def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
     """ladder::matmul on checked operands."""
-    if backend("matmul").kernel == "torch:cublas":
+    fused = bias is not None and activation is not None
+    traced = _traced(a, b, bias)
+    if backend("matmul").kernel == CUBLAS or (
+            not fused and matmul_choice(*(_sizes(M, N, K) if traced else (M, N, K))).kernel == CUBLAS):
         return _epilogue(torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b), None, activation)
     (stride_am, stride_ak), (stride_bk, stride_bn) = a.stride(), b.stride()
     # rung 6 forms a row's offset in 64 bits, a column's and a k step's in 32 (as its row-major rungs do)
@@ -314,12 +359,11 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
         raise ValueError(f"ladder.ops.matmul: a's strides {a.stride()} or b's {b.stride()} with N={N} overflow the "
                          "kernel's 32-bit column offsets; pass a or b with rows contiguous")
     out = a.new_empty((M, N))
-    fused = bias is not None and activation is not None
     if fused and bias.stride(0) != 1:  # the epilogue reads the bias as one contiguous row: N elements copied
         bias = bias.contiguous()
     tensors = (a, b, out, bias if fused else None)
     scalars = (M, N, K, stride_am, stride_ak, stride_bk, stride_bn, N, 1)
-    if _traced(a, b, bias):
+    if traced:
         if out.numel():
             plan = matmul_plan(*_sizes(M, N, K), fused and activation == "relu", fused and activation == "gelu")
             wrap_triton(_MATMUL_JIT)[plan.grid](*tensors, *scalars, *plan.constexprs, **plan.options)
@@ -415,7 +459,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     b (K, N) any strided views (b = weight.t() of an nn.Linear is read in place). With a bias and an activation
     the epilogue is fused into the kernel (C written once); a bias alone or an activation alone takes one more
     pass over C (torch ops). A bias whose elements are not adjacent is copied (N elements). Differentiable in
-    a, b and bias; on a GPU before sm_80 it runs torch.matmul (`backend("matmul")`)."""
+    a, b and bias; on a GPU before sm_80 it runs torch.matmul (`backend("matmul")`), and on newer ones without
+    the fused epilogue at the shapes where this GPU's dispatch table measured cuBLAS faster (`matmul_choice`)."""
     shape = _check_matmul(a, b, bias, activation)
     if _direct(a, b, bias):
         return _matmul_run(a, b, bias, activation, *shape)
@@ -426,8 +471,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
               scale: float | None = None) -> torch.Tensor:
     """softmax(q·kᵀ·scale)·v (scale defaults to 1/√D; causal: no key after its query): q, k, v fp16 (B, H, S, D)
     of one shape, D 64 or 128, any strides (the (B, S, 3, H, D) projection's views are read in place). O is laid
-    out as q is (see _attention_outputs). torch.ops.ladder.attention also returns each query's log-sum-exp. Not
-    differentiable yet: a backward through it raises."""
+    out as q is (see _attention_outputs). torch.ops.ladder.attention also returns each query's log-sum-exp, which
+    the backward (FlashAttention-2's, rung 2 of kernels/triton/attention_backward.py) recomputes P from."""
     shape = _check_attention(q, k, v, causal, scale)
     if _direct(q, k, v):
         return _attention_run(q, k, v, causal, *shape)[0]
@@ -457,3 +502,39 @@ def _matmul_backward(ctx, grad):
 
 
 torch.library.register_autograd("ladder::matmul", _matmul_backward, setup_context=_matmul_setup)
+
+
+# ------------------------------------------------------------- attention's backward
+
+def _attention_setup(ctx, inputs, output) -> None:
+    q, k, v, *given = inputs
+    causal, scale = (*given, *(False, None)[len(given):])  # the dispatcher drops trailing arguments at defaults
+    ctx.causal, ctx.scale = causal, scale
+    ctx.set_materialize_grads(False)  # an output no loss uses gets None, not a tensor of zeros to read
+    ctx.save_for_backward(q, k, v, *output)  # the inputs (views, not copied), O and the log-sum-exp: no B·H·S²
+
+
+def _attention_backward_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                             lse: torch.Tensor, grad_out: torch.Tensor, grad_lse: Optional[torch.Tensor],
+                             causal: bool, scale: Optional[float]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return tab.backward(q, k, v, out, lse, grad_out, causal, scale, dlse=grad_lse)
+
+
+def _attention_backward_fake(q, k, v, out, lse, grad_out, grad_lse, causal, scale):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+# an operator too, with its fake: torch.compile traces a graph's backward, in the interpreter as on a GPU
+_register("attention_backward", _attention_backward_impl, _attention_backward_fake)
+
+
+def _attention_backward(ctx, grad_out, grad_lse):
+    """FlashAttention-2's backward (kernels/triton/attention_backward.py, rung 2), the log-sum-exp's gradient
+    included."""
+    q, k, v, out, lse = ctx.saved_tensors
+    grad_out = torch.zeros_like(out) if grad_out is None else grad_out  # a loss on the log-sum-exp alone
+    return (*torch.ops.ladder.attention_backward(q, k, v, out, lse, grad_out, grad_lse, ctx.causal, ctx.scale),
+            None, None)
+
+
+torch.library.register_autograd("ladder::attention", _attention_backward, setup_context=_attention_setup)

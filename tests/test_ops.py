@@ -152,7 +152,7 @@ def test_a_call_skips_the_dispatcher_only_where_it_would_call_our_kernel_anyway(
 def test_a_model_on_the_ops_compiles_without_graph_breaks():
     block, reference_block = ops_helpers.make("cpu")
     x = torch.randn(2, 16, 128, generator=GEN)
-    with torch.no_grad():  # attention has no backward yet: a graph with gradients would need it
+    with torch.no_grad():  # the forward graph (a compiled training step: tests/gpu/test_attention_backward_gpu.py)
         want = reference_block(x.double())
         assert compare(block(x.half()), want).ok
         compiled = torch.compile(block, fullgraph=True, backend="aot_eager")

@@ -1,0 +1,427 @@
+"""Which kernel ladder.ops.matmul runs at each shape, and in which configuration: a dispatch table that a shape
+sweep on this GPU fills.
+
+    python -m ladder sweep [--model] [--grid] [--shape MxNxK ..] [--search]
+
+The shapes, (M, N, K) with A M x K and B K x N:
+  MODEL_SHAPES  the five matmuls of lesson 05's model (GPT-2 small on 8 sequences of 1024 tokens), under the names
+                ladder.capstone.costs gives them; GOAL_SHAPES adds 2048³ (`--model` sweeps these six)
+  GRID          every combination of GRID_SIZES (256, 1449, 8192) as M, N and K: 27 shapes, square, tall, wide, deep
+                and thin, log-spaced from 256 to 8192. 1449 is their geometric mean (1448) made odd: rows that start
+                off 16-byte boundaries, masked edges, the TMA rungs' padded copies (`--grid`)
+
+At each shape the sweep runs every candidate once on the same inputs (all outputs kept until each is checked
+against the float64 product, so none can pass on a result another left in its memory), then times the correct
+ones with ladder.timing.bench (L2 flushed before every run, the median kept), one after the other in one run:
+  torch:cublas             torch.matmul, the anchor
+  triton:6_autotuned       rung 6 through ladder.ops.matmul, in the configuration the op's own rule gives it (the
+                           nearest search winner; with --search, a search at this shape first)
+  triton:7_tma_persistent  (TMA, sm_90) rung 6 with its tiles loaded by TMA descriptors, its one configuration
+  cuda:12_autotuned        (wgmma, sm_90) CUDA C++ rung 12 in the nearest searched configuration (--search: its own)
+Its rows go to results/<gpu>.json under "shape_sweep" (the rows at other shapes, and every other kind, kept), the
+table to <cache>/dispatch-<gpu>.json (the cache directory of ladder.autotune: ~/.cache/kernel-ladder or
+$KERNEL_LADDER_CACHE), over the entries of an earlier valid table at other shapes.
+
+The op's pick at a shape is between the candidates it launches (OP_CANDIDATES: rung 6 and torch.matmul; rungs 7
+and 12 are timed to show how near cuBLAS our best rung comes, and ladder.ops says why it does not launch them):
+rung 6 only where it beat cuBLAS by more than TIE (1%). Closer than that, two medians differ by less than clock drift
+moves them between runs, and cuBLAS costs nothing to choose: no compile at a new shape, its speed on every layout.
+A shape not swept takes the entry of the nearest swept one (ladder.autotune's log distance) where each of its
+sizes is within NEAREST_FACTOR of that shape's and each is a multiple of 16 where that one's is (Triton
+specializes a launch on it: vector loads or not); otherwise `lookup` answers None and the op keeps its own rule.
+
+A table holds for one GPU under one software stack: its key is the GPU and the versions of the driver, CUDA, Triton
+and PyTorch (VERSION_READERS), and a table whose key is not this process's is ignored as if absent
+(`current().reason` names what changed) until a sweep runs again.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from itertools import product
+from pathlib import Path
+from typing import Callable
+
+import torch
+import triton
+
+from ladder import autotune, hardware, problems, results
+from ladder.capstone.model import PRESETS
+from ladder.ceilings import CACHE_DIR
+from ladder.check import compare
+from ladder.timing import bench, rates
+from ladder.world import WORLD, NotAvailable, device, require_gpu
+
+CUBLAS, RUNG6 = "torch:cublas", "triton:6_autotuned"
+RUNG7, RUNG12 = "triton:7_tma_persistent", "cuda:12_autotuned"
+OP_CANDIDATES = (RUNG6, CUBLAS)   # what ladder.ops.matmul launches
+TIE = 0.01             # rung 6 is picked over cuBLAS only when faster by more than this fraction
+NEAREST_FACTOR = 2     # how far (per size) a shape may be from a swept one and still take its entry
+GOAL = 0.95            # the issue's bar, x cuBLAS: at each goal shape, and the grid's median
+
+
+# ------------------------------------------------------------- the shapes
+
+def _model_shapes() -> dict[str, tuple]:
+    """The matmuls of one forward pass of lesson 05's model, (M, N, K), by ladder.capstone.costs's names."""
+    cfg = PRESETS["gpt2-small"]
+    M, d = cfg.tokens, cfg.d_model
+    return {"qkv projection": (M, 3 * d, d), "attention output proj.": (M, d, d), "MLP up (d -> 4d)": (M, 4 * d, d),
+            "MLP down (4d -> d)": (M, d, 4 * d), "vocabulary projection": (M, cfg.vocab, d)}
+
+
+MODEL_SHAPES = _model_shapes()
+VOCABULARY = MODEL_SHAPES["vocabulary projection"]   # the shape where the goal is to beat cuBLAS
+GOAL_SHAPES = {**MODEL_SHAPES, "square 2048": (2048, 2048, 2048)}
+GRID_SIZES = (256, round((256 * 8192) ** 0.5) | 1, 8192)   # the middle one: the geometric mean, 1448, made odd
+GRID = list(product(GRID_SIZES, repeat=3))
+GRID_NAME = "grid"
+
+
+def shapes_to_sweep(model: bool, grid: bool, given: list[tuple] = ()) -> dict[tuple, str]:
+    """{shape: name} of the goal shapes (`model`), the grid (`grid`) and the `given` shapes (named as the goal shapes
+    and the grid name theirs, else "given"); none asked for: the goal shapes and the grid."""
+    goals, grid_shapes = {s: n for n, s in GOAL_SHAPES.items()}, dict.fromkeys(GRID, GRID_NAME)
+    everything = not (model or grid or given)
+    return {**(goals if model or everything else {}), **(grid_shapes if grid or everything else {}),
+            **{tuple(s): goals.get(tuple(s)) or grid_shapes.get(tuple(s), "given") for s in given}}
+
+
+def _text(shape: tuple) -> str:
+    return "x".join(map(str, shape))
+
+
+# ------------------------------------------------------------- the table
+
+@dataclass(frozen=True)
+class Timed:
+    config: dict | None   # the configuration timed (None: cuBLAS's own)
+    ms: float             # its median
+
+
+@dataclass(frozen=True)
+class Entry:
+    shape: tuple
+    timings: dict[str, Timed]   # candidate label -> what it ran and its median, cuBLAS's among them
+
+    def pick(self, among=None) -> str | None:
+        """The candidate to launch, of those timed (and in `among`): the fastest of ours, unless cuBLAS is within
+        TIE of it (ties among ours: the first swept)."""
+        timed = {label: t for label, t in self.timings.items() if among is None or label in among}
+        ours = {label: t.ms for label, t in timed.items() if label != CUBLAS}
+        best = min(ours, key=ours.get, default=None)
+        if CUBLAS in timed and (best is None or timed[CUBLAS].ms <= ours[best] * (1 + TIE)):
+            return CUBLAS
+        return best
+
+
+@dataclass(frozen=True)
+class Found:
+    entry: Entry
+    exact: bool
+
+    def __str__(self) -> str:
+        where = "this shape" if self.exact else f"the nearest swept shape, {_text(self.entry.shape)}"
+        return f"measured at {where}"
+
+
+def _multiples_of_16(shape: tuple) -> tuple:
+    return tuple(d % 16 == 0 for d in shape)
+
+
+@dataclass(frozen=True)
+class DispatchTable:
+    key: dict                    # process_key() of the process that swept it
+    entries: dict[tuple, Entry]
+
+    def lookup(self, shape: tuple) -> Found | None:
+        """This shape's entry, else the nearest one that NEAREST_FACTOR and the multiples of 16 allow, else None."""
+        shape = tuple(shape)
+        if shape in self.entries:
+            return Found(self.entries[shape], exact=True)
+        near = [e for s, e in self.entries.items() if _multiples_of_16(s) == _multiples_of_16(shape)
+                and all(max(x, 1) <= NEAREST_FACTOR * max(y, 1) and max(y, 1) <= NEAREST_FACTOR * max(x, 1)
+                        for x, y in zip(s, shape))]
+        if not near:
+            return None
+        return Found(min(near, key=lambda e: autotune._distance(e.shape, shape)), exact=False)
+
+    @classmethod
+    def from_rows(cls, key: dict, rows: list[dict]) -> "DispatchTable":
+        """The table of a sweep's rows: at each shape, every candidate that was timed (correct)."""
+        timings: dict[tuple, dict] = {}
+        for r in rows:
+            if "ms" in r:
+                timings.setdefault(tuple(r["shape"]), {})[f"{r['backend']}:{r['rung']}"] = Timed(r["config"], r["ms"])
+        return cls(key, {s: Entry(s, t) for s, t in timings.items()})
+
+    def over(self, older: "DispatchTable | None") -> "DispatchTable":
+        """This table, with `older`'s entries at the shapes this one did not sweep."""
+        return self if older is None else DispatchTable(self.key, {**older.entries, **self.entries})
+
+    def as_dict(self) -> dict:
+        return {"key": self.key, "entries": [
+            {"shape": list(e.shape), "timings": {label: {"config": t.config, "ms": t.ms}
+                                                 for label, t in e.timings.items()}}
+            for e in self.entries.values()]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DispatchTable":
+        entries = [Entry(tuple(e["shape"]), {label: Timed(t["config"], t["ms"]) for label, t in e["timings"].items()})
+                   for e in d["entries"]]
+        return cls(d["key"], {e.shape: e for e in entries})
+
+    def write(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.as_dict(), indent=1) + "\n")
+        return path
+
+
+# ------------------------------------------------------------- its key, its file, the one in effect
+
+def driver_version() -> str | None:
+    """The NVIDIA driver's version as nvidia-smi gives it (as a recording's provenance holds it); None without a GPU."""
+    if not WORLD.gpu:
+        return None
+    found = results._nvidia_smi("driver_version")
+    return found[0] if found else None
+
+
+# What a table's key holds besides the GPU: a change in any of these can change which kernel is fastest.
+VERSION_READERS: dict[str, Callable[[], str | None]] = {
+    "driver": driver_version, "cuda": lambda: torch.version.cuda, "triton": lambda: triton.__version__,
+    "torch": lambda: torch.__version__}
+
+
+def process_key(slug: str) -> dict:
+    """The key a table swept by this process on GPU `slug` gets, and a table read by it must have."""
+    return {"gpu": slug, **{name: read() for name, read in VERSION_READERS.items()}}
+
+
+def cache_path(slug: str) -> Path:
+    return CACHE_DIR / f"dispatch-{slug}.json"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    table: DispatchTable | None
+    reason: str   # one line: where the table came from, or why there is none
+
+
+def load(gpu) -> Loaded:
+    """The dispatch table of `gpu` (a ladder.hardware.GPU; None: the CPU) if its key is this process's."""
+    if gpu is None:
+        return Loaded(None, "no GPU: the interpreter runs rung 6")
+    path = cache_path(gpu.slug)
+    try:
+        table = DispatchTable.from_dict(json.loads(path.read_text()))
+    except FileNotFoundError:
+        return Loaded(None, f"none swept on this GPU ({path}): `python -m ladder sweep` fills it")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return Loaded(None, f"{path} is unreadable ({type(e).__name__}: {e}); ignored")
+    mine = process_key(gpu.slug)
+    changed = [f"{name} {table.key.get(name)} -> {now}" for name, now in mine.items() if table.key.get(name) != now]
+    if changed:
+        return Loaded(None, f"{path} was swept under other versions ({', '.join(changed)}); ignored until "
+                            "`python -m ladder sweep` runs again")
+    return Loaded(table, f"{path}: {len(table.entries)} shapes swept under this process's versions")
+
+
+_loaded: Loaded | None = None   # the table in effect, read at the first lookup
+
+
+def current() -> Loaded:
+    global _loaded
+    if _loaded is None:
+        _loaded = load(hardware.detect())
+    return _loaded
+
+
+def lookup(shape: tuple) -> Found | None:
+    """The entry that decides at `shape` (this shape's, or a near one's: see Found), or None."""
+    table = current().table
+    return None if table is None else table.lookup(shape)
+
+
+def reload() -> None:
+    """Read the table again at the next lookup; ladder.ops chooses again at every shape."""
+    global _loaded
+    _loaded = None
+    ops = sys.modules.get("ladder.ops")   # not imported yet: it has chosen nothing
+    if ops is not None:
+        ops.forget_choices()
+
+
+@contextlib.contextmanager
+def _suspended():
+    """No table in effect (the op runs rung 6 in its own rule's configuration: what the sweep times), and the
+    op's choices forgotten on the way in and out."""
+    global _loaded
+    reload()
+    _loaded = Loaded(None, "suspended while a sweep times the op's own rule")
+    try:
+        yield
+    finally:
+        reload()
+
+
+def describe() -> str:
+    """One line for ladder.ops.backend: whether a table picks the kernel per shape."""
+    loaded = current()
+    if loaded.table is None:
+        return f"no dispatch table ({loaded.reason}): rung 6 at every shape"
+    return f"per shape, rung 6 or torch.matmul as the dispatch table picks ({loaded.reason})"
+
+
+# ------------------------------------------------------------- the sweep (a GPU)
+
+@dataclass(frozen=True)
+class Candidate:
+    label: str
+    run: Callable                                 # run(a, b) -> a @ b
+    config: Callable[[tuple], dict | None]        # config(shape): the configuration it runs there
+    search: Callable[[tuple], object] | None = None   # search(shape): its search there (`--search`)
+
+
+def candidates(gpu) -> list[Candidate]:
+    """What the sweep times on `gpu`, cuBLAS first: rung 6 where the op runs it (sm_80 on), rungs 7 and 12 where
+    the GPU has what they need."""
+    from kernels import matmul as km
+    from kernels.triton import matmul as tm
+    from ladder import ops
+    problem = problems.get("matmul")
+
+    def rung(label: str):
+        return problem.rung(*label.split(":"))
+    found = [Candidate(CUBLAS, rung(CUBLAS).run, lambda shape: None)]
+    if ops.choose("matmul", gpu).kernel == RUNG6:
+        found.append(Candidate(RUNG6, lambda a, b: ops.matmul(a, b), lambda shape: ops.matmul_choice(*shape).config,
+                               lambda shape: tm.tune([shape])))
+    if rung(RUNG7).unavailable_reason(gpu) is None:
+        found.append(Candidate(RUNG7, rung(RUNG7).run, lambda shape: tm.TMA_PERSISTENT))
+    if rung(RUNG12).unavailable_reason(gpu) is None:
+        found.append(Candidate(RUNG12, rung(RUNG12).run, km.HOPPER_TUNER.best,
+                               lambda shape: km.tune([shape], km.HOPPER_TUNER)))
+    return found
+
+
+def measure(shape: tuple, name: str, chosen: list[Candidate], seed: int = 0) -> list[dict]:
+    """One "shape_sweep" row per candidate at `shape`: checked against float64, then timed if correct."""
+    problem = problems.get("matmul")
+    a, b = problem.make_inputs(shape, device(), torch.Generator(device()).manual_seed(seed))
+    reference = problem.reference(a, b)
+    outputs: dict[str, torch.Tensor] = {}
+    # every first call (it may compile) before any check, each output kept: no two share memory
+    errors = {c.label: autotune._error(lambda: outputs.__setitem__(c.label, c.run(a, b))) for c in chosen}
+    rows = []
+    for c in chosen:
+        backend, rung = c.label.split(":")
+        row = {"problem": "matmul", "backend": backend, "rung": rung, "shape": list(shape), "name": name,
+               "config": c.config(shape)}
+        if errors[c.label]:
+            rows.append({**row, "correct": False, "error": errors[c.label]})
+            continue
+        verdict = compare(outputs.pop(c.label), reference)
+        if not verdict.ok:
+            rows.append({**row, "correct": False, "rel_error": verdict.rel_error})
+            continue
+        timing = bench(lambda: c.run(a, b), warmed=True)
+        rows.append({**row, "ms": timing.median_ms, "ms_p20": timing.p20_ms, "ms_p80": timing.p80_ms,
+                     **rates(problem.flops(shape), problem.min_bytes(shape), timing.median_ms),
+                     "correct": True, "rel_error": verdict.rel_error})
+    return rows
+
+
+def record(rows: list[dict], gpu) -> Path | None:
+    """The rows merged into `gpu`'s recording under "shape_sweep" (ladder.results.merge: rows at other shapes,
+    and every other kind of row, kept); None where this GPU has no recording yet (`python -m ladder record`)."""
+    if not results.path_for(gpu.slug).exists():
+        return None
+    old = results.load(gpu.slug).data
+    return results.save(results.merge(old, {**results.fresh_record(old, gpu), "shape_sweep": rows}))
+
+
+@dataclass(frozen=True)
+class Swept:
+    rows: list[dict]
+    table: Path
+    recording: Path | None   # None: no recording of this GPU to add the rows to
+
+
+def _gpu_for_sweep():
+    require_gpu("`sweep` (it times every candidate kernel at each shape)")
+    hardware.require_real("Recording a shape sweep")
+    return hardware.detect()
+
+
+def _save(rows: list[dict], gpu) -> tuple[Path, Path | None]:
+    """The table of `rows` over the earlier table's other shapes, written; the rows recorded (see `record`)."""
+    table = DispatchTable.from_rows(process_key(gpu.slug), rows).over(load(gpu).table)
+    return table.write(cache_path(gpu.slug)), record(rows, gpu)
+
+
+def sweep(shapes: dict[tuple, str], search: bool = False, chosen: list[Candidate] | None = None,
+          say: Callable[[str], None] = print) -> Swept:
+    """Check and time `chosen` (default: `candidates` of this GPU) at each of `shapes` ({shape: name}); with
+    `search`, each candidate's search at the shape first. After each shape the table and the recording are
+    written (a sweep cut short keeps the shapes it finished); the op uses the new table from its next call."""
+    gpu = _gpu_for_sweep()
+    chosen = candidates(gpu) if chosen is None else chosen
+    if all(c.label == CUBLAS for c in chosen):
+        raise NotAvailable(f"on {gpu.name} ladder.ops.matmul runs torch.matmul at every shape: nothing to choose")
+    say(f"{len(shapes)} shapes x {len(chosen)} candidates ({', '.join(c.label for c in chosen)}) on {gpu.name}")
+    rows = []
+    with _suspended():
+        for shape, name in shapes.items():
+            for c in chosen:
+                if search and c.search:
+                    c.search(shape)
+            measured = measure(shape, name, chosen)
+            say(shape_line(measured))
+            rows += measured
+            table, recording = _save(rows, gpu)
+    return Swept(rows, table, recording)
+
+
+# ------------------------------------------------------------- what a sweep found
+
+def shape_line(rows: list[dict]) -> str:
+    """One shape's rows on one line: each candidate's median, or why it has none."""
+    first = rows[0]
+    cells = [f"{r['backend']}:{r['rung']} " + (f"{r['ms']:.3f} ms" if "ms" in r else
+                                               "failed" if "error" in r else "WRONG") for r in rows]
+    return f"{first['name']:24s} {_text(first['shape']):>17s}  " + "  ".join(cells)
+
+
+def times_cublas(rows: list[dict]) -> dict[tuple, tuple[str, float]]:
+    """Per shape with cuBLAS and a rung of ours timed: the fastest of ours, and cuBLAS's median over its median
+    (over 1: ours is faster)."""
+    found = {}
+    for shape, entry in DispatchTable.from_rows({}, rows).entries.items():
+        ours = {label: t.ms for label, t in entry.timings.items() if label != CUBLAS}
+        if ours and CUBLAS in entry.timings:
+            best = min(ours, key=ours.get)
+            found[shape] = (best, entry.timings[CUBLAS].ms / ours[best])
+    return found
+
+
+def goals(rows: list[dict]) -> list[str]:
+    """The issue's goals, each met or not by the rows (those whose shapes were swept): GOAL x cuBLAS at each goal
+    shape (the vocabulary projection: faster than cuBLAS), and as the median over the grid."""
+    ratio = times_cublas(rows)
+    lines = []
+    for name, shape in GOAL_SHAPES.items():
+        if shape in ratio:
+            best, x = ratio[shape]
+            met, bar = (x > 1, "beat cuBLAS") if shape == VOCABULARY else (x >= GOAL, f">= {GOAL}x")
+            lines.append(f"{name:24s} {_text(shape):>17s}  {best} {x:.3f}x cuBLAS  "
+                         f"{'met' if met else 'NOT met'} ({bar})")
+    on_grid = [ratio[s][1] for s in GRID if s in ratio]
+    if on_grid:
+        median = statistics.median(on_grid)
+        lines.append(f"grid median over {len(on_grid)} shapes: {median:.3f}x cuBLAS  "
+                     f"{'met' if median >= GOAL else 'NOT met'} (>= {GOAL}x)")
+    return lines

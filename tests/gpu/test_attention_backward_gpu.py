@@ -1,0 +1,155 @@
+"""The attention backward on a GPU (kernels/triton/attention_backward.py, rung 2, through ladder.ops.attention's
+autograd): dQ, dK, dV at model shapes, causal and not, D 64 and 128, within 2x the error of PyTorch's own fp16
+backward (SDPA's math backend, and its FlashAttention-2 backend: the algorithm rung 2 writes out); NaN-poisoned
+strided buffers; a very large logit; the log-sum-exp's gradient; what each rung keeps from the forward, in bytes
+the allocator holds; a training step of a small block through the ops, eager and compiled. Run with
+`pytest tests/gpu/test_attention_backward_gpu.py -o addopts="" -v`; it times nothing."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import ops_helpers
+from kernels.triton import attention_backward as ab
+from ladder import ops
+from ladder.check import compare
+
+GEN = torch.Generator("cuda").manual_seed(11)
+ERROR_RATIO = 2.0   # as in tests/test_attention_backward.py
+
+
+def randn(*shape):
+    return torch.randn(*shape, generator=GEN, device="cuda").half()
+
+
+def packed(B, H, S, D):
+    """q, k, v as views of one (B, S, 3, H, D) projection."""
+    return randn(B, S, 3, H, D).permute(2, 0, 3, 1, 4)
+
+
+def grads(attention, q, k, v, do) -> tuple:
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    attention(q, k, v).backward(do)
+    return q.grad, k.grad, v.grad
+
+
+def sdpa(causal, backend=SDPBackend.MATH):
+    def run(q, k, v):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return run
+
+
+@pytest.mark.parametrize("backend", [SDPBackend.MATH, SDPBackend.FLASH_ATTENTION], ids=["math", "flash"])
+@pytest.mark.parametrize("B, H, S, D", [(2, 16, 2048, 64), (2, 8, 2048, 128), (1, 4, 1023, 64), (1, 4, 1000, 128)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_within_twice_pytorchs_error(B, H, S, D, causal, backend):
+    q, k, v = packed(B, H, S, D)
+    do = randn(B, S, H, D).transpose(1, 2)
+    want = grads(sdpa(causal), *(t.float() for t in (q, k, v, do)))   # fp32, math: the reference
+    theirs = grads(sdpa(causal, backend), q, k, v, do)
+    ours = grads(lambda q, k, v: ops.attention(q, k, v, causal=causal), q, k, v, do)
+    for name, got, pytorch, exact in zip(("dQ", "dK", "dV"), ours, theirs, want):
+        error, limit = compare(got, exact).rel_error, ERROR_RATIO * compare(pytorch, exact).rel_error
+        assert error <= limit, f"{name}: error {error:.2e}, over {ERROR_RATIO}x PyTorch's {limit / ERROR_RATIO:.2e}"
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_every_gradient_element_written_into_poisoned_strided_buffers(D):
+    q, k, v = packed(1, 4, 777, D)
+    do = randn(1, 4, 777, D)
+    out, lse = torch.ops.ladder.attention(q, k, v, True)
+    buffers = tuple(torch.full((1, 777, 4, D), float("nan"), dtype=torch.float16, device="cuda").transpose(1, 2)
+                    for _ in range(3))
+    ab.backward(q, k, v, out, lse, do, True, out=buffers)
+    for got, want in zip(buffers, grads(lambda q, k, v: ops.attention(q, k, v, causal=True), q, k, v, do)):
+        assert compare(got, want).ok   # no NaN left (other strides: maybe another specialization, same numbers)
+
+
+def test_a_very_large_logit_stays_finite():
+    q, k, v = packed(1, 4, 1000, 64)
+    q = q * 30
+    do = randn(1, 4, 1000, 64)
+    want = grads(sdpa(True), *(t.float() for t in (q, k, v, do)))
+    theirs = grads(sdpa(True), q, k, v, do)
+    for got, pytorch, exact in zip(grads(lambda q, k, v: ops.attention(q, k, v, causal=True), q, k, v, do),
+                                   theirs, want):
+        assert torch.isfinite(got).all()
+        assert compare(got, exact).rel_error <= max(ERROR_RATIO * compare(pytorch, exact).rel_error, 2e-3)
+
+
+def test_the_log_sum_exp_has_a_gradient():
+    q, k, v = (randn(2, 4, 300, 128).requires_grad_() for _ in range(3))
+    out, lse = torch.ops.ladder.attention(q, k, v, True)
+    weights = torch.randn(out.shape, generator=GEN, device="cuda")
+    ((out.float() * weights).sum() + lse.sum()).backward()
+    exact = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    scores = exact[0] @ exact[1].mT / 128 ** 0.5
+    scores = scores.masked_fill(torch.ones(300, 300, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+    ((torch.softmax(scores, -1) @ exact[2]) * weights.double()).sum().add(torch.logsumexp(scores, -1).sum()).backward()
+    for got, want in zip((q, k, v), exact):
+        assert compare(got.grad, want.grad).ok
+
+
+def test_what_each_rung_keeps_for_the_backward():
+    """Bytes the allocator holds while the graph waits for its backward: rung 1 its probabilities, B·H·S² fp32
+    (here 512 MiB), rung 2 O and the log-sum-exp. Printed for the recording (-s shows them)."""
+    B, H, S, D = 1, 8, 4096, 64
+    q, k, v = (randn(B, H, S, D).requires_grad_() for _ in range(3))
+    do = randn(B, H, S, D)
+    for rung, attention in (("1_materialized", lambda: ab.materialized(q, k, v, True)),
+                            ("2_flash", lambda: ops.attention(q, k, v, causal=True))):
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        out = attention()
+        kept = torch.cuda.memory_allocated() - before - out.numel() * out.element_size()
+        out.backward(do)
+        peak = torch.cuda.max_memory_allocated() - before
+        print(f"{rung}: kept {kept / 2**20:.1f} MiB for the backward (saved_bytes: "
+              f"{ab.saved_bytes(B, H, S, D, rung) / 2**20:.1f}), peak {peak / 2**20:.1f} MiB")
+        if rung == "1_materialized":
+            assert kept >= 4 * B * H * S * S
+        else:  # O is what the caller holds; beyond it, the log-sum-exp (allocations round up to 512 bytes)
+            assert kept <= 4 * B * H * S + 512
+        del out
+        for t in (q, k, v):
+            t.grad = None
+
+
+def test_a_training_step_through_the_ops():
+    """The block's parameter gradients (through ops.matmul's and ops.attention's backward) against float64,
+    within 2x the error of the same block in fp16 on PyTorch's ops; then an SGD step lowers the loss."""
+    block, reference = ops_helpers.make("cuda")
+    pytorch = ops_helpers.Block(kernels=ops_helpers.TORCH_OPS)
+    pytorch.load_state_dict(block.state_dict())
+    pytorch.to("cuda", torch.float16)
+    x = torch.randn(2, 256, 128, generator=GEN, device="cuda")
+    target = torch.randn(2, 256, 128, generator=GEN, device="cuda").double()
+    losses = []
+    for model, inputs in ((block, x.half()), (pytorch, x.half()), (reference, x.double())):
+        losses.append((model(inputs).double() * target).sum())
+        losses[-1].backward()
+    for (name, ours), theirs, exact in zip(block.named_parameters(), pytorch.parameters(), reference.parameters()):
+        error = compare(ours.grad, exact.grad).rel_error
+        limit = ERROR_RATIO * compare(theirs.grad, exact.grad).rel_error
+        assert error <= max(limit, 1e-4), f"{name}: error {error:.2e}, PyTorch's fp16 {limit / ERROR_RATIO:.2e}"
+    # gradients of tens: steps of about 1e-4, above fp16's rounding of weights near 0.1, and first order
+    torch.optim.SGD(block.parameters(), lr=1e-5).step()
+    assert all(torch.isfinite(p).all() for p in block.parameters())
+    assert (block(x.half()).double() * target).sum() < losses[0]
+
+
+def test_a_compiled_training_step_matches_eager():
+    """torch.compile(fullgraph) of a training step: the forward (ladder::attention) and the backward
+    (ladder::attention_backward) are triton_ops, their kernels launched through wrap_triton, so Inductor launches
+    them from its own code; the gradients equal eager's to fp16 rounding."""
+    block, _ = ops_helpers.make("cuda")
+    twin, _ = ops_helpers.make("cuda")
+    x = torch.randn(2, 128, 128, generator=GEN, device="cuda").half()
+    target = torch.randn(2, 128, 128, generator=GEN, device="cuda")
+    compiled = torch.compile(twin, fullgraph=True)
+    for model in (block, compiled):
+        (model(x).float() * target).sum().backward()
+    for (name, eager), traced in zip(block.named_parameters(), twin.parameters()):
+        assert compare(traced.grad, eager.grad, 1e-2).ok, name  # Inductor fuses the layer norms its own way
