@@ -126,10 +126,11 @@ def dkdv_steps(dk, dv, k, v, keys, q_ptr, do_ptr, lse_ptr, delta_ptr, stride_qs,
             if CAUSAL:
                 keep = keep & (keys[:, None] <= rows[None, :])
             pt = tl.where(keep, pt, 0.0)
-        dv = tl.dot(pt.to(do.dtype), do, dv)                  # dV += Pᵀ·dO, P rounded to the inputs' type
+        dv = tl.dot(pt.to(do.dtype), do, dv, out_dtype=dv.dtype)  # dV += Pᵀ·dO, P rounded to the inputs' type
         dpt = tl.dot(v, tl.trans(do))                          # dPᵀ = V·dOᵀ
         dst = pt * (dpt - delta[None, :])                      # dSᵀ = Pᵀ ∘ (dPᵀ − D)
-        dk = tl.dot(dst.to(qt.dtype), tl.trans(qt), dk)        # dK += dSᵀ·Q (the scale comes once, at the end)
+        # dK += dSᵀ·Q (the scale comes once, at the end); out_dtype: the accumulator's (Triton 3.6 wants it said)
+        dk = tl.dot(dst.to(qt.dtype), tl.trans(qt), dk, out_dtype=dk.dtype)
     return dk, dv
 
 
@@ -208,7 +209,7 @@ def dq_steps(dq, q, do, lse2, delta, rows, k_ptr, v_ptr, stride_ks, stride_kd, s
             p = tl.where(keep, p, 0.0)
         dp = tl.dot(do, vt)                                    # dP = dO·Vᵀ
         ds = p * (dp - delta[:, None])                         # dS = P ∘ (dP − D)
-        dq = tl.dot(ds.to(kt.dtype), tl.trans(kt), dq)         # dQ += dS·K
+        dq = tl.dot(ds.to(kt.dtype), tl.trans(kt), dq, out_dtype=dq.dtype)  # dQ += dS·K
     return dq
 
 
