@@ -60,10 +60,10 @@ def show_declarations(path: str) -> None:
     """What a header of helpers offers: each top-level declaration with the comment above it, bodies elided."""
     shown, depth = [], 0
     for line in _header_and_body(path)[1]:
+        opens = line.count("{") - line.count("}")
         if depth == 0 and line.strip():
-            opens = line.count("{") - line.count("}")
             shown.append(line.rstrip() + (" ... }" if opens > 0 else ""))
-        depth += line.count("{") - line.count("}")
+        depth += opens
     print(f"// {path}: its declarations (bodies left out)\n" + "\n".join(shown))
 
 
