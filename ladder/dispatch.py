@@ -49,7 +49,7 @@ import torch
 import triton
 
 from ladder import autotune, hardware, problems, results
-from ladder.capstone.model import PRESETS
+from ladder.capstone.config import PRESETS
 from ladder.ceilings import CACHE_DIR
 from ladder.check import compare
 from ladder.timing import bench, rates

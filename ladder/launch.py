@@ -18,6 +18,8 @@ Groups, each with its anchor (PyTorch doing the same) timed in the same rounds:
   attention, causal       views of one packed (B, S, 3, H, D) projection, as a model makes them:
                           ladder.ops.attention, torch.ops.ladder.attention, and rung 6's launcher (on contiguous
                           copies made before the timing: it takes no views); anchor SDPA on the same views
+The matmul rows of ladder.ops.matmul and of rung 6's launcher also carry "phases": the host µs of each step of
+their path, each step timed on its own the same way (`phases`): a call's timeline, before and after.
 `--record` merges the rows into results/<gpu>.json under "launch"; nothing else in the file changes.
 """
 from __future__ import annotations
@@ -89,9 +91,44 @@ def groups() -> list[dict]:
     ]
 
 
+def phases(n: int, rounds: int) -> dict[str, list]:
+    """The steps of one matmul call at MATMUL, each timed on its own as host_us times a call: for ladder.ops.matmul
+    and for rung 6's launcher (the path before), [step, µs] in the order a call takes them."""
+    import torch
+    from ladder import ops
+    from kernels.triton import matmul as tm
+    M, N, K = MATMUL
+    a, b = (torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half())
+    out = a.new_empty((M, N))
+    ops.matmul(a, b)  # compiles, chooses, plans: all cached from here on
+    plan = ops.matmul_plan(M, N, K, False, False)
+    scalars = (M, N, K, *a.stride(), *b.stride(), N, 1)
+    tensors = (a, b, out, None)
+
+    def launch():
+        key = (a.get_device(), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, None, None)
+        ops._MATMUL_LAUNCHES(key, plan, tensors, scalars)
+    steps = {"ladder.ops.matmul": {
+        "checks": lambda: (ops._check_matmul(a, b, None, None), ops._direct(a, b, None)),
+        "kernel, configuration and plan (cached per shape)": lambda: (
+            ops.backend("matmul"), ops.matmul_choice(M, N, K), ops.matmul_plan(M, N, K, False, False)),
+        "output allocated": lambda: a.new_empty((M, N)),
+        "launch: Triton's compiled launcher, called directly": launch},
+        "triton:6_autotuned launcher": {
+        "checks and output allocated": lambda: tm._operands(a, b, None),
+        "launch through Triton's JIT and autotuner": lambda: tm.launch_autotuned(a, b, out)}}
+    return {path: list(host_us(calls, n, rounds).items()) for path, calls in steps.items()}
+
+
 def measure(n: int = 300, rounds: int = 7) -> list[dict]:
     """One row per call that is not an anchor: its host µs and kernel µs beside its anchor's, same rounds."""
+    from ladder import dispatch
     from ladder.timing import event_bench
+    with dispatch._suspended():  # rung 6 at 256³ even where a dispatch table would pick cuBLAS: its launch is timed
+        return _measure(n, rounds, event_bench)
+
+
+def _measure(n: int, rounds: int, event_bench) -> list[dict]:
     rows = []
     for g in groups():
         host = host_us(g["calls"], n, rounds)
@@ -100,6 +137,10 @@ def measure(n: int = 300, rounds: int = 7) -> list[dict]:
                   "anchor": g["anchor"], "anchor_us": host[g["anchor"]], "anchor_kernel_us": kernel[g["anchor"]],
                   "ratio": host[name] / host[g["anchor"]], "calls": n, "rounds": rounds}
                  for name in g["calls"] if name != g["anchor"]]
+    steps = phases(n, rounds)
+    for r in rows:
+        if r["op"] == "matmul" and r["call"] in steps:
+            r["phases"] = [[step, us] for step, us in steps[r["call"]]]
     return rows
 
 
@@ -109,6 +150,7 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         lines.append(f"{r['op']:12s} {r['call']:28s} {r['us']:8.1f} {r['anchor']:30s} {r['anchor_us']:8.1f} "
                      f"{r['ratio']:6.2f} {r['kernel_us']:12.1f} / {r['anchor_kernel_us']:.1f}")
+        lines += [f"{'':14s}{step:56s} {us:6.1f}" for step, us in r.get("phases", [])]
     return "\n".join(lines)
 
 

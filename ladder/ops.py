@@ -66,6 +66,7 @@ from kernels.triton import matmul as tm
 INT32 = 2**31
 GRID_Y_MAX = 65535                       # a launch grid's second dimension: attention's B·H
 ACTIVATIONS = (None, "relu", "gelu")     # gelu: GELU's tanh form, GPT-2's (F.gelu(x, approximate="tanh"))
+F16 = torch.float16
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # tensor types that hold their own data (not fake, functional, ...)
 _DEVICE = "cuda" if WORLD.gpu else "cpu"
 RUNG6, CUBLAS = dispatch.RUNG6, dispatch.CUBLAS
@@ -133,7 +134,21 @@ def _different_devices(op: str, **tensors) -> ValueError:
 
 
 def _check_matmul(a, b, bias, activation) -> tuple:
-    """(M, N, K) of checked operands."""
+    """(M, N, K) of checked operands. One expression tests what a call needs (a fraction of a µs);
+    only when it fails does _check_matmul_each test each property in turn, to name the one that is wrong."""
+    try:
+        (M, K), (K_b, N) = a.shape, b.shape
+        device = a.get_device()
+        if (a.dtype is F16 and b.dtype is F16 and K == K_b and _ON_DEVICE(a) and _ON_DEVICE(b) and b.get_device() == device
+                and activation in ACTIVATIONS and (bias is None or (
+                    bias.dtype is F16 and bias.shape == (N,) and _ON_DEVICE(bias) and bias.get_device() == device))):
+            return M, N, K
+    except (AttributeError, TypeError, ValueError, RuntimeError):  # not a tensor, not 2-D, a tensor as a flag
+        pass
+    return _check_matmul_each(a, b, bias, activation)
+
+
+def _check_matmul_each(a, b, bias, activation) -> tuple:
     _tensor("matmul", "a", a, 2)
     _tensor("matmul", "b", b, 2)
     (M, K), (K_b, N) = a.shape, b.shape
@@ -151,7 +166,24 @@ def _check_matmul(a, b, bias, activation) -> tuple:
 
 
 def _check_attention(q, k, v, causal, scale) -> tuple:
-    """(B, H, S, D, scale) of checked operands, scale defaulting to 1/√D."""
+    """(B, H, S, D, scale) of checked operands, scale defaulting to 1/√D; tested as _check_matmul does."""
+    try:
+        B, H, S, D = shape = q.shape
+        device = q.get_device()
+        if (q.dtype is F16 and k.dtype is F16 and v.dtype is F16 and k.shape == shape and v.shape == shape
+                and _ON_DEVICE(q) and _ON_DEVICE(k) and _ON_DEVICE(v) and k.get_device() == device
+                and v.get_device() == device
+                and D in ta.HEAD_DIMS and B * H <= GRID_Y_MAX and (causal is True or causal is False)
+                and (scale is None or isinstance(scale, (int, float)))
+                # the kernel forms a head's offset in 64 bits, a row's and a column's within it in 32
+                and (S + 128) * max(*q.stride()[2:], *k.stride()[2:], *v.stride()[2:]) < INT32):
+            return B, H, S, D, 1 / math.sqrt(D) if scale is None else float(scale)
+    except (AttributeError, TypeError, ValueError, RuntimeError):  # not a tensor, not 4-D, a tensor as a flag
+        pass
+    return _check_attention_each(q, k, v, causal, scale)
+
+
+def _check_attention_each(q, k, v, causal, scale) -> tuple:
     for name, t in (("q", q), ("k", k), ("v", v)):
         _tensor("attention", name, t, 4)
     if not (q.shape == k.shape == v.shape):
@@ -170,7 +202,6 @@ def _check_attention(q, k, v, causal, scale) -> tuple:
         raise ValueError(f"ladder.ops.attention: causal must be True or False, got {causal!r}")
     if scale is not None and not isinstance(scale, (int, float)):
         raise ValueError(f"ladder.ops.attention: scale must be a number or None, got {type(scale).__name__}")
-    # the kernel forms a head's offset in 64 bits, a row's and a column's within it in 32
     if (S + 128) * max(q.stride()[2:] + k.stride()[2:] + v.stride()[2:]) >= INT32:
         raise ValueError("ladder.ops.attention: a row's offset within a head overflows 32 bits at these strides "
                          f"(q {q.stride()}, k {k.stride()}, v {v.stride()})")
@@ -392,7 +423,8 @@ def _attention_outputs(q: torch.Tensor) -> tuple:
     o.transpose(1, 2).reshape(B, S, H * D) is free), else (B, H, S, D); LSE (B, H, S) fp32."""
     B, H, S, D = q.shape
     heads_inner = q.stride(1) < q.stride(2)
-    out = (q.new_empty((B, S, H, D)).transpose(1, 2) if heads_inner else q.new_empty((B, H, S, D)))
+    out = torch.empty_strided((B, H, S, D), (S * H * D, D, H * D, 1) if heads_inner else (H * S * D, S * D, D, 1),
+                              dtype=q.dtype, device=q.device)
     return out, q.new_empty((B, H, S), dtype=torch.float32)
 
 

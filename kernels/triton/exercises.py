@@ -197,3 +197,149 @@ def online_update_step(update_fn, m: torch.Tensor, l: torch.Tensor, acc: torch.T
                          f"s {tuple(s.shape)}, v {tuple(v.shape)}")
     online_update_probe_kernel[(1,)](m, l, acc, s, v, update_fn, BM, BN, D)
     return m, l, acc
+
+
+# ------------------------------------------------------------- assignment 15: attention backward, D and dS
+
+# Assignment 15's kernels: a small FlashAttention-2-style backward whose two formulas are the student's.
+#
+# For O = softmax(scale·Q·Kᵀ)·V (masked above the diagonal when causal) and the loss's gradient dO, all
+# fp32 (B, H, S, D) contiguous, D a power of two >= 16: a preprocess computes one number per query,
+#
+#     delta(o, do) -> D          o, do [BLOCK_M, HEAD_DIM] (rows of O and dO), D [BLOCK_M]
+#
+# and both backward kernels (one program per BLOCK_N keys for dK, dV; one per BLOCK_M queries for dQ)
+# recompute each tile of the probabilities from the forward's log-sum-exp and form its dS with
+#
+#     p_and_ds(qk, lse, dp, delta, keep, scale) -> (p, ds)
+#
+# qk [BLOCK_M, BLOCK_N] is the tile's Q·Kᵀ as it comes out of tl.dot (not scaled), lse [BLOCK_M] each query's
+# log Σ_j exp(scale·q·k_j) over the keys it sees (natural log), dp [BLOCK_M, BLOCK_N] the tile's dO·Vᵀ, delta
+# [BLOCK_M] the preprocess's D, keep [BLOCK_M, BLOCK_N] True where query i sees key j (inside S, and j <= i
+# when causal). The kernels go on with dV += pᵀ·dO, dK += dsᵀ·Q, dQ += ds·K, and multiply dK and dQ by scale
+# once at the end. Unlike rung 2 of kernels/triton/attention_backward.py, nothing is skipped under the causal
+# mask (every tile comes through; keep says which scores count), exp is base e, and everything is fp32.
+
+
+@triton.jit
+def ds_delta_kernel(o_ptr, do_ptr, delta_ptr, S, delta: tl.constexpr, HEAD_DIM: tl.constexpr,
+                    BLOCK_M: tl.constexpr):
+    bh = tl.program_id(1)
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    at = bh.to(tl.int64) * S * HEAD_DIM + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    o = tl.load(o_ptr + at, mask=rows[:, None] < S, other=0.0)
+    do = tl.load(do_ptr + at, mask=rows[:, None] < S, other=0.0)
+    d = delta(o, do)   # the student's function, inlined
+    tl.store(delta_ptr + bh.to(tl.int64) * S + rows, d, mask=rows < S)
+
+
+@triton.jit
+def _ds_tile(q, kt, vt, do, lse, dl, rows, keys, S, scale, p_and_ds: tl.constexpr, CAUSAL: tl.constexpr):
+    """One tile of P and dS: what both backward kernels share."""
+    qk = tl.dot(q, kt, input_precision="ieee")     # [BLOCK_M, BLOCK_N]: Q·Kᵀ, not yet scaled
+    dp = tl.dot(do, vt, input_precision="ieee")    # [BLOCK_M, BLOCK_N]: dO·Vᵀ
+    keep = (rows[:, None] < S) & (keys[None, :] < S)
+    if CAUSAL:
+        keep = keep & (keys[None, :] <= rows[:, None])
+    return p_and_ds(qk, lse, dp, dl, keep, scale)   # the student's function, inlined
+
+
+@triton.jit
+def ds_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, S, scale,
+                   p_and_ds: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   CAUSAL: tl.constexpr):
+    bh = tl.program_id(1)
+    head, stat = bh.to(tl.int64) * S * HEAD_DIM, bh.to(tl.int64) * S
+    keys = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, HEAD_DIM)
+    kt = tl.load(k_ptr + head + keys[None, :] * HEAD_DIM + dims[:, None], mask=keys[None, :] < S, other=0.0)
+    vt = tl.load(v_ptr + head + keys[None, :] * HEAD_DIM + dims[:, None], mask=keys[None, :] < S, other=0.0)
+    dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    dv = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)
+    for start_m in range(0, S, BLOCK_M):
+        rows = start_m + tl.arange(0, BLOCK_M)
+        at = head + rows[:, None] * HEAD_DIM + dims[None, :]
+        q = tl.load(q_ptr + at, mask=rows[:, None] < S, other=0.0)
+        do = tl.load(do_ptr + at, mask=rows[:, None] < S, other=0.0)
+        lse = tl.load(lse_ptr + stat + rows, mask=rows < S, other=0.0)
+        dl = tl.load(delta_ptr + stat + rows, mask=rows < S, other=0.0)
+        p, ds = _ds_tile(q, kt, vt, do, lse, dl, rows, keys, S, scale, p_and_ds, CAUSAL)
+        dv += tl.dot(tl.trans(p), do, input_precision="ieee")
+        dk += tl.dot(tl.trans(ds), q, input_precision="ieee")
+    out = head + keys[:, None] * HEAD_DIM + dims[None, :]
+    tl.store(dk_ptr + out, dk * scale, mask=keys[:, None] < S)
+    tl.store(dv_ptr + out, dv, mask=keys[:, None] < S)
+
+
+@triton.jit
+def ds_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, S, scale,
+                 p_and_ds: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 CAUSAL: tl.constexpr):
+    bh = tl.program_id(1)
+    head, stat = bh.to(tl.int64) * S * HEAD_DIM, bh.to(tl.int64) * S
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, HEAD_DIM)
+    at = head + rows[:, None] * HEAD_DIM + dims[None, :]
+    q = tl.load(q_ptr + at, mask=rows[:, None] < S, other=0.0)
+    do = tl.load(do_ptr + at, mask=rows[:, None] < S, other=0.0)
+    lse = tl.load(lse_ptr + stat + rows, mask=rows < S, other=0.0)
+    dl = tl.load(delta_ptr + stat + rows, mask=rows < S, other=0.0)
+    dq = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    for start_n in range(0, S, BLOCK_N):
+        keys = start_n + tl.arange(0, BLOCK_N)
+        kt = tl.load(k_ptr + head + keys[None, :] * HEAD_DIM + dims[:, None], mask=keys[None, :] < S, other=0.0)
+        vt = tl.load(v_ptr + head + keys[None, :] * HEAD_DIM + dims[:, None], mask=keys[None, :] < S, other=0.0)
+        p, ds = _ds_tile(q, kt, vt, do, lse, dl, rows, keys, S, scale, p_and_ds, CAUSAL)
+        dq += tl.dot(ds, tl.trans(kt), input_precision="ieee")
+    tl.store(dq_ptr + at, dq * scale, mask=rows[:, None] < S)
+
+
+@triton.jit
+def ds_probe_kernel(qk_ptr, lse_ptr, dp_ptr, delta_ptr, keep_ptr, p_ptr, ds_ptr, scale, p_and_ds: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """For the checker: one call of `p_and_ds` on given fp32 tiles (keep as int8), p and ds stored."""
+    i = tl.arange(0, BLOCK_M)
+    tile = i[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    keep = tl.load(keep_ptr + tile) != 0
+    p, ds = p_and_ds(tl.load(qk_ptr + tile), tl.load(lse_ptr + i), tl.load(dp_ptr + tile), tl.load(delta_ptr + i),
+                     keep, scale)
+    tl.store(p_ptr + tile, p)
+    tl.store(ds_ptr + tile, ds)
+
+
+def attention_ds_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, do: torch.Tensor, delta_fn,
+                          p_and_ds_fn, causal: bool = False, scale: float | None = None,
+                          block=(16, 16)) -> tuple[torch.Tensor, ...]:
+    """(D, dQ, dK, dV) of attention with ds_delta_kernel, ds_dkdv_kernel and ds_dq_kernel, their formulas from
+    `delta_fn` and `p_and_ds_fn` (@triton.jit functions); fp32 (B, H, S, D) inputs, moved to this world's device.
+    The forward (O and the log-sum-exp) is computed here in float64 by torch: it is not the exercise."""
+    q, k, v, do = (t.to(device=device(), dtype=torch.float32).contiguous() for t in (q, k, v, do))
+    validate.same_shape(q=q, k=k, v=v, do=do)
+    B, H, S, D = q.shape
+    if D < 16 or D & (D - 1):
+        raise ValueError(f"head dimension D={D}: this kernel takes a power of two >= 16")
+    scale = 1 / D ** 0.5 if scale is None else scale
+    s = q.double() @ k.double().transpose(-1, -2) * scale
+    if causal:
+        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    o = (torch.exp(s - lse[..., None]) @ v.double()).float().contiguous()
+    lse = lse.float().contiguous()
+    delta, dq, dk, dv = (torch.full_like(t, float("nan")) for t in (lse, q, k, v))
+    BM, BN = block
+    ds_delta_kernel[(triton.cdiv(S, BM), B * H)](o, do, delta, S, delta_fn, D, BM)
+    args = (q, k, v, do, lse, delta)
+    ds_dkdv_kernel[(triton.cdiv(S, BN), B * H)](*args, dk, dv, S, scale, p_and_ds_fn, D, BM, BN, causal)
+    ds_dq_kernel[(triton.cdiv(S, BM), B * H)](*args, dq, S, scale, p_and_ds_fn, D, BM, BN, causal)
+    return delta, dq, dk, dv
+
+
+def p_and_ds_step(p_and_ds_fn, qk: torch.Tensor, lse: torch.Tensor, dp: torch.Tensor, delta: torch.Tensor,
+                  keep: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """One call of `p_and_ds_fn` on tiles qk, dp [BM, BN], lse, delta [BM], keep [BM, BN] (bool): (p, ds)."""
+    qk, lse, dp, delta = (t.to(device=device(), dtype=torch.float32).contiguous() for t in (qk, lse, dp, delta))
+    keep = keep.to(device=device(), dtype=torch.int8).contiguous()
+    BM, BN = qk.shape
+    p, ds = (torch.full_like(qk, float("nan")) for _ in range(2))
+    ds_probe_kernel[(1,)](qk, lse, dp, delta, keep, p, ds, scale, p_and_ds_fn, BM, BN)
+    return p, ds

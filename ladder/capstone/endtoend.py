@@ -1,8 +1,9 @@
 """The model end to end, four ways, and the swapped ops alone: what `python -m ladder record capstone`
 measures in one run on a GPU, and the check that our kernels compute what the model computes (any world).
 
-Variants: eager (PyTorch as written), eager + ours (our two Triton kernels swapped in), torch.compile
-(Inductor fuses what it can), compile + ours (Inductor around our kernels, which stay opaque custom ops).
+Variants: eager (PyTorch as written), eager + ours (our two Triton kernels swapped in through ladder.ops),
+torch.compile (Inductor fuses what it can), compile + ours (Inductor around our kernels: ladder.ops registers them
+with torch.library.triton_op, so Inductor sees their Triton kernels and calls them from its own code).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from ladder import check
+from ladder import check, ops
 from ladder.capstone import costs, families, hot_op
 from ladder.capstone import model as model_mod
 from ladder.timing import bench
@@ -52,7 +53,7 @@ def _swapped_ops(cfg: model_mod.Config, device: str, gen: torch.Generator) -> di
     qkv = torch.randn(B, S, 3, H, D, generator=gen, **half).permute(2, 0, 3, 1, 4)
     x = torch.randn(B * S, d, generator=gen, **half)
     weight = 0.02 * torch.randn(4 * d, d, generator=gen, **half)
-    bias, weight_kn = torch.randn(4 * d, generator=gen, **half), weight.t().contiguous()
+    bias = torch.randn(4 * d, generator=gen, **half)
 
     def up_gelu(x, weight, bias):
         return F.gelu(F.linear(x, weight, bias), approximate="tanh")
@@ -61,9 +62,9 @@ def _swapped_ops(cfg: model_mod.Config, device: str, gen: torch.Generator) -> di
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
     return {
-        "attention": (lambda: attention(*qkv), lambda: torch.ops.ladder.flash_attention(*qkv),
+        "attention": (lambda: attention(*qkv), lambda: ops.attention(*qkv, causal=True),
                       torch.compile(attention, dynamic=False), qkv),
-        "MLP up + GELU": (lambda: up_gelu(x, weight, bias), lambda: torch.ops.ladder.linear_gelu(x, weight_kn, bias),
+        "MLP up + GELU": (lambda: up_gelu(x, weight, bias), lambda: ops.matmul(x, weight.t(), bias, "gelu"),
                           torch.compile(up_gelu, dynamic=False), (x, weight, bias)),
     }
 
