@@ -384,23 +384,6 @@ def _epilogue(out: torch.Tensor, bias, activation) -> torch.Tensor:
     return F.gelu(out, approximate="tanh") if activation == "gelu" else out
 
 
-ALIGN = 16   # elements: Triton specializes an integer argument on whether it is a multiple of 16
-
-
-def _aligned(t: torch.Tensor) -> torch.Tensor:
-    """t, or where its contiguous lines (rows, or columns of a transposed view) are not ALIGN elements apart or
-    do not start on a 16-byte boundary (an odd K or N, a view's offset), a copy whose lines are padded to be: one
-    more pass over t. Triton loads 8 fp16 at once only where it can prove a stride a multiple of 16 and an
-    address of 16 bytes; otherwise every load is of one element (rung 6 at the vocabulary projection, B's rows
-    50257 long: an order of magnitude behind cuBLAS)."""
-    (rows, cols), (s0, s1) = t.shape, t.stride()
-    if s1 != 1 and s0 == 1:   # column-contiguous (a transposed view): pad the columns' stride
-        return _aligned(t.t()).t()
-    if s1 != 1 or min(rows, cols) <= 1 or (s0 % ALIGN == 0 and t.storage_offset() % 8 == 0):
-        return t
-    return t.new_empty((rows, -(-cols // ALIGN) * ALIGN))[:, :cols].copy_(t)
-
-
 def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
     """ladder::matmul on checked operands."""
     fused = bias is not None and activation is not None
@@ -413,10 +396,6 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
     if max(stride_ak, stride_bk) * 256 >= INT32 or (N - 1) * stride_bn >= INT32:
         raise ValueError(f"ladder.ops.matmul: a's strides {a.stride()} or b's {b.stride()} with N={N} overflow the "
                          "kernel's 32-bit column offsets; pass a or b with rows contiguous")
-    if ((stride_am * stride_ak) % ALIGN or (stride_bk * stride_bn) % ALIGN or a.storage_offset() % 8
-            or b.storage_offset() % 8):  # a line stride (times 1) or a start off alignment: see _aligned
-        a, b = _aligned(a), _aligned(b)
-        (stride_am, stride_ak), (stride_bk, stride_bn) = a.stride(), b.stride()
     out = a.new_empty((M, N))
     if fused and bias.stride(0) != 1:  # the epilogue reads the bias as one contiguous row: N elements copied
         bias = bias.contiguous()
