@@ -100,6 +100,9 @@ def record_capstone(model: str = "gpt2-small") -> Path:
     return results_mod.save(results_mod.merge(old, record))
 
 
+DEFAULT_BACKENDS = ("cuda", "triton", "torch")
+
+
 def cmd_record(args) -> None:
     from ladder import profile, runner
     if CAPSTONE in args.problems:
@@ -111,7 +114,8 @@ def cmd_record(args) -> None:
         return
     chosen = [problems_mod.get(n) for n in args.problems] if args.problems else list(problems_mod.problems().values())
     known = {name for p in chosen for r in p.rungs for name in (r.backend, r.label)}
-    unknown = [b for b in args.backends if b not in known]
+    # the default names every backend: a problem without CUDA rungs (attention_backward) is no mistake
+    unknown = [b for b in args.backends if b not in known and (args.backends_given or b not in DEFAULT_BACKENDS)]
     if unknown:
         raise problems_mod.UnknownName(f"no backend or rung {', '.join(unknown)} in {', '.join(p.name for p in chosen)}; "
                                        f"backends: {', '.join(sorted({r.backend for p in chosen for r in p.rungs}))}")
@@ -309,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="ncu's warp states (stall reasons, occupancy) only, added to the recording")
     p.add_argument("--every-shape", action="store_true",
                    help="warp states at every headline shape, not only the profiled one (choose the rungs with --backends)")
-    p.add_argument("--backends", nargs="+", default=["cuda", "triton", "torch"],
+    p.add_argument("--backends", nargs="+", default=None,
                    help="record only these backends' rungs, or these rungs (e.g. triton:6_autotuned torch); "
                         "the others' recorded rows are kept")
     p.set_defaults(fn=cmd_record)
@@ -345,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
         p.set_defaults(fn=fn)
     args, extra = parser.parse_known_args(argv)
     args.jupyter_args = extra
+    if args.command == "record":
+        args.backends_given = args.backends is not None
+        args.backends = args.backends or list(DEFAULT_BACKENDS)
     if args.jupyter_args and args.command != "lab":
         parser.error(f"unrecognized arguments: {' '.join(args.jupyter_args)}")
     try:

@@ -15,7 +15,8 @@ import torch
 from ladder.hardware import GPU
 
 # Kernel modules that register problems, in lesson order.
-KERNEL_MODULES = ["kernels.vector_add", "kernels.matmul", "kernels.matmul_bias_relu", "kernels.attention"]
+KERNEL_MODULES = ["kernels.vector_add", "kernels.matmul", "kernels.matmul_bias_relu", "kernels.attention",
+                  "kernels.attention_backward"]
 
 
 @dataclass
@@ -28,6 +29,8 @@ class Rung:
     fallback: tuple[str, str] | None = None  # (feature, what runs instead on a GPU without it)
     slow: bool = False           # too slow for the size sweep: timed at the benchmark shapes only
     searches: bool = False       # picks its configuration per shape by a search: nothing to compile ahead
+    # why the rung cannot run at one shape (e.g. "N/A: needs 412 GiB"), or None: `record` skips that shape, says why
+    unavailable_at: Callable[[tuple], str | None] | None = None
 
     @property
     def label(self) -> str:
@@ -66,6 +69,8 @@ class Problem:
     tune: Callable[[list[str]], list] | None = None  # tune(rung labels): searches to run before timing -> reports
     # the smallest shape whose launches compile to what `shape`'s do (the same specializations): runner.compile_ahead
     compile_shape: Callable[[tuple], tuple] | None = None
+    # measure(rung labels) -> {row kind of ladder.results (e.g. "memory"): rows}: what `record` keeps besides timings
+    measure: Callable[[list[str]], dict[str, list[dict]]] | None = None
     rungs: list[Rung] = field(default_factory=list)
 
     def only(self, *backends: str) -> "Problem":

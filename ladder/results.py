@@ -11,6 +11,8 @@
    ladder.ops against PyTorch's own op in the same run, `python -m ladder.launch --record`),
  "shape_sweep": [{"problem", "backend", "rung", "shape", "name", "config", "ms", ..., "correct"}] (each candidate of
    ladder.dispatch at the model's shapes and a grid, cuBLAS timed in the same run: `python -m ladder sweep`),
+ "memory": [{"problem", "backend", "rung", "shape", "peak_bytes", ...}] (peak bytes allocated by a call, e.g.
+   attention_backward's forward + backward per rung: Problem.measure),
  "sessions": [{"date", "ceilings", "anchors": [runs rows of the torch backend], "note"?}]}
 
 Every row says when it was recorded ("recorded": the date of its run). Each timed run is a session: the
@@ -157,12 +159,12 @@ def _key(kind: str, row: dict) -> tuple:
         return (row["model"],)
     if kind == "launch":
         return (row["op"], row["call"])
-    if kind in ("warp_states", "shape_sweep"):  # recorded at more than one shape per rung
+    if kind in ("warp_states", "shape_sweep", "memory"):  # recorded at more than one shape per rung
         return (row["problem"], row["backend"], row["rung"], tuple(row["shape"]))
     return (row["problem"], row["tuner"]) if kind == "autotune" else (row["problem"], row["backend"], row["rung"])
 
 
-ROW_KINDS = ("runs", "profiles", "warp_states", "autotune", "power", "capstone", "launch", "shape_sweep")
+ROW_KINDS = ("runs", "profiles", "warp_states", "autotune", "power", "capstone", "launch", "shape_sweep", "memory")
 ANCHOR_BACKEND = "torch"   # the library rungs a run times beside ours: cuBLAS, SDPA, torch.add
 
 

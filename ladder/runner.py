@@ -159,21 +159,29 @@ def _measure(problem_list: list[Problem], progress: bool, shapes: list[tuple] | 
              tune: bool) -> tuple[Results, dict]:
     gpu = detect()
     ceil = ceilings_mod.measure(gpu, refresh=True)
-    rows, skipped, tuned = [], [], []
+    rows, skipped, tuned, measured = [], [], [], {}
     for problem in problem_list:
+        runnable = [r.label for r in problem.rungs if unavailable(r) is None]
         if tune and problem.tune:  # searches first, so the autotuned rungs run their winners
-            runnable = [r.label for r in problem.rungs if unavailable(r) is None]
             tuned += [report.as_dict() for report in problem.tune(runnable)]
+        if problem.measure:  # before the timings: what it allocates is not held beside the timed inputs
+            for kind, found in problem.measure(runnable).items():
+                measured.setdefault(kind, []).extend(found)
     jobs = [(p, r, s) for p in problem_list for r in p.rungs for s in (shapes or shapes_for(p, r))]
     for problem, rung, shape in tqdm(jobs, desc="timing rungs", disable=not progress):
         reason = unavailable(rung)
         if reason:
             skipped.append({"problem": problem.name, "backend": rung.backend, "rung": rung.name, "reason": reason})
             continue
+        reason = rung.unavailable_at(shape) if rung.unavailable_at else None
+        if reason:
+            skipped.append({"problem": problem.name, "backend": rung.backend, "rung": rung.name, "shape": list(shape),
+                            "reason": reason})
+            continue
         rows.append(time_rung(problem, rung, shape))
     sheet = ceilings_mod.datasheet_ceilings(gpu.datasheet)
     record = {"provenance": results_mod.provenance(gpu), "gpu": gpu.as_dict(), "datasheet": sheet,
-              "ceilings": ceil, "runs": rows, "not_run": skipped, "autotune": tuned}
+              "ceilings": ceil, "runs": rows, "not_run": skipped, "autotune": tuned, **measured}
     return Results(rows, ceil, sheet, gpu.name, f"live on {gpu.emulation_note or gpu.name}"), record
 
 

@@ -2,8 +2,10 @@
 interpreter, through ladder.ops.attention's autograd. gradcheck in float64 (the same kernels, float64 sums);
 fp16 at ragged S, causal and not, D 64 and 128, within 2x the error of PyTorch's own fp16 backward; NaN-poisoned
 gradient buffers, strided ones, a very large logit, the log-sum-exp's own gradient; torch.library's opcheck with
-gradients; what each rung saves for the backward; the kernels compiled for sm_90. Tiny shapes: the interpreter is slow. tests/gpu/ has the same at
-model shapes."""
+gradients; what each rung saves for the backward; the kernels compiled for sm_90. Rungs 3 (dQ by atomics) and 4
+(rung 2's tiles searched: its search's plumbing with the GPU's parts stood in for); the recorded problem
+`attention_backward` (kernels/attention_backward.py): its cases, FLOPs, rung 1's N/A where it cannot fit, its
+rungs through the harness's check. Tiny shapes: the interpreter is slow. tests/gpu/ has the same at model shapes."""
 import importlib
 import math
 
@@ -204,3 +206,179 @@ def test_the_kernels_compile_for_hopper(kernel):
     wgmma, its exponentials one MUFU.EX2 each."""
     code = sass.triton_sass(**ab.sass_case(kernel), arch="sm_90")
     assert code.count("HGMMA") > 0 and code.count("MUFU.EX2") > 0
+
+
+# ------------------------------------------------------------- rungs 3 (dQ by atomics) and 4 (rung 2, tiles searched)
+
+RUNGS = {"3_atomic_dq": ab.atomic_dq_backward, "4_autotuned": ab.autotuned_backward}
+
+
+def float64_grads(q, k, v, do, causal) -> tuple:
+    """dQ, dK, dV by autograd through the math in float64: the reference."""
+    q, k, v = (t.double().requires_grad_() for t in (q, k, v))
+    S, D = q.shape[-2:]
+    s = q @ k.mT / math.sqrt(D)
+    if causal:
+        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+    (torch.softmax(s, -1) @ v).backward(do.double())
+    return q.grad, k.grad, v.grad
+
+
+@pytest.mark.parametrize("rung", list(RUNGS))
+@pytest.mark.parametrize("S, D, causal", [(40, 64, False), (40, 128, True)])
+def test_rungs_3_and_4_within_twice_pytorchs_error(rung, S, D, causal):
+    """fp16 at a ragged S (40: a whole 32-key tile and a ragged one, in 16-query steps) against float64, within
+    ERROR_RATIO x PyTorch's own fp16 backward; strided inputs and dO, as the model hands them over."""
+    gen = torch.Generator().manual_seed(S + D + causal)
+    q, k, v = packed(gen, 1, 2, S, D)
+    do = randn(gen, 1, S, 2, D).transpose(1, 2)
+    out, lse = torch.ops.ladder.attention(q, k, v, causal)
+    ours = RUNGS[rung](q, k, v, out, lse, do, causal)
+    theirs = grads(sdpa(causal), q, k, v, do)
+    for name, got, pytorch, exact in zip(("dQ", "dK", "dV"), ours, theirs, float64_grads(q, k, v, do, causal)):
+        assert got.dtype == torch.float16 and got.shape == exact.shape
+        error, limit = compare(got, exact).rel_error, ERROR_RATIO * compare(pytorch, exact).rel_error
+        assert error <= limit, f"{rung} {name}: error {error:.2e}, over {ERROR_RATIO}x PyTorch's {limit / ERROR_RATIO:.2e}"
+
+
+def test_gradcheck_float64_rung_3(monkeypatch):
+    """Rung 3's one kernel (float64 atomics into float64 dQ sums) against finite differences, causal, S = 50
+    (every pass: diagonal, unmasked, ragged), fast mode as test_gradcheck_float64."""
+    monkeypatch.setattr(importlib.import_module("torch.autograd.gradcheck"), "_run_slow_mode_and_get_error",
+                        lambda *args: "(the slow mode's full Jacobians: skipped, minutes in the interpreter)",
+                        raising=False)
+    monkeypatch.setattr(ab, "backward", ab.atomic_dq_backward)   # what Float64Attention.backward calls
+    qkv = torch.randn(1, 50, 3, 2, 64, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda x: Float64Attention.apply(*x.permute(2, 0, 3, 1, 4), True),
+                                    (qkv.requires_grad_(),), fast_mode=True, atol=1e-10, rtol=1e-7)
+
+
+@pytest.mark.parametrize("rung", list(RUNGS))
+def test_rungs_3_and_4_write_every_element_and_nan_propagates(rung):
+    """Poisoned strided buffers are overwritten (rung 3: its dQ too, cast from the atomic sums), with rung 2's
+    numbers; a NaN in dO comes out as NaN, which the check then fails (it never passes as a number)."""
+    gen = torch.Generator().manual_seed(8)
+    q, k, v = packed(gen, 1, 2, 40, 64)
+    do = randn(gen, 1, 2, 40, 64)
+    out, lse = torch.ops.ladder.attention(q, k, v, True)
+    buffers = tuple(torch.full((1, 40, 2, 64), float("nan"), dtype=torch.float16).transpose(1, 2) for _ in range(3))
+    assert RUNGS[rung](q, k, v, out, lse, do, True, out=buffers) == buffers
+    for got, want in zip(buffers, ab.backward(q, k, v, out, lse, do, True)):
+        assert compare(got, want).ok
+    do[0, 1, 5, 7] = float("nan")
+    got = RUNGS[rung](q, k, v, out, lse, do, True)
+    assert all(g[0, 1].isnan().any() for g in got) and not compare(got[1], buffers[1]).ok
+
+
+def test_rung_4_takes_interpreter_tiles_without_a_search():
+    """No GPU: nothing searched or cached, rung 4 runs the interpreter's tiles; its search space's prune rule
+    keeps the causal diagonal whole and drops what would spill."""
+    assert ab.tuned_tiles(40, 64, True) == {"delta": ab.INTERPRETER_TILES[64]["delta"],
+                                            "dkdv": ab.INTERPRETER_TILES[64]["dkdv"],
+                                            "dq": ab.INTERPRETER_TILES[64]["dq"]}
+    dkdv = ab.tuner("dkdv", 128)
+    reasons = [dkdv.prune(c, None) for c in dkdv.configs()]
+    assert ab.prune_reason("dkdv", dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2), None, 64).startswith("32 rows")
+    assert any(r and "spill" in r for r in reasons) and any(r is None for r in reasons)
+    assert ab.prune_reason("dq", ab.GPU_TILES[64]["dq"], None, 64) is None   # rung 2's tiles are candidates
+
+
+def test_rung_3_compiles_for_hopper_with_atomics_and_no_spills():
+    """Rung 3's kernel as it launches on a GPU (D = 64, causal): red.global adds for dQ (REDG), its products on
+    wgmma, and nothing in local memory with its own tiles (rung 2's spill there)."""
+    code = str(sass.triton_sass(**ab.sass_case("dkdv_atomic"), arch="sm_90"))
+    assert "REDG" in code and "HGMMA" in code and " STL" not in code
+
+
+# ------------------------------------------------------------- the recorded problem, attention_backward
+
+def test_the_problem_registers_its_cases_and_flops():
+    from ladder import problems
+    p = problems.get("attention_backward")
+    assert [r.label for r in p.rungs] == ["triton:1_materialized", "triton:2_flash", "triton:3_atomic_dq",
+                                          "triton:4_autotuned", "torch:sdpa", "torch:sdpa_flash"]
+    assert p.bench_shapes == [(4, 32, S, D, c) for S in (4096, 16384) for D in (64, 128) for c in (0, 1)]
+    assert p.flops((4, 32, 4096, 64, 0)) == 2.5 * 4 * 4 * 32 * 4096 ** 2 * 64
+    assert p.flops((4, 32, 16384, 128, 1)) == 2.5 * 4 * 4 * 32 * 16384 ** 2 * 128 / 2
+
+
+def test_rung_1_is_not_available_where_it_does_not_fit(monkeypatch):
+    """On an 80 GB GPU rung 1 runs at S 4096 (about 32 GiB) and says why not at S 16384; never a crash."""
+    from types import SimpleNamespace
+    from kernels import attention_backward as problem_module
+    monkeypatch.setattr(problem_module, "detect", lambda: SimpleNamespace(name="H100", memory_bytes=80 * 2**30))
+    assert problem_module.materialized_unavailable((4, 32, 4096, 128, 0)) is None
+    assert problem_module.materialized_unavailable((4, 32, 16384, 64, 1)) == \
+        "N/A: needs 514 GiB (4 x B·H·S² fp32 at its peak), H100 has 80 GiB"
+
+
+def test_the_problems_rungs_check_in_the_interpreter():
+    """The harness's own path (ladder.runner.check_rung: poisoned output, reference) for rungs 1-4 at the
+    interpreter's shapes; an anchor's timed calls, after the check filled the output, skip the copy."""
+    from ladder import problems, runner
+    p = problems.get("attention_backward")
+    for rung in p.rungs:
+        if runner.unavailable(rung) is None:
+            assert all(r.ok for _, r in runner.check_rung(p, rung)), rung.label
+    q, k, v, do, causal, forward = p.make_inputs((1, 1, 19, 64, 1), "cpu", torch.Generator().manual_seed(0))
+    out = p.new_output((1, 1, 19, 64, 1), "cpu")
+    run = p.rung("triton", "1_materialized").run
+    run(q, k, v, do, causal, forward, out=out)
+    assert compare(out, p.reference(q, k, v, do, causal, forward)).ok
+    out.fill_(float("nan"))
+    run(q, k, v, do, causal, forward, out=out)
+    assert out.isnan().all()   # not copied again: what bench times is the backward alone
+
+
+def test_record_skips_a_shape_a_rung_cannot_run_and_keeps_the_problems_measurements(monkeypatch):
+    """ladder.runner's recording loop (its GPU parts stubbed): a rung's unavailable_at skips that shape with its
+    reason (a not_run row naming the shape), the other shapes are timed; Problem.measure's rows go into the record
+    and ladder.results.merge keeps them per (rung, shape)."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+    from ladder import problems, results, runner
+    p = problems.get("attention_backward")
+    rung = replace(p.rung("triton", "2_flash"), unavailable_at=lambda s: "N/A: needs 9 GiB" if s[2] > 20 else None)
+    row = {"problem": p.name, "backend": "triton", "rung": "2_flash", "shape": [1, 1, 19, 64, 1], "peak_bytes": 1}
+    small = replace(p, rungs=[rung], tune=None, bench_shapes=p.interpret_shapes, measure=lambda labels: {"memory": [row]})
+    monkeypatch.setattr(runner, "detect", lambda: SimpleNamespace(name="GPU", emulation_note=None, datasheet=None,
+                                                                   as_dict=dict))
+    monkeypatch.setattr(runner.ceilings_mod, "measure", lambda gpu, refresh: {})
+    monkeypatch.setattr(runner.ceilings_mod, "datasheet_ceilings", lambda sheet: None)
+    monkeypatch.setattr(runner.results_mod, "provenance", lambda gpu: {"date": "today"})
+    monkeypatch.setattr(runner, "time_rung", lambda problem, r, shape: {"problem": problem.name, "backend": r.backend,
+                                                                        "rung": r.name, "shape": list(shape)})
+    _, record = runner._measure([small], progress=False, shapes=None, tune=True)
+    assert [r["shape"] for r in record["runs"]] == [[1, 1, 19, 64, 1]]
+    assert record["not_run"] == [{"problem": p.name, "backend": "triton", "rung": "2_flash", "shape": [1, 2, 40, 64, 0],
+                                  "reason": "N/A: needs 9 GiB"}]
+    merged = results.merge({**record, "memory": [{**row, "peak_bytes": 0}, {**row, "shape": [2]}]}, record)
+    assert sorted(r["peak_bytes"] for r in merged["memory"]) == [1, 1]   # the same (rung, shape) replaced
+
+
+def test_rung_4s_search_times_checks_and_caches_each_kernel(monkeypatch, tmp_path):
+    """tune()'s plumbing in the interpreter, the GPU's parts stood in for (a GPU's name, times, the cache file):
+    each kernel's configurations run, are checked against the exact gradients and timed; the winners are cached
+    per GPU under (S, D, causal), and rung 4 then takes them for the nearest S (the S-bucket)."""
+    import itertools
+    from types import SimpleNamespace
+    from kernels import attention_backward as problem_module
+    from ladder import autotune
+    gpu, times = SimpleNamespace(name="GPU", slug="gpu"), itertools.count()
+    for module in (ab, autotune):
+        monkeypatch.setattr(module, "detect", lambda: gpu)
+    monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
+    monkeypatch.setattr(autotune, "_BEST", {})
+    monkeypatch.setattr(autotune, "search_bench", lambda fn, warmup, rep, q: [10.0 - next(times)])  # the last wins
+    monkeypatch.setattr(autotune, "compile_ahead", lambda *args, **kwargs: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(ab, "SEARCH_KEYS", 40)
+    monkeypatch.setattr(ab, "GPU_TILES", ab.INTERPRETER_TILES)
+    monkeypatch.setattr(ab, "SEARCH_SPACE", {"dkdv": dict(BLOCK_M=[16, 32], BLOCK_N=[64], num_warps=[4], num_stages=[1]),
+                                             "dq": dict(BLOCK_M=[64], BLOCK_N=[16, 32], num_warps=[4], num_stages=[1])})
+    reports = ab.tune([(40, 64, 1)], problem_module.exact_grads, device="cpu")
+    assert [(r.tuner, r.shape, len(r.timed), len(r.failed)) for r in reports] == [
+        ("triton:4_autotuned:dkdv", (40, 64, 1), 2, 0), ("triton:4_autotuned:dq", (40, 64, 1), 2, 0)]
+    want = {"dkdv": dict(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=1),
+            "dq": dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=1)}
+    assert {k: ab.tuned_tiles(4000, 64, True)[k] for k in want} == want   # the nearest S searched

@@ -19,6 +19,9 @@ def _answer(capsys, *argv) -> tuple[int, list[str]]:
     (["record", "matmul", "--no-profile"], "needs a CUDA GPU"),
     (["record", "nosuch"], "no problem 'nosuch'; known: vector_add, matmul, matmul_bias_relu, attention"),
     (["record", "matmul", "--backends", "cuda:9_fast"], "no backend or rung cuda:9_fast in matmul"),
+    # the default backends include cuda, which attention_backward has none of: not an error unless named
+    (["record", "attention_backward", "--no-profile"], "needs a CUDA GPU"),
+    (["record", "attention_backward", "--backends", "cuda"], "no backend or rung cuda in attention_backward"),
     (["profile", "matmul", "cuda", "9_fast", "64", "64", "64"], "matmul has no rung cuda:9_fast; it has cuda:1_naive"),
     (["profile", "matmul", "cuda", "1_naive", "64", "64", "64"], "`profile` (Nsight Compute) needs a CUDA GPU"),
     (["run-once", "matmul", "cuda", "1_naive", "64", "64", "64"], "run-once needs a CUDA GPU"),

@@ -9,8 +9,12 @@ in the inputs' dtype. (float64 inputs run the same kernels in float64 throughout
                 preprocess computes D = rowsum(dO ∘ O); one program per K/V tile accumulates dK and dV over the
                 Q tiles, one per Q tile accumulates dQ over the K/V tiles, each recomputing P tile by tile
                 from Q, K and the log-sum-exp; causal blocks above the diagonal are skipped
-(3_atomic_dq    to come: the K/V programs also add their share of dQ with atomics: one kernel, no dQ pass)
-(4_autotuned    to come: rung 2's tiles, warps and stages searched per (S, D, causal))
+3_atomic_dq     one kernel: rung 2's K/V programs also add their share of dQ, scale·dS·K, into an fp32 buffer with
+                atomics (then cast to the inputs' dtype): P computed once instead of twice, no dQ pass; the price
+                is the atomics (S / BLOCK_N programs add into each dQ row) and a run-to-run varying sum order
+4_autotuned     rung 2 with each kernel's tiles, warps and stages searched on this GPU per (S-bucket, D, causal),
+                cached per GPU by ladder.autotune (the interpreter: fixed small tiles, no search); why rung 2 and
+                not rung 3 is said where the search is
 
 The derivation. With the scaled scores S = scale·Q·Kᵀ, P = softmax(S) row by row, O = P·V:
 
@@ -26,7 +30,7 @@ is what the forward (kernels/triton/attention.py, flash_kernel with STORE_LSE) w
 rescaling: one exp per score. If the log-sum-exp is itself used downstream (its gradient dLSE), then
 dS_ij gains P_ij·dLSE_i, the same as D_i − dLSE_i in place of D_i: the preprocess subtracts it.
 
-Rung 2's two kernels split the work by what each program owns. dK and dV rows belong to keys: a program holds
+Rung 2's two kernels split the work by what each program owns (rung 3 merges them: see there). dK and dV rows belong to keys: a program holds
 BLOCK_N keys (K, V and their dK, dV accumulators on chip) and walks the queries in BLOCK_M steps. dQ rows belong
 to queries: a program holds BLOCK_M queries (Q, dO, dQ) and walks the keys in BLOCK_N steps. Each computes
 P tile by tile, twice over in all (the price of writing every gradient once, with no atomics). Under a causal
@@ -43,6 +47,8 @@ import triton
 import triton.language as tl
 from torch.library import wrap_triton
 
+from ladder import autotune
+from ladder.hardware import detect
 from ladder.world import WORLD
 
 # exp(x) = exp2(x · log2 e), exp2 is one instruction; a global the kernels read, so a constexpr
@@ -67,9 +73,9 @@ def saved_bytes(B: int, H: int, S: int, D: int, rung: str) -> int:
     counted); rung 2 O (fp16) and the log-sum-exp (fp32, B·H·S)."""
     if rung == "1_materialized":
         return 4 * B * H * S * S + 3 * 4 * B * H * S * D
-    if rung == "2_flash":
+    if rung in ("2_flash", "3_atomic_dq", "4_autotuned"):   # rungs 3 and 4 take what rung 2 takes
         return 2 * B * H * S * D + 4 * B * H * S
-    raise ValueError(f"no rung {rung!r}: the backward has 1_materialized and 2_flash")
+    raise ValueError(f"no rung {rung!r}: the backward has 1_materialized, 2_flash, 3_atomic_dq and 4_autotuned")
 
 
 # ------------------------------------------------------------- rung 2: the preprocess, D = rowsum(dO ∘ O)
@@ -95,15 +101,17 @@ def delta_kernel(o_ptr, do_ptr, dlse_ptr, delta_ptr, S, H,
     tl.store(delta_ptr + bh.to(tl.int64) * S + rows, delta, mask=rows < S)
 
 
-# ------------------------------------------------------------- rung 2: dK and dV, a program per K/V tile
+# ------------------------------------------------------------- rungs 2-4: dK and dV, a program per K/V tile (rung 3: dQ too)
 
 @triton.jit
-def dkdv_steps(dk, dv, k, v, keys, q_ptr, do_ptr, lse_ptr, delta_ptr, stride_qs, stride_qd, stride_dos, stride_dod,
-               S, qk_scale, lo, hi, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-               CAUSAL: tl.constexpr):
+def dkdv_steps(dk, dv, k, v, keys, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, stride_qs, stride_qd, stride_dos,
+               stride_dod, S, scale, qk_scale, lo, hi, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+               MASKED: tl.constexpr, CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr):
     """Queries lo..hi (BLOCK_M at a time) into the dK and dV of the keys `keys` (K, V: their tiles). The tiles
     are transposed, Pᵀ and dPᵀ (keys down, queries across), so that each step's products land on rows that
-    belong to this program's keys. MASKED: steps that may hold queries past S or (causal) before a key."""
+    belong to this program's keys. MASKED: steps that may hold queries past S or (causal) before a key.
+    ATOMIC_DQ (rung 3): each step also adds this program's share of the queries' dQ, scale·dS·K, into dq_ptr
+    (the head's fp32 (S, D) rows, contiguous), where every other K/V program of the head adds its own."""
     dims = tl.arange(0, HEAD_DIM)
     for start_m in range(lo, hi, BLOCK_M):
         rows = start_m + tl.arange(0, BLOCK_M)
@@ -128,21 +136,30 @@ def dkdv_steps(dk, dv, k, v, keys, q_ptr, do_ptr, lse_ptr, delta_ptr, stride_qs,
             pt = tl.where(keep, pt, 0.0)
         dv = tl.dot(pt.to(do.dtype), do, dv, out_dtype=dv.dtype)  # dV += Pᵀ·dO, P rounded to the inputs' type
         dpt = tl.dot(v, tl.trans(do))                          # dPᵀ = V·dOᵀ
-        dst = pt * (dpt - delta[None, :])                      # dSᵀ = Pᵀ ∘ (dPᵀ − D)
+        dst = (pt * (dpt - delta[None, :])).to(qt.dtype)      # dSᵀ = Pᵀ ∘ (dPᵀ − D), rounded as P is
         # dK += dSᵀ·Q (the scale comes once, at the end); out_dtype: the accumulator's (Triton 3.6 wants it said)
-        dk = tl.dot(dst.to(qt.dtype), tl.trans(qt), dk, out_dtype=dk.dtype)
+        dk = tl.dot(dst, tl.trans(qt), dk, out_dtype=dk.dtype)
+        if ATOMIC_DQ:  # dQ's rows belong to no K/V program: S / BLOCK_N of them add into each, in any order
+            dq = tl.dot(tl.trans(dst), k, out_dtype=dk.dtype) * scale     # scaled here: the sum is then final
+            dq_ptrs = dq_ptr + rows[:, None] * HEAD_DIM + dims[None, :]
+            if MASKED:
+                tl.atomic_add(dq_ptrs, dq, mask=rows[:, None] < S, sem="relaxed")
+            else:
+                tl.atomic_add(dq_ptrs, dq, sem="relaxed")   # relaxed: a sum, no ordering with other memory
     return dk, dv
 
 
 @triton.jit
-def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, S, H, scale,
+def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, dq_ptr, S, H, scale,
                 stride_qb, stride_qh, stride_qs, stride_qd, stride_kb, stride_kh, stride_ks, stride_kd,
                 stride_vb, stride_vh, stride_vs, stride_vd, stride_dob, stride_doh, stride_dos, stride_dod,
                 stride_dkb, stride_dkh, stride_dks, stride_dkd, stride_dvb, stride_dvh, stride_dvs, stride_dvd,
-                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                ATOMIC_DQ: tl.constexpr):
     """dK and dV of keys BLOCK_N·program_id(0).. of head program_id(1) = b·H + h. The log-sum-exp and D are
     (B, H, S) contiguous, in the sums' dtype (fp32; float64 for float64 inputs). Causal: BLOCK_N is a multiple
-    of BLOCK_M, so that the diagonal is whole query steps."""
+    of BLOCK_M, so that the diagonal is whole query steps. ATOMIC_DQ (rung 3): dQ too, added into dq_ptr,
+    (B, H, S, D) contiguous in the sums' dtype and zeroed (rung 2 passes None)."""
     start_n, bh = tl.program_id(0) * BLOCK_N, tl.program_id(1)
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     acc = delta_ptr.dtype.element_ty
@@ -158,23 +175,27 @@ def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
     dv = tl.zeros((BLOCK_N, HEAD_DIM), acc)
     q_head, do_head = q_ptr + b * stride_qb + h * stride_qh, do_ptr + b * stride_dob + h * stride_doh
     lse_head, delta_head = lse_ptr + bh.to(tl.int64) * S, delta_ptr + bh.to(tl.int64) * S
+    dq_head = dq_ptr  # rung 2: None
+    if ATOMIC_DQ:
+        dq_head += bh.to(tl.int64) * S * HEAD_DIM
     qk_scale = scale * LOG2E
     # Causal: queries before start_n see none of these keys and are skipped; queries start_n..start_n + BLOCK_N
     # see some of them (the diagonal, masked); the queries after see all of them. Then, causal or not: the
     # query steps wholly inside S without compares, S's ragged last step with them.
     if CAUSAL:
-        dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, stride_qs, stride_qd,
-                            stride_dos, stride_dod, S, qk_scale, start_n, tl.minimum(S, start_n + BLOCK_N),
-                            HEAD_DIM, BLOCK_M, True, CAUSAL)
+        dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, dq_head, stride_qs,
+                            stride_qd, stride_dos, stride_dod, S, scale, qk_scale, start_n,
+                            tl.minimum(S, start_n + BLOCK_N), HEAD_DIM, BLOCK_M, True, CAUSAL, ATOMIC_DQ)
         lo = start_n + BLOCK_N
     else:
         lo = 0
     whole = (S // BLOCK_M) * BLOCK_M
-    dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, stride_qs, stride_qd,
-                        stride_dos, stride_dod, S, qk_scale, lo, whole, HEAD_DIM, BLOCK_M, False, CAUSAL)
-    dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, stride_qs, stride_qd,
-                        stride_dos, stride_dod, S, qk_scale, tl.maximum(lo, whole), S, HEAD_DIM, BLOCK_M, True,
-                        CAUSAL)
+    dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, dq_head, stride_qs, stride_qd,
+                        stride_dos, stride_dod, S, scale, qk_scale, lo, whole, HEAD_DIM, BLOCK_M, False, CAUSAL,
+                        ATOMIC_DQ)
+    dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, dq_head, stride_qs, stride_qd,
+                        stride_dos, stride_dod, S, scale, qk_scale, tl.maximum(lo, whole), S, HEAD_DIM, BLOCK_M,
+                        True, CAUSAL, ATOMIC_DQ)
     dk *= scale
     tl.store(dk_ptr + b * stride_dkb + h * stride_dkh + keys[:, None] * stride_dks + dims[None, :] * stride_dkd,
              dk.to(dk_ptr.dtype.element_ty), mask=keys[:, None] < S)
@@ -257,19 +278,24 @@ def dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, S, H, sca
 # Per head dimension, each kernel's tiles, warps and stages. The K/V program's tile is its keys (dK and dV
 # accumulators: 2·BLOCK_N·D fp32 across its threads), its step a few queries; the Q program the other way
 # round. Rung 2's are fixed starting points (FlashAttention-2's Triton tutorial's shapes, halved where D = 128
-# would hold twice the accumulators); rung 4 will search them.
+# would hold twice the accumulators); rung 4 searches them.
 GPU_TILES = {
     64: dict(delta=dict(BLOCK_M=64, num_warps=4),
              dkdv=dict(BLOCK_M=32, BLOCK_N=128, num_warps=4, num_stages=3),
-             dq=dict(BLOCK_M=128, BLOCK_N=32, num_warps=4, num_stages=3)),
+             dq=dict(BLOCK_M=128, BLOCK_N=32, num_warps=4, num_stages=3),
+             # rung 3: its step's dQ tile (BLOCK_M x D fp32) on top of dK and dV; rung 2's tiles spill there
+             # (sm_90 SASS: 40 STL at D 64, 12 at D 128), these do not
+             dkdv_atomic=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2)),
     128: dict(delta=dict(BLOCK_M=64, num_warps=4),
               dkdv=dict(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=2),
-              dq=dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2)),
+              dq=dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2),
+              dkdv_atomic=dict(BLOCK_M=32, BLOCK_N=64, num_warps=8, num_stages=2)),
 }
 # tl.dot's smallest tiles, the step half the tile: every pass (unmasked, diagonal, ragged) runs at small S
 INTERPRETER_TILES = {d: dict(delta=dict(BLOCK_M=16, num_warps=4),
                              dkdv=dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1),
-                             dq=dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1)) for d in (64, 128)}
+                             dq=dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1),
+                             dkdv_atomic=dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1)) for d in (64, 128)}
 TILES = GPU_TILES if WORLD.gpu else INTERPRETER_TILES
 DTYPES = (torch.float16, torch.float64)
 
@@ -286,11 +312,9 @@ def _launch(kernel, grid: tuple, args: tuple, config: dict, **constexprs) -> Non
     wrap_triton(kernel)[grid](*args, **config, **constexprs)
 
 
-def backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse=None, out=None) -> tuple:
-    """Rung 2: (dQ, dK, dV) of attention(q, k, v, causal, scale) = o, whose log-sum-exp (natural log, (B, H, S)
-    contiguous, fp32; float64 for float64 inputs) is lse, given dO = do and optionally dLSE = dlse (B, H, S).
-    q, k, v, o, do: (B, H, S, D) views of one shape, any strides, all fp16 or all float64; D 64 or 128.
-    out: (dq, dk, dv) to write (else new, laid out as q, k, v where they are dense)."""
+def _prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None) -> tuple:
+    """What every rung from 2 on does first: check the operands, make (or take) dQ, dK, dV, and launch the
+    preprocess, D = rowsum(dO ∘ O) − dLSE. Returns (dq, dk, dv, delta, scale, tiles), delta None if q is empty."""
     B, H, S, D = q.shape
     for name, t in (("k", k), ("v", v), ("o", o), ("do", do)):
         if t.shape != q.shape or t.dtype != q.dtype:
@@ -303,38 +327,207 @@ def backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse
         raise ValueError(f"attention backward: lse must be {acc} (B, H, S) contiguous, got {lse.dtype} "
                          f"{tuple(lse.shape)} strides {lse.stride()}")
     dq, dk, dv = out if out is not None else (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))
-    if not q.numel():
-        return dq, dk, dv
     scale = 1 / math.sqrt(D) if scale is None else float(scale)
-    tiles = TILES[D]
+    tiles = TILES[D] if tiles is None else tiles
+    if not q.numel():
+        return dq, dk, dv, None, scale, tiles
     delta = torch.empty((B, H, S), dtype=acc, device=q.device)
     if dlse is not None:  # autograd may hand an expanded or strided gradient: B·H·S numbers, copied if so
         dlse = dlse.to(acc).contiguous()
     _launch(delta_kernel, (triton.cdiv(S, tiles["delta"]["BLOCK_M"]), B * H),
             (o, do, dlse, delta, S, H, *strides(o, do), D), tiles["delta"])
-    _launch(dkdv_kernel, (triton.cdiv(S, tiles["dkdv"]["BLOCK_N"]), B * H),
-            (q, k, v, do, lse, delta, dk, dv, S, H, scale, *strides(q, k, v, do, dk, dv), D), tiles["dkdv"],
-            CAUSAL=causal)
-    _launch(dq_kernel, (triton.cdiv(S, tiles["dq"]["BLOCK_M"]), B * H),
-            (q, k, v, do, lse, delta, dq, S, H, scale, *strides(q, k, v, do, dq), D), tiles["dq"], CAUSAL=causal)
+    return dq, dk, dv, delta, scale, tiles
+
+
+def _launch_dkdv(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, causal, config) -> None:
+    """dkdv_kernel, a program per BLOCK_N keys of each head; dq_sums: rung 3's fp32 dQ (else None)."""
+    B, H, S, D = q.shape
+    _launch(dkdv_kernel, (triton.cdiv(S, config["BLOCK_N"]), B * H),
+            (q, k, v, do, lse, delta, dk, dv, dq_sums, S, H, scale, *strides(q, k, v, do, dk, dv), D), config,
+            CAUSAL=causal, ATOMIC_DQ=dq_sums is not None)
+
+
+def _launch_dq(q, k, v, do, lse, delta, dq, scale, causal, config) -> None:
+    """dq_kernel, a program per BLOCK_M queries of each head."""
+    B, H, S, D = q.shape
+    _launch(dq_kernel, (triton.cdiv(S, config["BLOCK_M"]), B * H),
+            (q, k, v, do, lse, delta, dq, S, H, scale, *strides(q, k, v, do, dq), D), config, CAUSAL=causal)
+
+
+def backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse=None, out=None,
+             tiles: dict | None = None) -> tuple:
+    """Rung 2: (dQ, dK, dV) of attention(q, k, v, causal, scale) = o, whose log-sum-exp (natural log, (B, H, S)
+    contiguous, fp32; float64 for float64 inputs) is lse, given dO = do and optionally dLSE = dlse (B, H, S).
+    q, k, v, o, do: (B, H, S, D) views of one shape, any strides, all fp16 or all float64; D 64 or 128.
+    out: (dq, dk, dv) to write (else new, laid out as q, k, v where they are dense). tiles: TILES[D]'s form
+    (rung 4 passes its searched ones)."""
+    dq, dk, dv, delta, scale, tiles = _prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles)
+    if delta is not None:
+        _launch_dkdv(q, k, v, do, lse, delta, dk, dv, None, scale, causal, tiles["dkdv"])
+        _launch_dq(q, k, v, do, lse, delta, dq, scale, causal, tiles["dq"])
     return dq, dk, dv
+
+
+# ------------------------------------------------------------- rung 3: one kernel, dQ by atomics
+
+def atomic_dq_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse=None,
+                       out=None) -> tuple:
+    """Rung 3: rung 2's arguments and results, from one kernel: the K/V programs (rung 2's kernel with its own
+    tiles, TILES[D]["dkdv_atomic"]) add dQ into a zeroed fp32 buffer with atomics, cast to q's dtype at the end.
+    P is computed once, not twice; the price is
+    B·H·S·D fp32 atomic adds from each of S / BLOCK_N programs, the buffer's zeroing and cast (4 + 4 + 2 bytes
+    an element), and a dQ whose sums come in a different order from run to run (not bit-reproducible)."""
+    dq, dk, dv, delta, scale, tiles = _prepare(q, k, v, o, lse, do, causal, scale, dlse, out, None)
+    if delta is not None:
+        sums = torch.zeros(q.shape, dtype=delta.dtype, device=q.device)
+        _launch_dkdv(q, k, v, do, lse, delta, dk, dv, sums, scale, causal, tiles["dkdv_atomic"])
+        dq.copy_(sums)
+    return dq, dk, dv
+
+
+# ------------------------------------------------------------- rung 4: rung 2, its tiles searched
+
+# Rung 4 tunes rung 2, not rung 3: rung 2's two kernels own disjoint outputs, so each is searched alone (its own
+# tiles: the K/V program wants many keys, the Q program many queries) and a configuration can be run again and
+# again to be timed; rung 3's kernel adds into dQ, so each timed run would need its buffer zeroed again, and its
+# best tiles are bounded by the extra dQ tile it holds. Rung 3 is timed beside it in the same recording: where it
+# wins, the search would gain it as a candidate dimension (its kernel is dkdv_kernel with ATOMIC_DQ).
+SEARCH_SPACE = {"dkdv": dict(BLOCK_M=[32, 64], BLOCK_N=[64, 128], num_warps=[4, 8], num_stages=[2, 3]),
+                "dq": dict(BLOCK_M=[64, 128], BLOCK_N=[32, 64], num_warps=[4, 8], num_stages=[2, 3])}
+MAX_REGISTERS = 192   # fp32 values a thread holds for the accumulators and the two score tiles; more spill
+SEARCH_WARMUP_MS, SEARCH_REP_MS = 50, 150   # shorter than ladder.autotune's: 16 searches fit `record`'s minutes
+SEARCH_KEYS = 2**19   # B·H·S of a search's inputs: B·H = 128 at S 4096, 32 at S 16384; thousands of programs
+
+
+def prune_reason(kernel: str, c: dict, gpu, head_dim: int) -> str | None:
+    """Why rung 4 does not time configuration `c` of "dkdv" or "dq" for `head_dim` on `gpu` (None: timed)."""
+    own, step = (c["BLOCK_N"], c["BLOCK_M"]) if kernel == "dkdv" else (c["BLOCK_M"], c["BLOCK_N"])
+    if own % step:
+        return f"{own} rows a program, steps of {step}: the causal diagonal must be whole steps"
+    if gpu is not None and own < 16 * c["num_warps"]:  # it runs (rung 3's D 128 tile does): a shorter search
+        return f"{own} rows a program over {c['num_warps']} warps: under 16 rows a warp, not searched"
+    held = (2 if kernel == "dkdv" else 1) * own * head_dim + 2 * own * step   # dK, dV (or dQ); P and dP
+    if held // (32 * c["num_warps"]) > MAX_REGISTERS:
+        return f"{held // (32 * c['num_warps'])} fp32 values per thread (> {MAX_REGISTERS}): registers spill"
+    return None
+
+
+def _search_args(kernel: str, q, k, v, do, lse, delta, out, scale: float) -> tuple:
+    """The kernel's positional arguments for a search's inputs (dkdv: out is (dK, dV) stacked)."""
+    B, H, S, D = q.shape
+    if kernel == "dkdv":
+        return (q, k, v, do, lse, delta, out[0], out[1], None, S, H, scale, *strides(q, k, v, do, out[0], out[1]), D)
+    return (q, k, v, do, lse, delta, out, S, H, scale, *strides(q, k, v, do, out), D)
+
+
+def run_config(kernel: str, c: dict, q, k, v, do, lse, delta, causal: bool, scale: float, out=None):
+    """One configuration of rung 4's `kernel` ("dkdv": out = (dK, dV) stacked, or "dq"): what the search times."""
+    out = out if out is not None else torch.empty((2, *q.shape) if kernel == "dkdv" else q.shape, dtype=q.dtype,
+                                                  device=q.device)
+    B, H, S, D = q.shape
+    fn, own = (dkdv_kernel, c["BLOCK_N"]) if kernel == "dkdv" else (dq_kernel, c["BLOCK_M"])
+    _launch(fn, (triton.cdiv(S, own), B * H), _search_args(kernel, q, k, v, do, lse, delta, out, scale), c,
+            CAUSAL=causal, **({"ATOMIC_DQ": False} if kernel == "dkdv" else {}))
+    return out
+
+
+def _no_spills(kernel: str, c: dict, args: tuple, causal: bool) -> None:
+    """Compile configuration `c` (cached by then: tune() compiles them all at once) and rule it out
+    (autotune.Spills: pruned) if it keeps values in local memory."""
+    fn = dkdv_kernel if kernel == "dkdv" else dq_kernel
+    try:
+        compiled = fn.warmup(*args, grid=(1,), CAUSAL=causal, **({"ATOMIC_DQ": False} if kernel == "dkdv" else {}),
+                             **c)
+        compiled._init_handles()
+    except Exception:  # noqa: BLE001 -- not this check's to judge: the search's run of it fails, and says why
+        return
+    if getattr(compiled, "n_spills", 0):
+        raise autotune.Spills(f"spills registers: {compiled.n_spills} values to local memory")
+
+
+def tuner(kernel: str, head_dim: int, compile=lambda c: None) -> autotune.Tuner:
+    """Rung 4's search of `kernel` at one head size; its winners are cached per GPU (ladder.autotune) by
+    (S, D, causal): a call takes the winner of the nearest S searched, the S-bucket. Without a search on this
+    GPU (and in the interpreter), rung 2's tiles."""
+    return autotune.Tuner(problem="attention_backward", name=f"triton:4_autotuned:{kernel}", space=SEARCH_SPACE[kernel],
+                          prune=lambda c, gpu: prune_reason(kernel, c, gpu, head_dim), compile=compile,
+                          run=lambda c, *inputs, out=None: run_config(kernel, c, *inputs, out=out),
+                          default=lambda gpu: (GPU_TILES if gpu is not None else INTERPRETER_TILES)[head_dim][kernel])
+
+
+TUNERS = {(kernel, D): tuner(kernel, D) for kernel in SEARCH_SPACE for D in (64, 128)}
+
+
+def tuned_tiles(S: int, D: int, causal: bool) -> dict:
+    """Rung 4's tiles at (S, D, causal): each kernel's searched winner for the nearest S (rung 2's without one)."""
+    key = (S, D, int(causal))
+    return {"delta": TILES[D]["delta"], "dkdv": TUNERS["dkdv", D].best(key), "dq": TUNERS["dq", D].best(key)}
+
+
+def autotuned_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse=None,
+                       out=None) -> tuple:
+    """Rung 4: rung 2 with the tiles, warps and stages searched on this GPU for the nearest (S, D, causal)."""
+    B, H, S, D = q.shape
+    return backward(q, k, v, o, lse, do, causal, scale, dlse, out,
+                    tiles=tuned_tiles(S, D, causal) if D in TILES else None)
+
+
+def tune(buckets: list[tuple], reference, device: str = "cuda") -> list[autotune.Report]:
+    """Rung 4's searches, each kernel at each (S, D, causal) of `buckets`, on fp16 inputs of B·H·S = SEARCH_KEYS
+    (B = 1); `reference(q, k, v, do, causal)` -> the exact (dQ, dK, dV) each configuration is checked against.
+    (device: "cpu" only where a test stands in for the GPU's parts.)"""
+    from ladder import ops  # noqa: F401 -- registers torch.ops.ladder.attention, the forward
+    reports = []
+    for S, D, causal in buckets:
+        gen = torch.Generator(device).manual_seed(7)
+        H = max(1, SEARCH_KEYS // S)
+        q, k, v, do = (torch.randn(1, H, S, D, generator=gen, device=device).half() for _ in range(4))
+        o, lse = torch.ops.ladder.attention(q, k, v, bool(causal))
+        scale = 1 / math.sqrt(D)
+        dq, dk, dv = reference(q, k, v, do, bool(causal))
+        delta = _prepare(q, k, v, o, lse, do, bool(causal), scale, None, None, None)[3]
+        inputs = (q, k, v, do, lse, delta, bool(causal), scale)
+        flop = 2.5 * 4 * H * S * S * D * (0.5 if causal else 1.0)
+        for kernel, want in (("dkdv", torch.stack((dk, dv))), ("dq", dq)):
+            out = run_config(kernel, GPU_TILES[D][kernel], *inputs)
+            args = _search_args(kernel, q, k, v, do, lse, delta, out, scale)
+            search = tuner(kernel, D, compile=lambda c, kernel=kernel, args=args: _no_spills(kernel, c, args, causal))
+            kept = [c for c in search.configs() if search.prune(c, detect()) is None]
+            fn = dkdv_kernel if kernel == "dkdv" else dq_kernel
+            autotune.compile_ahead(fn, [triton.Config({n: c[n] for n in ("BLOCK_M", "BLOCK_N")}, num_warps=c["num_warps"],
+                                                      num_stages=c["num_stages"]) for c in kept],
+                                   dict(zip(fn.arg_names, args)),
+                                   dict(CAUSAL=bool(causal), **({"ATOMIC_DQ": False} if kernel == "dkdv" else {})))
+            reports.append(search.search(inputs, want, flop, lambda out=out: torch.empty_like(out),
+                                         warmup_ms=SEARCH_WARMUP_MS, rep_ms=SEARCH_REP_MS, shape=(S, D, int(causal))))
+        del q, k, v, do, o, lse, delta, dq, dk, dv
+    return reports
 
 
 # ------------------------------------------------------------- compiling ahead of time (ladder.sass)
 
-def sass_case(kernel: str, head_dim: int = 64, causal: bool = True) -> dict:
-    """ladder.sass.triton_sass's arguments for "dkdv" or "dq" as rung 2 launches it on a GPU from ladder.ops:
-    fp16 operands (16-byte aligned), fp32 sums, the scale as Inductor passes it (fp64), each row's elements
-    adjacent (stride 1 along D, the others multiples of 16)."""
+def sass_case(kernel: str, head_dim: int = 64, causal: bool = True, config: dict | None = None) -> dict:
+    """ladder.sass.triton_sass's arguments for "dkdv" or "dq" as rung 2 launches it on a GPU from ladder.ops, or
+    "dkdv_atomic" as rung 3 does: fp16 operands (16-byte aligned), fp32 sums, the scale as Inductor passes it
+    (fp64), each row's elements adjacent (stride 1 along D, the others multiples of 16). config: tiles, warps and
+    stages (default: rung 2's, GPU_TILES)."""
+    atomic = kernel == "dkdv_atomic"
+    config = config or GPU_TILES[head_dim][kernel]
+    kernel = "dkdv" if atomic else kernel
     fn = {"dkdv": dkdv_kernel, "dq": dq_kernel}[kernel]
-    config = GPU_TILES[head_dim][kernel]
     names = fn.arg_names[:fn.arg_names.index("HEAD_DIM")]
     types = {n: "*fp32" if n in ("lse_ptr", "delta_ptr") else "*fp16" if n.endswith("_ptr") else
              "fp64" if n == "scale" else "i32" for n in names}
+    constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], CAUSAL=causal,
+                      **{n: 1 for n in names if n.startswith("stride") and n.endswith("d")})
+    extra = {}
+    if kernel == "dkdv":  # rung 3's fp32 dQ sums, or rung 2's None
+        types["dq_ptr"] = "*fp32" if atomic else "constexpr"
+        constexprs.update({"ATOMIC_DQ": atomic, **({} if atomic else {"dq_ptr": None})})
+        extra["ATOMIC_DQ"] = "constexpr"
     return dict(kernel=fn, signature={**types, "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr",
-                                      "BLOCK_N": "constexpr", "CAUSAL": "constexpr"},
-                constexprs=dict(HEAD_DIM=head_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-                                CAUSAL=causal, **{n: 1 for n in names if n.startswith("stride") and n.endswith("d")}),
-                divisible_by_16=tuple(n for n in names if n.endswith("_ptr")
+                                      "BLOCK_N": "constexpr", "CAUSAL": "constexpr", **extra},
+                constexprs=constexprs,
+                divisible_by_16=tuple(n for n in names if (n.endswith("_ptr") and types[n] != "constexpr")
                                       or (n.startswith("stride") and not n.endswith("d"))),
                 num_warps=config["num_warps"], num_stages=config["num_stages"])
