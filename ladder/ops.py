@@ -511,7 +511,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     """softmax(q·kᵀ·scale)·v (scale defaults to 1/√D; causal: no key after its query): q, k, v fp16 (B, H, S, D)
     of one shape, D 64 or 128, any strides (the (B, S, 3, H, D) projection's views are read in place). O is laid
     out as q is (see _attention_outputs). torch.ops.ladder.attention also returns each query's log-sum-exp, which
-    the backward (FlashAttention-2's, rung 2 of kernels/triton/attention_backward.py) recomputes P from."""
+    the backward (FlashAttention-2's, rung 4 of kernels/triton/attention_backward.py: rung 2 in the tiles searched
+    on this GPU) recomputes P from."""
     shape = _check_attention(q, k, v, causal, scale)
     if _direct(q, k, v):
         return _attention_run(q, k, v, causal, *shape)[0]
@@ -556,7 +557,7 @@ def _attention_setup(ctx, inputs, output) -> None:
 def _attention_backward_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                              lse: torch.Tensor, grad_out: torch.Tensor, grad_lse: Optional[torch.Tensor],
                              causal: bool, scale: Optional[float]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return tab.backward(q, k, v, out, lse, grad_out, causal, scale, dlse=grad_lse)
+    return tab.autotuned_backward(q, k, v, out, lse, grad_out, causal, scale, dlse=grad_lse)
 
 
 def _attention_backward_fake(q, k, v, out, lse, grad_out, grad_lse, causal, scale):
@@ -568,8 +569,8 @@ _register("attention_backward", _attention_backward_impl, _attention_backward_fa
 
 
 def _attention_backward(ctx, grad_out, grad_lse):
-    """FlashAttention-2's backward (kernels/triton/attention_backward.py, rung 2), the log-sum-exp's gradient
-    included."""
+    """FlashAttention-2's backward (kernels/triton/attention_backward.py, rung 4: rung 2 in its searched tiles),
+    the log-sum-exp's gradient included."""
     q, k, v, out, lse = ctx.saved_tensors
     grad_out = torch.zeros_like(out) if grad_out is None else grad_out  # a loss on the log-sum-exp alone
     return (*torch.ops.ladder.attention_backward(q, k, v, out, lse, grad_out, grad_lse, ctx.causal, ctx.scale),
