@@ -220,3 +220,48 @@ def stall_mix(warp_states: list[dict], labels: list[str], source: str, top: int 
     _legend_outside(ax, title="stalled on", title_fontsize=8).set_bbox_to_anchor((1.08, 1.0))
     fig.tight_layout()
     return fig
+
+
+PHASE_COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
+
+
+def host_timeline(rows: list[dict], source: str):
+    """One matmul call's host time, step by step (ladder.launch's "phases"): a horizontal stacked bar per path
+    that has them (rung 6's launcher before, ladder.ops.matmul after), torch.matmul's whole call as a line."""
+    paths = [r for r in rows if r["op"] == "matmul" and r.get("phases")]
+    paths.sort(key=lambda r: -r["us"])   # the slower path (before) on top
+    fig, ax = plt.subplots(figsize=(9, 0.8 * len(paths) + 1.4))
+    color = iter(PHASE_COLORS)
+    for y, r in enumerate(paths):
+        left = 0.0
+        for step, us in r["phases"]:
+            ax.barh(y, us, left=left, height=0.6, color=next(color), label=f"{r['call']}: {step} ({us:.1f} µs)")
+            left += us
+    anchor = paths[0]["anchor_us"]
+    ax.axvline(anchor, color="k", ls=":", lw=1.2, label=f"torch.matmul, its whole call: {anchor:.1f} µs")
+    ax.set_yticks(range(len(paths)), [r["call"] for r in paths], fontsize=8)
+    ax.set_ylim(len(paths) - 0.5, -0.5)
+    ax.set_xlabel(f"host µs per call, each step timed on its own (matmul {'×'.join(map(str, paths[0]['shape']))})")
+    ax.set_title(source, fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.35), fontsize=8, frameon=False)
+    return fig
+
+
+def shape_grid(ratios: dict[tuple, dict[str, float]], names: dict[tuple, str], source: str):
+    """× cuBLAS per shape (ladder.lesson.grid_ratios) as a heat map: a row per shape (`names` gives each a label),
+    a column per kernel; green where ours is faster than cuBLAS, red where slower, the number in each cell."""
+    from matplotlib.colors import TwoSlopeNorm
+    shapes = list(names)
+    columns = list(next(iter(ratios.values())))
+    values = np.array([[ratios[s][c] for c in columns] for s in shapes])
+    fig, ax = plt.subplots(figsize=(6.5, 0.24 * len(shapes) + 1.2))
+    image = ax.imshow(values, cmap="RdYlGn", norm=TwoSlopeNorm(1.0, vmin=min(0.2, values.min()),
+                                                               vmax=max(1.3, values.max())), aspect="auto")
+    for (i, j), x in np.ndenumerate(values):
+        ax.text(j, i, f"{x:.2f}", ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(columns)), columns, fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(len(shapes)), [f"{names[s]}  {'×'.join(map(str, s))}" for s in shapes], fontsize=7)
+    fig.colorbar(image, ax=ax, label="× cuBLAS (over 1: faster than cuBLAS)", shrink=0.6)
+    ax.set_title(source, fontsize=9, pad=22)
+    return fig

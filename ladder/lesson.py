@@ -678,3 +678,123 @@ def reading_minutes(notebook) -> dict[str, float]:
     minutes["figures"] = figures * FIGURE_MINUTES
     minutes["total"] = sum(minutes.values())
     return minutes
+
+
+# ------------------------------------------------------------- lesson 06: shipping a kernel
+
+def host_cost_table(rows: list[dict]) -> str:
+    """ladder.launch's rows: host µs per call of each of our calls beside its anchor's, timed in the same rounds."""
+    lines = [f"{'op':12s} {'call':28s} {'host µs':>8s}  {'anchor':30s} {'host µs':>8s} {'× anchor':>8s}"]
+    lines += [f"{r['op']:12s} {r['call']:28s} {r['us']:8.1f}  {r['anchor']:30s} {r['anchor_us']:8.1f} "
+              f"{r['ratio']:8.2f}" for r in rows]
+    return "\n".join(lines)
+
+
+def launch_verdict(rows: list[dict], call: str = "ladder.ops.matmul", goal: float = 1.3) -> str:
+    """Hit or miss: `call`'s host cost at the matmul shape against `goal` × torch.matmul's, same rounds."""
+    r = next(r for r in rows if r["op"] == "matmul" and r["call"] == call)
+    hit = r["ratio"] <= goal
+    return (f"{call}: {r['us']:.1f} µs per call, torch.matmul {r['anchor_us']:.1f} µs: {r['ratio']:.2f}× "
+            f"-> {'HIT' if hit else 'MISS'} (goal ≤ {goal}×)")
+
+
+def grid_ratios(rows: list[dict]) -> dict[tuple, dict[str, float]]:
+    """Per swept shape (a "shape_sweep" row set), × cuBLAS (cuBLAS's median over ours: over 1, ours is faster) of
+    rung 6, of the best rung timed (6, 7 or 12) and of what ladder.ops.matmul launches there (the dispatch
+    table's pick between rung 6 and cuBLAS: 1.0 where it picks cuBLAS)."""
+    from ladder import dispatch
+    found = {}
+    for shape, entry in dispatch.DispatchTable.from_rows({}, rows).entries.items():
+        t = entry.timings
+        if dispatch.CUBLAS not in t or dispatch.RUNG6 not in t:
+            continue
+        cublas = t[dispatch.CUBLAS].ms
+        best = min(t[label].ms for label in t if label != dispatch.CUBLAS)
+        picked = entry.pick(dispatch.OP_CANDIDATES)
+        found[shape] = {"rung 6": cublas / t[dispatch.RUNG6].ms, "best rung": cublas / best,
+                        "the op": cublas / t[picked].ms}
+    return found
+
+
+def op_summary(rows: list[dict]) -> str:
+    """Over the grid and the goal shapes: rung 6's median × cuBLAS (hit or miss against dispatch.GOAL), what the op
+    launches (the dispatch table's pick) and its own × cuBLAS there."""
+    import statistics
+
+    from ladder import dispatch
+    ratios = grid_ratios(rows)
+    table = dispatch.DispatchTable.from_rows({}, rows)
+    lines = []
+    for name, shapes in (("grid", [s for s in dispatch.GRID if s in ratios]),
+                         ("goal shapes", [s for s in dispatch.GOAL_SHAPES.values() if s in ratios])):
+        six = statistics.median(ratios[s]["rung 6"] for s in shapes)
+        op = [ratios[s]["the op"] for s in shapes]
+        on_six = sum(table.entries[s].pick(dispatch.OP_CANDIDATES) == dispatch.RUNG6 for s in shapes)
+        lines += [f"{name} ({len(shapes)} shapes): rung 6 alone, median {six:.3f}x cuBLAS -> "
+                  f"{'HIT' if six >= dispatch.GOAL else 'MISS'} (>= {dispatch.GOAL}x)",
+                  f"  the op launches rung 6 at {on_six}, cuBLAS at {len(shapes) - on_six}: "
+                  f"median {statistics.median(op):.3f}x, lowest {min(op):.3f}x cuBLAS"]
+    return "\n".join(lines)
+
+
+def stale_table_demo(gpu_name: str, changed: str = "triton", to: str = "0.0.0") -> str:
+    """Write a dispatch table that this process's key would accept except for one version (`changed` -> `to`)
+    into a scratch cache directory, and show what ladder.dispatch.load makes of it, then of the same table under
+    this process's key, on this GPU (none: `gpu_name`'s datasheet). The real cache is left alone."""
+    import tempfile
+    from unittest import mock
+
+    from ladder import dispatch, hardware
+    gpu = hardware.detect() or datasheet_gpu(gpu_name)   # no GPU here: the recording's, as a model
+    entry = dispatch.Entry((4096, 4096, 4096), {dispatch.CUBLAS: dispatch.Timed(None, 1.0)})
+    mine = dispatch.process_key(gpu.slug)
+    lines = [f"this process's key: {mine}"]
+    with tempfile.TemporaryDirectory() as scratch, mock.patch.object(dispatch, "CACHE_DIR", Path(scratch)):
+        for key in ({**mine, changed: to}, mine):
+            dispatch.DispatchTable(key, {entry.shape: entry}).write(dispatch.cache_path(gpu.slug))
+            loaded = dispatch.load(gpu)
+            where = loaded.reason.replace(scratch, "<scratch>")
+            lines.append(f"table keyed {changed} {key[changed]}: {'USED' if loaded.table else 'IGNORED'}: {where}")
+    return "\n".join(lines)
+
+
+def rung6_memory_instructions(arch: str = "sm_90") -> str:
+    """Rung 6's loads and stores in its SASS for `arch` (compile only), specialized as Triton specializes a launch:
+    with N (and every stride) a multiple of 16, and with N = 50257 (the vocabulary) while B's rows are padded to
+    a multiple of 16. The mask on N must then hold over 8 neighbours for a 16-byte access, which Triton can prove
+    only from N itself."""
+    import collections
+    import re
+
+    from kernels.triton import matmul as tm
+    from ladder import sass
+    signature = dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", bias_ptr="*fp16", M="i32", N="i32", K="i32",
+                     stride_am="i32", stride_ak="i32", stride_bk="i32", stride_bn="i32", stride_cm="i32",
+                     stride_cn="i32")
+    constexprs = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, BIAS_RELU=False, EVEN_K=True, FLATTEN=True,
+                      BIAS_GELU=False, stride_ak=1, stride_bn=1, stride_cn=1, bias_ptr=None)
+    aligned = ("a_ptr", "b_ptr", "c_ptr", "M", "K", "stride_am", "stride_bk")
+    lines = [f"rung 6's SASS for {arch}, tile 128x256x64: memory instructions (static counts; .128: 16 bytes, "
+             ".U16: one fp16)"]
+    for case, divisible in (("N a multiple of 16      ", aligned + ("N", "stride_cm")),
+                            ("N = 50257, B rows padded", aligned)):
+        code = sass.triton_sass(tm.persistent_kernel, signature, constexprs, arch, divisible, num_warps=8)
+        counts = collections.Counter(re.findall(r"\b((?:LDGSTS|LDG|STG)\.E[\.\w]*)", code.text))
+        lines.append(f"  {case}  " + ", ".join(f"{op} {n}" for op, n in sorted(counts.items())))
+    return "\n".join(lines)
+
+
+def rung6_misses(rows: list[dict], sms: int, worst: int = 8) -> str:
+    """The shapes where rung 6 lost most to cuBLAS (a "shape_sweep" row set): its tile, how many tiles C has
+    against the GPU's `sms` (fewer than one per SM leaves SMs idle: nothing splits K), and whether N and K are
+    multiples of 16 (Triton's proof of 16-byte accesses)."""
+    import math
+    ratios = grid_ratios(rows)
+    config = {tuple(r["shape"]): r["config"] for r in rows if f"{r['backend']}:{r['rung']}" == "triton:6_autotuned"}
+    lines = [f"{'M x N x K':>18s} {'x cuBLAS':>8s} {'tile':>8s} {'tiles':>6s} {'per SM':>6s}  N, K multiples of 16"]
+    for shape in sorted(ratios, key=lambda s: ratios[s]["rung 6"])[:worst]:
+        (M, N, K), c = shape, config[shape]
+        tiles = math.ceil(M / c["BLOCK_M"]) * math.ceil(N / c["BLOCK_N"])
+        lines.append(f"{M:>6d} x{N:>6d} x{K:>5d} {ratios[shape]['rung 6']:8.2f} {c['BLOCK_M']:>4d}x{c['BLOCK_N']:<3d} "
+                     f"{tiles:6d} {tiles / sms:6.2f}  {'yes' if N % 16 == 0 else 'no'}, {'yes' if K % 16 == 0 else 'no'}")
+    return "\n".join(lines)
