@@ -50,7 +50,7 @@ def test_an_exercise_is_current_as_committed(course):
 def test_every_committed_exercise_is_current():
     """`make-exercises --check` over the repository: nothing written, every exercise what its solution makes."""
     made = notebooks.make_exercises(_no_run, check=True)
-    assert len(made) == 14 and [(m.path.name, m.detail) for m in made if m.status != "current"] == []
+    assert len(made) == 15 and [(m.path.name, m.detail) for m in made if m.status != "current"] == []
 
 
 def test_the_writer_leaves_a_notebook_with_an_answer_untouched(course):
@@ -94,7 +94,7 @@ def test_the_cli_says_which_notebook_it_kept(course, capsys, monkeypatch):
 def test_exercises_lists_the_assignments(capsys):
     assert cli.main(["exercises"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[:2] == ["id", "points"] and len(out) == 1 + 14 + 1
+    assert out[0].split()[:2] == ["id", "points"] and len(out) == 1 + 15 + 1
     assert any(line.startswith("13_capstone_decision") and " 8 " in line for line in out)
 
 
@@ -180,10 +180,11 @@ def test_grade_says_in_one_line_what_is_not_an_assignment(tmp_path, capsys, make
 
 # ---------------------------------------------------------------- no answer readable off a checker
 
-from ladder.exercises import (CausalSkip, GroupOrder, MmaFragments, OnlineSoftmax, PipelineStages,  # noqa: E402
-                              RegisterBlock, SearchPrune, TileIntensity, TileMasks, VectorAddIntensity,
+from ladder.exercises import (AttentionBackwardDs, CausalSkip, GroupOrder, MmaFragments, OnlineSoftmax,  # noqa: E402
+                              PipelineStages, RegisterBlock, SearchPrune, TileIntensity, TileMasks, VectorAddIntensity,
                               a03_tile_intensity, a04_masks, a05_online_softmax, a06_pipeline_stages, a07_group_order,
-                              a08_causal_skip, a10_search_prune, a11_register_block, a12_mma_fragments)
+                              a08_causal_skip, a10_search_prune, a11_register_block, a12_mma_fragments,
+                              a15_attention_backward_ds)
 
 
 def _public(*things):
@@ -217,6 +218,7 @@ FUNCTIONS = [
     ("A12 a", lambda c, a: c.check_a(a), MmaFragments(), a12_mma_fragments),
     ("A12 b", lambda c, a: c.check_b(a), MmaFragments(), a12_mma_fragments),
     ("A10 prune", lambda c, a: c.check(a), SearchPrune(), a10_search_prune),
+    ("A15 numpy", lambda c, a: c.check_numpy(a), AttentionBackwardDs(), a15_attention_backward_ds),
 ]
 
 

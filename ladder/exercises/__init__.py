@@ -23,9 +23,11 @@ from ladder.exercises.a11_register_block import RegisterBlock
 from ladder.exercises.a12_mma_fragments import MmaFragments
 from ladder.exercises.a13_capstone_decision import CapstoneDecision
 from ladder.exercises.a14_vector_add_op import VectorAddOp
+from ladder.exercises.a15_attention_backward_ds import AttentionBackwardDs
 
 __all__ = ["NotYet", "Result", "grading", "answer_names", "exercise_from_solution", "solution_answers",
            "strip_solutions", "uses_answers", "make_exercises", "VectorAddIntensity", "check_mapping",
            "warp_access_report", "warp_indices", "sectors_per_request", "TileIntensity", "TileMasks",
            "OnlineSoftmax", "PipelineStages", "GroupOrder", "CausalSkip", "BiasReluEpilogue", "SearchPrune",
-           "RegisterBlock", "MmaFragments", "CapstoneDecision", "VectorAddOp"]
+           "RegisterBlock", "MmaFragments", "CapstoneDecision", "VectorAddOp",
+           "AttentionBackwardDs"]
