@@ -1324,7 +1324,50 @@ def matmul_hopper_search(shapes: tuple = ((4096, 4096, 4096), (8192, 8192, 8192)
     return fig
 
 
+# ------------------------------------------------------------- attention backward (lesson 04d)
+
+def attention_backward_programs(head_dim: int = 64, key_block: int = 1, query_block: int = 2):
+    """Rung 2 of the attention backward, causal, with its own tiles (kernels/triton/attention_backward.GPU_TILES):
+    left, what one dkdv_kernel program walks (its BLOCK_N keys, the queries in BLOCK_M steps); right, one
+    dq_kernel program (its BLOCK_M queries, the keys in BLOCK_N steps). Masked: the diagonal steps; skipped:
+    the steps above the diagonal, never loaded."""
+    from kernels.triton import attention_backward as tab
+    tiles = tab.GPU_TILES[head_dim]
+    kv, q = tiles["dkdv"], tiles["dq"]
+    S = 4 * max(kv["BLOCK_N"], q["BLOCK_M"])
+    fig = _figure(12, 6.6)
+    panels = ((0.07, kv["BLOCK_M"], kv["BLOCK_N"], "dkdv_kernel: one program's keys"),
+              (0.56, q["BLOCK_M"], q["BLOCK_N"], "dq_kernel: one program's queries"))
+    for x0, bm, bn, title in panels:
+        rows, cols = S // bm, S // bn
+        colors = _fill((rows, cols))
+        steps = 0
+        for i in range(rows):
+            for j in range(cols):
+                mine = (j * bn // kv["BLOCK_N"] == key_block) if bn == kv["BLOCK_N"] and bm == kv["BLOCK_M"] \
+                    else (i * bm // q["BLOCK_M"] == query_block)
+                above = j * bn > i * bm + bm - 1          # every key after every query of the block
+                crosses = not above and (j + 1) * bn - 1 > i * bm
+                if mine:
+                    colors[i, j] = "white" if above else _shade(TRITON, 0.4) if crosses else TRITON
+                    steps += not above
+                elif above:
+                    colors[i, j] = "white"
+        ax = fig.add_axes((x0, 0.14, 0.38, 0.68))
+        _attention_grid(ax, S, bm, bn, colors)
+        ax.plot([0, S], [0, S], color="k", lw=0.8, ls="--")
+        _box(ax, 0, 0, S, S, "k", lw=1)
+        _bare(ax, -0.1 * S, S + 0.02 * S, -0.07 * S, S + 0.02 * S)
+        ax.set_title(f"{title}\n{bm} x {bn} steps, {steps} computed", fontsize=10, pad=22)
+    fig.suptitle(f"Rung 2, causal, D = {head_dim}, S = {S}: each gradient row written once, by the program that "
+                 f"owns it;\nP and dP computed in both kernels (dashed: the diagonal)", fontsize=11)
+    _key(fig, [("this program, no mask", TRITON), ("this program, masked (diagonal)", _shade(TRITON, 0.4)),
+               ("other programs", LIGHT), ("skipped: above the diagonal", "white")], y=0.0)
+    return fig
+
+
 ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_register_block, matmul_warp_tiles,
        matmul_stage_ring, matmul_tile_order, attention_scores_in_dram, attention_flash_sweep, attention_causal_skip,
        matmul_triton_lanes, matmul_triton_dot, matmul_wgmma, tma_tile_copy, matmul_tma_ring, matmul_cluster_multicast,
-       matmul_tma_store_epilogue, matmul_hopper_search, attention_tensor_core_tile, attention_kv_ring, attention_search)
+       matmul_tma_store_epilogue, matmul_hopper_search, attention_tensor_core_tile, attention_kv_ring, attention_search,
+       attention_backward_programs)

@@ -265,3 +265,22 @@ def shape_grid(ratios: dict[tuple, dict[str, float]], names: dict[tuple, str], s
     fig.colorbar(image, ax=ax, label="× cuBLAS (over 1: faster than cuBLAS)", shrink=0.6)
     ax.set_title(source, fontsize=9, pad=22)
     return fig
+
+
+def backward_roofline(rows: list[dict], problem, shape: tuple, ceilings: dict, datasheet: dict | None, source: str):
+    """Lesson 04d: the attention-backward rungs at `shape` on the roofline, FLOPs counted as 2.5x the forward's,
+    each placed by the fewest bytes it must move: rungs 2-4 and SDPA the problem's minimum; rung 1 that plus its
+    probabilities P (B·H·S² fp32) written by the forward and read by the backward once. Recomputation buys the
+    move to the right: rungs 2-4 run more matmuls than the FLOPs counted, and need none of P's bytes."""
+    B, H, S, D, _ = shape
+    flops = problem.flops(tuple(shape))
+    p_bytes = 2 * 4 * B * H * S * S
+    pts = []
+    for r in rows:
+        if r["problem"] != problem.name or tuple(r["shape"]) != tuple(shape):
+            continue
+        moved = problem.min_bytes(tuple(shape)) + (p_bytes if r["rung"] == "1_materialized" else 0)
+        pts.append(roofline.Point(f"{r['backend']}:{r['rung']}", flops / moved, r["tflops"], r["backend"]))
+    title = (f"attention backward {'x'.join(map(str, shape))}: FLOPs 2.5x the forward's; placed by the fewest bytes "
+             f"(rung 1: + P written and read once)\n{source}")
+    return roofline.plot(_with_units(pts, rows, problem), ceilings, datasheet, source=source, title=title).figure

@@ -131,6 +131,8 @@ def shape_label(problem, shape) -> str:
         return f"n=1e{exponent}" if 10 ** exponent == n else f"n={n}"
     if name == "attention":
         return f"D{shape[3]}{' causal' if shape[4] else ''}"
+    if name == "attention_backward":   # two sequence lengths: S in the label too
+        return f"S{shape[2] // 1024}k D{shape[3]}{' causal' if shape[4] else ''}"
     if len(set(shape)) == 1:
         return f"{shape[0]}³"
     return "x".join(map(str, shape))
@@ -245,7 +247,7 @@ def format_verdicts(found: list[Verdict], title: str = "") -> str:
     labels = list(dict.fromkeys(v.label for v in found))
     preds = list(dict.fromkeys(v.prediction for v in found))
     by = {(v.prediction, v.label): v for v in found}
-    width = max(12, *(len(by[p, lab].text()) + 2 for p in preds for lab in labels))
+    width = max(12, *(len(lab) + 2 for lab in labels), *(len(by[p, lab].text()) + 2 for p in preds for lab in labels))
     rung_w = max(len(p.rung) for p in preds) + 1
     pred_w = max(len(p.describe()) for p in preds) + 1
     lines = [title] if title else []

@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import kernels.attention as at  # noqa: E402
+import kernels.attention_backward as ab  # noqa: E402
 import kernels.matmul as mm  # noqa: E402
 import kernels.matmul_bias_relu as mbr  # noqa: E402
 from ladder import dispatch, figcheck, figures, lesson, problems, roofline, verdicts  # noqa: E402
@@ -119,6 +120,9 @@ LESSON_FIGURES = [
         rec.runs("attention"), rec.profiles("attention"), at.PROBLEM, at.HEADLINE[0], rec.ceilings,
         rec.data.get("datasheet"), rec.label, "attention B4 H32 S4096 D64")),
     ("04c_attention_triton", "stall_mix", lambda: _stall_mix("04c")),
+    ("04d_attention_backward", "backward_roofline", lambda: figures.backward_roofline(
+        rec.runs("attention_backward"), ab.PROBLEM, ab.HEADLINE[0], rec.ceilings, rec.data.get("datasheet"),
+        rec.label)),
     ("06_shipping_a_kernel", "host_timeline", lambda: figures.host_timeline(
         rec.data["launch"], f"one matmul call's host time, {rec.label_for(rec.data['launch'])}")),
     ("06_shipping_a_kernel", "shape_grid", lambda: figures.shape_grid(

@@ -1,4 +1,4 @@
-"""Lessons 04a-04c: within LESSONS.md's budgets, and the helpers of ladder.lesson they call."""
+"""Lessons 04a-04d: within LESSONS.md's budgets, and the helpers of ladder.lesson they call."""
 from __future__ import annotations
 
 import re
@@ -11,7 +11,8 @@ import kernels.attention as at
 from ladder import autotune, lesson
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-ATTENTION = ["04a_attention_cuda.ipynb", "04b_attention_cuda_tensor_cores.ipynb", "04c_attention_triton.ipynb"]
+ATTENTION = ["04a_attention_cuda.ipynb", "04b_attention_cuda_tensor_cores.ipynb", "04c_attention_triton.ipynb",
+             "04d_attention_backward.ipynb"]
 
 
 def test_traffic_counts_the_score_passes():
@@ -35,3 +36,26 @@ def test_search_summary_is_one_line_per_search():
         pytest.skip("no recorded attention searches")
     text = lesson.search_summary(reports)
     assert sum("BLOCK_M=" in line for line in text.splitlines()) == len(reports)
+
+
+def test_backward_ratios_judge_the_issue_goals():
+    """Lesson 04d's ratio table: a line per recorded shape, then the two goals computed (a synthetic run)."""
+    rows = []
+    for s, (ours, cudnn, fa2) in {(4, 32, 4096, 64, 0): (4.0, 3.2, 5.0), (4, 32, 4096, 128, 0): (8.0, 5.0, 9.0)}.items():
+        rows += [{"backend": b, "rung": r, "shape": list(s), "ms": ms, "tflops": 1.0 / ms}
+                 for b, r, ms in (("triton", "4_autotuned", ours), ("torch", "sdpa", cudnn), ("torch", "sdpa_flash", fa2))]
+    text = lesson.backward_ratios(rows).splitlines()
+    assert len(text) == 1 + 2 + 2
+    assert text[-2].endswith("1.125x at worst -> HIT")
+    assert "0.800-0.800x, met at 0 of 1 shapes -> MISS" in text[-1]
+
+
+def test_backward_problem_times_live_at_s4096_only(monkeypatch):
+    import dataclasses
+
+    import kernels.attention_backward as ab
+    from ladder import world
+    monkeypatch.setattr(world, "WORLD", dataclasses.replace(world.WORLD, gpu=False))
+    assert lesson.backward_problem().bench_shapes == ab.HEADLINE   # no GPU: every shape, from the recording
+    monkeypatch.setattr(world, "WORLD", dataclasses.replace(world.WORLD, gpu=True))
+    assert {s[2] for s in lesson.backward_problem().bench_shapes} == {4096}
