@@ -303,3 +303,20 @@ def test_compiling_ahead_uses_small_shapes_that_compile_the_same_and_skips_searc
     searching = {r.label for r in [*matmul.PROBLEM.rungs, *attention.PROBLEM.rungs] if r.searches}
     assert searching == {"cuda:6_autotuned", "cuda:12_autotuned", "triton:6_autotuned"}
     assert runner.compile_ahead(attention.PROBLEM) == []   # no GPU here: nothing to compile for
+
+
+def test_a_library_rung_that_refuses_a_check_shape_is_reported_and_ours_still_raise():
+    """SDPA's cuDNN backward has no kernel at some ragged check shapes ("No available kernel"): the check says so
+    for that yardstick and goes on; a rung of ours that raises stops the check."""
+    import dataclasses
+
+    from ladder import problems, runner
+
+    def refuses(*args, out=None):
+        raise RuntimeError("No available kernel. Aborting execution.")
+    vector_add = problems.get("vector_add")
+    library = problems.Rung("torch", "refuses", refuses)
+    report = runner.format_checks(dataclasses.replace(vector_add, rungs=[library]))
+    assert report == "torch:refuses          not run: PyTorch refused a check shape (No available kernel. Aborting execution.)"
+    with pytest.raises(RuntimeError, match="No available kernel"):
+        runner.format_checks(dataclasses.replace(vector_add, rungs=[problems.Rung("triton", "refuses", refuses)]))
