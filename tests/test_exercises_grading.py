@@ -419,10 +419,10 @@ def test_capstone_decision_is_the_recordings_and_decision_pys():
 
 
 def test_capstone_decision_has_a_margin_no_timing_noise_flips():
-    """Each measured row at least 15% from its threshold in the recording (layer norm, the old op, was 0.45% from
-    the 5% bar), so re-recording cannot silently make the assignment a coin toss."""
+    """Each measured row at least 15% from its threshold in the recording, so re-recording cannot silently make the
+    assignment a coin toss; layer norm, the old op, is within that of the 5% bar (0.45% once, 2.4% since)."""
     assert min(CAPSTONE.margins().values()) >= a13_capstone_decision.MARGIN, CAPSTONE.margins()
-    assert CapstoneDecision("layer norm").margins()["hot_5"] < 0.01
+    assert CapstoneDecision("layer norm").margins()["hot_5"] < a13_capstone_decision.MARGIN
 
 
 def test_capstone_checker_keeps_no_answer():
