@@ -212,3 +212,16 @@ def test_launch_rows_merge_into_a_recording_by_op_and_call():
 def test_launch_benchmark_says_it_needs_a_gpu(capsys):
     assert launch.main([]) == 2 and "needs a CUDA GPU" in capsys.readouterr().err
 
+
+
+def test_an_empty_chain_of_launch_hooks_is_not_handed_to_triton():
+    """Triton keeps an empty HookChain where it once kept None; handed on, the launcher would build launch metadata
+    and call it around every launch. A chain that holds a hook, or a plain hook, is handed on."""
+    from triton import knobs
+    chain = type(knobs.runtime.launch_enter_hook)()
+    assert ops._hook(None) is None
+    if hasattr(chain, "calls"):   # Triton >= 3.5's HookChain
+        assert ops._hook(chain) is None
+        chain.add(print)
+        assert ops._hook(chain) is chain
+    assert ops._hook(print) is print
