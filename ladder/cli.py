@@ -161,7 +161,11 @@ def _shape(text: str) -> tuple:
 def cmd_sweep(args) -> None:
     from ladder import dispatch
     start = time.time()
-    swept = dispatch.sweep(dispatch.shapes_to_sweep(args.model, args.grid, args.shape), search=args.search)
+    shapes = dispatch.shapes_to_sweep(args.model, args.grid, args.shape)
+    if args.warp_states_only:
+        print(f"wrote {dispatch.record_warp_states(shapes)} in {time.time() - start:.0f} s")
+        return
+    swept = dispatch.sweep(shapes, search=args.search)
     print("\n".join(dispatch.goals(swept.rows)))
     print(f"wrote {swept.table}" + (f" and {swept.recording}" if swept.recording else
                                     " (no recording of this GPU to add the rows to: `python -m ladder record` first)")
@@ -340,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shape", nargs="+", default=[], type=_shape, metavar="MxNxK", help="these shapes (too)")
     p.add_argument("--search", action="store_true", help="search rung 6's and rung 12's configurations at each "
                                                          "shape first (tens of seconds a shape)")
+    p.add_argument("--warp-states-only", action="store_true",
+                   help="time nothing: ncu's warp states of cuBLAS and our fastest rung at each shape, as the "
+                        "recorded sweep timed them, added to the recording")
     p.set_defaults(fn=cmd_sweep)
     for name, fn in (("profile", cmd_profile), ("run-once", cmd_run_once)):
         p = sub.add_parser(name)

@@ -22,10 +22,12 @@ Its rows go to results/<gpu>.json under "shape_sweep" (the rows at other shapes,
 table to <cache>/dispatch-<gpu>.json (the cache directory of ladder.autotune: ~/.cache/kernel-ladder or
 $KERNEL_LADDER_CACHE), over the entries of an earlier valid table at other shapes.
 
-The op's pick at a shape is between the candidates it launches (OP_CANDIDATES: rung 6 and torch.matmul; rungs 7
-and 12 are timed to show how near cuBLAS our best rung comes, and ladder.ops says why it does not launch them):
-rung 6 only where it beat cuBLAS by more than TIE (1%). Closer than that, two medians differ by less than clock drift
-moves them between runs, and cuBLAS costs nothing to choose: no compile at a new shape, its speed on every layout.
+The op's pick at a shape is between the candidates it launches: in an eager call EAGER_CANDIDATES (rung 6, rung 7
+where this GPU has the TMA, and torch.matmul), under torch.compile OP_CANDIDATES (rung 6 and torch.matmul: rung 7's
+host-side TMA descriptors are not traced); rung 12 is timed to show how near cuBLAS our best rung comes, and
+ladder.ops says why it does not launch it. A rung of ours is picked only where it beat cuBLAS by more than TIE (1%).
+Closer than that, two medians differ by less than clock drift moves them between runs, and cuBLAS costs nothing to
+choose: no compile at a new shape, its speed on every layout.
 A shape not swept takes the entry of the nearest swept one (ladder.autotune's log distance) where each of its
 sizes is within NEAREST_FACTOR of that shape's and each is a multiple of 16 where that one's is (Triton
 specializes a launch on it: vector loads or not); otherwise `lookup` answers None and the op keeps its own rule.
@@ -57,7 +59,8 @@ from ladder.world import WORLD, NotAvailable, device, require_gpu
 
 CUBLAS, RUNG6 = "torch:cublas", "triton:6_autotuned"
 RUNG7, RUNG12 = "triton:7_tma_persistent", "cuda:12_autotuned"
-OP_CANDIDATES = (RUNG6, CUBLAS)   # what ladder.ops.matmul launches
+OP_CANDIDATES = (RUNG6, CUBLAS)           # what ladder.ops.matmul launches under torch.compile
+EAGER_CANDIDATES = (RUNG6, RUNG7, CUBLAS)   # and in an eager call (rung 7 where the GPU has the TMA)
 TIE = 0.01             # rung 6 is picked over cuBLAS only when faster by more than this fraction
 NEAREST_FACTOR = 2     # how far (per size) a shape may be from a swept one and still take its entry
 GOAL = 0.95            # the issue's bar, x cuBLAS: at each goal shape, and the grid's median
@@ -384,6 +387,28 @@ def sweep(shapes: dict[tuple, str], search: bool = False, chosen: list[Candidate
             rows += measured
             table, recording = _save(rows, gpu)
     return Swept(rows, table, recording)
+
+
+def record_warp_states(shapes: dict[tuple, str], say: Callable[[str], None] = print) -> Path:
+    """Nsight Compute's warp states (ladder.profile.warp_states) of cuBLAS and of our fastest rung at each of
+    `shapes`, as this GPU's recorded sweep timed them, added to its recording under "warp_states" at that shape:
+    the counters that say why a rung of ours trails cuBLAS there. No timing runs."""
+    from ladder import profile
+    gpu = _gpu_for_sweep()
+    old = results.load(gpu.slug).data
+    fastest = times_cublas(old.get("shape_sweep", []))
+    rows = []
+    for shape, name in shapes.items():
+        if shape not in fastest:
+            say(f"{name} {_text(shape)}: not swept on this GPU: `python -m ladder sweep --shape {_text(shape)}` first")
+            continue
+        for label in (CUBLAS, fastest[shape][0]):
+            backend, rung = label.split(":")
+            rows.append({"problem": "matmul", "backend": backend, "rung": rung, "shape": list(shape),
+                         "metrics": profile.warp_states("matmul", backend, rung, shape)})
+            say(f"{name} {_text(shape)} {label}: " + ", ".join(
+                f"{r} {v:.2g}" for r, v in profile.top_stalls(rows[-1]["metrics"])))
+    return results.save(results.merge(old, {**results.fresh_record(old, gpu), "warp_states": rows}))
 
 
 # ------------------------------------------------------------- what a sweep found

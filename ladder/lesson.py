@@ -2,6 +2,7 @@
 and the SASS signature table."""
 from __future__ import annotations
 
+import collections
 import difflib
 import inspect
 from pathlib import Path
@@ -700,8 +701,9 @@ def launch_verdict(rows: list[dict], call: str = "ladder.ops.matmul", goal: floa
 
 def grid_ratios(rows: list[dict]) -> dict[tuple, dict[str, float]]:
     """Per swept shape (a "shape_sweep" row set), × cuBLAS (cuBLAS's median over ours: over 1, ours is faster) of
-    rung 6, of the best rung timed (6, 7 or 12) and of what ladder.ops.matmul launches there (the dispatch
-    table's pick between rung 6 and cuBLAS: 1.0 where it picks cuBLAS)."""
+    rung 6, of the best rung timed (6, 7 or 12) and of what ladder.ops.matmul launches there in an eager call on
+    the recording's GPU (the dispatch table's pick of rung 6, rung 7 where it was timed, and cuBLAS: 1.0 where it
+    picks cuBLAS)."""
     from ladder import dispatch
     found = {}
     for shape, entry in dispatch.DispatchTable.from_rows({}, rows).entries.items():
@@ -710,7 +712,7 @@ def grid_ratios(rows: list[dict]) -> dict[tuple, dict[str, float]]:
             continue
         cublas = t[dispatch.CUBLAS].ms
         best = min(t[label].ms for label in t if label != dispatch.CUBLAS)
-        picked = entry.pick(dispatch.OP_CANDIDATES)
+        picked = entry.pick(dispatch.EAGER_CANDIDATES)
         found[shape] = {"rung 6": cublas / t[dispatch.RUNG6].ms, "best rung": cublas / best,
                         "the op": cublas / t[picked].ms}
     return found
@@ -718,7 +720,8 @@ def grid_ratios(rows: list[dict]) -> dict[tuple, dict[str, float]]:
 
 def op_summary(rows: list[dict]) -> str:
     """Over the grid and the goal shapes: rung 6's median × cuBLAS (hit or miss against dispatch.GOAL), what the op
-    launches (the dispatch table's pick) and its own × cuBLAS there."""
+    launches in an eager call (the dispatch table's pick) and its own × cuBLAS there, and what it launches under
+    torch.compile (no rung 7)."""
     import statistics
 
     from ladder import dispatch
@@ -729,11 +732,15 @@ def op_summary(rows: list[dict]) -> str:
                          ("goal shapes", [s for s in dispatch.GOAL_SHAPES.values() if s in ratios])):
         six = statistics.median(ratios[s]["rung 6"] for s in shapes)
         op = [ratios[s]["the op"] for s in shapes]
-        on_six = sum(table.entries[s].pick(dispatch.OP_CANDIDATES) == dispatch.RUNG6 for s in shapes)
+        def launches(among) -> str:
+            picks = collections.Counter(table.entries[s].pick(among) for s in shapes)
+            return ", ".join(f"{label} at {picks[c]}" for c, label in (
+                (dispatch.RUNG6, "rung 6"), (dispatch.RUNG7, "rung 7"), (dispatch.CUBLAS, "cuBLAS")) if c in among)
         lines += [f"{name} ({len(shapes)} shapes): rung 6 alone, median {six:.3f}x cuBLAS -> "
                   f"{'HIT' if six >= dispatch.GOAL else 'MISS'} (>= {dispatch.GOAL}x)",
-                  f"  the op launches rung 6 at {on_six}, cuBLAS at {len(shapes) - on_six}: "
-                  f"median {statistics.median(op):.3f}x, lowest {min(op):.3f}x cuBLAS"]
+                  f"  the op launches {launches(dispatch.EAGER_CANDIDATES)}: "
+                  f"median {statistics.median(op):.3f}x, lowest {min(op):.3f}x, highest {max(op):.3f}x cuBLAS",
+                  f"  under torch.compile: {launches(dispatch.OP_CANDIDATES)}"]
     return "\n".join(lines)
 
 
@@ -763,7 +770,6 @@ def rung6_memory_instructions(arch: str = "sm_90") -> str:
     with N (and every stride) a multiple of 16, and with N = 50257 (the vocabulary) while B's rows are padded to
     a multiple of 16. The mask on N must then hold over 8 neighbours for a 16-byte access, which Triton can prove
     only from N itself."""
-    import collections
     import re
 
     from kernels.triton import matmul as tm
@@ -781,6 +787,33 @@ def rung6_memory_instructions(arch: str = "sm_90") -> str:
         code = sass.triton_sass(tm.persistent_kernel, signature, constexprs, arch, divisible, num_warps=8)
         counts = collections.Counter(re.findall(r"\b((?:LDGSTS|LDG|STG)\.E[\.\w]*)", code.text))
         lines.append(f"  {case}  " + ", ".join(f"{op} {n}" for op, n in sorted(counts.items())))
+    return "\n".join(lines)
+
+
+def goal_tiles(rows: list[dict], sms: int) -> str:
+    """At each goal shape (a "shape_sweep" row set), our fastest rung and its tile: how many tiles C has, in how
+    many waves over the GPU's `sms` (a persistent grid deals them out the same way), how full the last wave is
+    (the share of SM time a ragged last wave leaves unused: 1 - fill), and how many 64-deep K steps each tile
+    takes (its pipeline fills and drains once per tile: fewer steps, more of its time in both)."""
+    import math
+
+    from ladder import dispatch
+    by = {(tuple(r["shape"]), f"{r['backend']}:{r['rung']}"): r for r in rows if r.get("ms")}
+    lines = [f"{'shape':24s} {'best of ours':24s} {'x cuBLAS':>8s} {'tile':>8s} {'tiles':>6s} {'waves':>6s} "
+             f"{'SM time used':>12s} {'K steps':>7s}"]
+    for name, shape in dispatch.GOAL_SHAPES.items():
+        ours = [r for (s, label), r in by.items() if s == shape and label != dispatch.CUBLAS]
+        if not ours or (shape, dispatch.CUBLAS) not in by:
+            continue
+        best = min(ours, key=lambda r: r["ms"])
+        c = best["config"]
+        bm, bn = c.get("BM", c.get("BLOCK_M")), c.get("BN", c.get("BLOCK_N"))
+        M, N, K = shape
+        tiles = math.ceil(M / bm) * math.ceil(N / bn)
+        waves = math.ceil(tiles / sms)
+        lines.append(f"{name:24s} {best['backend'] + ':' + best['rung']:24s} "
+                     f"{by[(shape, dispatch.CUBLAS)]['ms'] / best['ms']:8.3f} {bm:>4d}x{bn:<3d} {tiles:6d} "
+                     f"{tiles / sms:6.2f} {tiles / (waves * sms):12.0%} {math.ceil(K / 64):7d}")
     return "\n".join(lines)
 
 

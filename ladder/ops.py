@@ -18,13 +18,16 @@ Which kernel runs: `backend(op)` says, and why (`describe()` for both; `matmul_c
              epilogue, on every GPU from sm_80 on; on older GPUs (a T4, sm_75) torch.matmul: Triton's tl.dot runs
              on CUDA cores there and cuBLAS has the tensor cores. CPU: rung 6 in Triton's interpreter.
              Per shape, this GPU's dispatch table (ladder.dispatch, filled by `python -m ladder sweep`) may send a
-             call without the fused epilogue to torch.matmul, where cuBLAS was measured faster there.
+             call without the fused epilogue to torch.matmul, where cuBLAS was measured faster there, or, in an
+             eager call on a GPU with the TMA (sm_90), to rung 7 (tma_persistent), where it was the fastest: A
+             row-major, B row-major or a weight's transpose (nn.Linear's weight.t(), read as stored), K and N
+             padded into a copy where not a multiple of 8; a bias and activation then run as torch ops.
   attention  Triton rung 6 (kernels/triton/attention.py, flash_kernel) on every GPU (on sm_75 its tl.dot runs on
              CUDA cores: SDPA would be faster, but it returns no log-sum-exp). CPU: the interpreter.
-Rungs 7 and 12 are timed by the sweep, not launched by the op: both take only contiguous rows (transposed views
-and the backward's would be copied) and have no fused epilogue, and CUDA C++ rung 12 is launched through CuPy,
-which torch.compile cannot trace. Under KERNEL_LADDER_EMULATE the emulated GPU decides (sm_75: matmul by
-torch.matmul), but Triton still compiles for the real GPU.
+Under torch.compile the op picks between rung 6 and torch.matmul only: rung 7's host-side TMA descriptors are not
+traced. Rung 12 is timed by the sweep, not launched by the op: CUDA C++ launched through CuPy, which torch.compile
+cannot trace, with no fused epilogue. Under KERNEL_LADDER_EMULATE the emulated GPU decides (sm_75: matmul by
+torch.matmul; sm_80: no rung 7), but Triton still compiles for the real GPU.
 
 The configuration (tiles, warps, stages) is rung 6's for the shape, chosen once per shape and never by a search:
 the one the dispatch table timed at this shape (or the nearest swept one), else the winner recorded in results/
@@ -56,7 +59,7 @@ import triton
 from torch.library import wrap_triton
 from triton.runtime.autotuner import Heuristics
 
-from ladder import autotune, dispatch
+from ladder import autotune, dispatch, validate
 from ladder.hardware import detect
 from ladder.world import WORLD
 from kernels.triton import attention as ta
@@ -69,7 +72,7 @@ ACTIVATIONS = (None, "relu", "gelu")     # gelu: GELU's tanh form, GPT-2's (F.ge
 F16 = torch.float16
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # tensor types that hold their own data (not fake, functional, ...)
 _DEVICE = "cuda" if WORLD.gpu else "cpu"
-RUNG6, CUBLAS = dispatch.RUNG6, dispatch.CUBLAS
+RUNG6, RUNG7, CUBLAS = dispatch.RUNG6, dispatch.RUNG7, dispatch.CUBLAS
 
 
 # ------------------------------------------------------------- which kernel backs an op on this machine
@@ -263,9 +266,10 @@ def _plan(config: dict, grid: tuple, params: list, head: int, constexprs: dict) 
 
 @dataclass(frozen=True)
 class MatmulChoice:
-    kernel: str   # what a call without the fused epilogue runs: RUNG6 or CUBLAS (with it: rung 6 at every shape)
+    kernel: str   # what a call without the fused epilogue runs under torch.compile: RUNG6 or CUBLAS
     config: dict  # rung 6's configuration
     why: str
+    eager: str    # and in an eager call: RUNG6, RUNG7 or CUBLAS (with the fused epilogue: rung 6 at every shape)
 
 
 @functools.lru_cache(maxsize=None)
@@ -280,8 +284,15 @@ def matmul_choice(M: int, N: int, K: int) -> MatmulChoice:
     if not kernel:
         loaded = dispatch.current()
         return MatmulChoice(RUNG6, config, "rung 6 by the op's own rule: " + (
-            loaded.reason if loaded.table is None else "no swept shape near this one"))
-    return MatmulChoice(kernel, config, f"the dispatch table's pick, {found}")
+            loaded.reason if loaded.table is None else "no swept shape near this one"), RUNG6)
+    eager = found.entry.pick(dispatch.EAGER_CANDIDATES if _has_rung7() else dispatch.OP_CANDIDATES)
+    return MatmulChoice(kernel, config, f"the dispatch table's pick, {found}", eager)
+
+
+def _has_rung7() -> bool:
+    """Rung 7 can run here: a GPU with the TMA (not an emulated older one)."""
+    gpu = detect()
+    return gpu is not None and gpu.has("tma")
 
 
 def forget_choices() -> None:
@@ -388,9 +399,20 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
     """ladder::matmul on checked operands."""
     fused = bias is not None and activation is not None
     traced = _traced(a, b, bias)
-    if backend("matmul").kernel == CUBLAS or (
-            not fused and matmul_choice(*(_sizes(M, N, K) if traced else (M, N, K))).kernel == CUBLAS):
+    if backend("matmul").kernel == CUBLAS:   # no tensor cores for Triton on this GPU
+        picked = CUBLAS
+    elif fused:
+        picked = RUNG6
+    elif traced:
+        picked = matmul_choice(*_sizes(M, N, K)).kernel
+    else:
+        picked = matmul_choice(M, N, K).eager
+        if picked == RUNG7 and not (a.is_contiguous() and (b.is_contiguous() or validate.is_stored_transposed(b))):
+            picked = matmul_choice(M, N, K).kernel   # rung 7's descriptors take these layouts only
+    if picked == CUBLAS:
         return _epilogue(torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b), None, activation)
+    if picked == RUNG7:   # bias and activation as torch ops; K or N padded (a copy) where not a multiple of 8
+        return _epilogue(tm.tma_persistent(a, b), bias, activation)
     (stride_am, stride_ak), (stride_bk, stride_bn) = a.stride(), b.stride()
     # rung 6 forms a row's offset in 64 bits, a column's and a k step's in 32 (as its row-major rungs do)
     if max(stride_ak, stride_bk) * 256 >= INT32 or (N - 1) * stride_bn >= INT32:

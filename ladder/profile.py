@@ -80,13 +80,20 @@ def _number(row: dict, metric: str) -> float | None:
 
 
 def profile(problem: str, backend: str, rung: str, shape: tuple, metrics: dict | None = None) -> dict:
-    """`metrics` (default METRICS) of one rung, each summed over the kernels it launches."""
+    """`metrics` (default METRICS) of one rung, each summed over the kernels it launches; a percentage of a peak
+    (a share of each kernel's own time) is averaged over the kernels, weighted by their durations."""
     metrics = metrics or METRICS
     table = _table(problem, backend, rung, shape, metrics)
-    result = {"kernels": [r.get("Kernel Name", "") for r in table]}
+    times = [_number(r, METRICS["duration_ns"]) or 0.0 for r in table]
+    result = {"kernels": [r.get("Kernel Name", "") for r in table], "kernel_ns": times}
     for name, metric in metrics.items():
-        numbers = [v for r in table if (v := _number(r, metric)) is not None]
-        result[name] = sum(numbers) if numbers else None
+        found = [(v, t) for r, t in zip(table, times) if (v := _number(r, metric)) is not None]
+        if not found:
+            result[name] = None
+        elif ".pct_of_peak" in metric and sum(t for _, t in found):
+            result[name] = sum(v * t for v, t in found) / sum(t for _, t in found)
+        else:
+            result[name] = sum(v for v, _ in found)
     return result
 
 

@@ -27,13 +27,17 @@ def same_shape(**tensors: torch.Tensor) -> None:
         raise ValueError("shape mismatch: " + ", ".join(f"{n} {s}" for n, s in shapes.items()))
 
 
-def matmul_operands(a, b, out, *, device: str, dtype: torch.dtype = torch.float16):
-    """Check C = A·B operands (A M×K, B K×N, row-major, contiguous); returns (M, N, K, out).
+def matmul_operands(a, b, out, *, device: str, dtype: torch.dtype = torch.float16, stored_transposed_b: bool = False):
+    """Check C = A·B operands (A M×K, B K×N, row-major, contiguous; with `stored_transposed_b`, B may also be the
+    transposed view of a contiguous N×K tensor, as nn.Linear's weight.t()); returns (M, N, K, out).
 
     `out` may be None: a new M×N tensor is made. Every problem is named in the ValueError.
     """
     tensor("a", a, dtype=dtype, ndim=2, device=device)
-    tensor("b", b, dtype=dtype, ndim=2, device=device)
+    if stored_transposed_b and isinstance(b, torch.Tensor) and b.dim() == 2 and is_stored_transposed(b):
+        tensor("b.t()", b.t(), dtype=dtype, ndim=2, device=device)
+    else:
+        tensor("b", b, dtype=dtype, ndim=2, device=device)
     (M, K), (K_b, N) = a.shape, b.shape
     if K != K_b:
         raise ValueError(f"inner dimensions differ: a is {M}x{K}, b is {K_b}x{N} (need a's columns == b's rows)")
@@ -43,6 +47,11 @@ def matmul_operands(a, b, out, *, device: str, dtype: torch.dtype = torch.float1
     if tuple(out.shape) != (M, N):
         raise ValueError(f"out has shape {tuple(out.shape)}; a @ b is {M}x{N}")
     return M, N, K, out
+
+
+def is_stored_transposed(b: torch.Tensor) -> bool:
+    """b is the transposed view of a contiguous tensor (and not itself contiguous: one row or column is both)."""
+    return not b.is_contiguous() and b.t().is_contiguous()
 
 
 def padded_rows(a: torch.Tensor, b: torch.Tensor):
@@ -55,6 +64,18 @@ def padded_rows(a: torch.Tensor, b: torch.Tensor):
         a = F.pad(a, (0, Kp - K))
     if (Kp, Np) != (K, N):
         b = F.pad(b, (0, Np - N, 0, Kp - K))
-    a = a if a.data_ptr() % 16 == 0 else a.clone()
-    b = b if b.data_ptr() % 16 == 0 else b.clone()
-    return a, b, Kp, Np
+    return _aligned(a), _aligned(b), Kp, Np
+
+
+def padded_k(a: torch.Tensor, w: torch.Tensor):
+    """(a, w) for A (M×K) and W (N×K) both read along K in 16-byte vectors: K zero-padded to a multiple of 8 in
+    both (adding nothing to the sums), and a view that starts mid-vector copied."""
+    K = a.shape[1]
+    Kp = -(-K // 8) * 8
+    if Kp != K:
+        a, w = F.pad(a, (0, Kp - K)), F.pad(w, (0, Kp - K))
+    return _aligned(a), _aligned(w)
+
+
+def _aligned(t: torch.Tensor) -> torch.Tensor:
+    return t if t.data_ptr() % 16 == 0 else t.clone()

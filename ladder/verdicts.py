@@ -460,6 +460,27 @@ def counters(problem, labels: list[str], names: list[str], recording=None) -> st
     return "\n".join(lines)
 
 
+def kernel_times(problem, labels: list[str], recording=None, width: int = 60) -> str:
+    """Each rung's kernels as ncu timed them once (the recorded profile): name, time and share of the rung's time."""
+    rec = recording or results_mod.load()
+    profiles = {_label(p): p for p in rec.profiles(_problem_name(problem))}
+    lines = []
+    for label in labels:
+        p = profiles.get(label)
+        times = p["metrics"].get("kernel_ns") if p else None
+        if not times:
+            lines.append(f"{label}: not profiled" if p is None else f"{label}: profiled without kernel times")
+            continue
+        lines.append(f"{label}: {sum(times) / 1e3:.0f} µs in {len(times)} kernel{'s' * (len(times) > 1)}")
+        for name, t in zip(p["metrics"]["kernels"], times):
+            short = name if len(name) <= width else name[:width - 1] + "…"
+            lines.append(f"  {short:{width}s} {t / 1e3:8.0f} µs {t / sum(times):5.0%}")
+    shown = [profiles[label] for label in labels if label in profiles]
+    at = shape_label(problem, shown[0]["shape"]) if shown else "-"
+    lines.append(f"(ncu at {at}, {rec.label_for(shown)}: each kernel run once, clocks as found)")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- why warps waited: ncu's warp states
 
 STALL_NAMES = {"long_scoreboard": "long scoreboard", "short_scoreboard": "short scoreboard", "barrier": "barrier",

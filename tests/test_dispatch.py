@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import kernels.matmul as km
+from kernels.triton import matmul as tm
 from ladder import cli, dispatch, ops, results
 from ladder.capstone import costs
 from ladder.capstone.model import PRESETS
@@ -179,6 +180,28 @@ def test_the_op_runs_rung_6_in_the_tables_configuration_and_asks_once_per_shape(
     assert own.config == SMALLEST and own.why == "rung 6 by the op's own rule: installed by the test"
 
 
+def test_an_eager_call_runs_rung_7_where_the_table_picks_it_and_compile_runs_the_pick_without_it(in_effect,
+                                                                                                   monkeypatch):
+    in_effect(table(entry((37, 45, 29), cublas=2.0, rung6=1.5, rung7=1.0)))
+    monkeypatch.setattr(ops, "_has_rung7", lambda: True)   # a GPU with the TMA; here rung 7 runs interpreted
+    choice = ops.matmul_choice(37, 45, 29)
+    assert (choice.eager, choice.kernel) == (RUNG7, RUNG6)
+    ran = []
+    tma = tm.tma_persistent
+    monkeypatch.setattr(tm, "tma_persistent", lambda a, b: ran.append((a.stride(), b.stride())) or tma(a, b))
+    a, w, bias = randn(37, 29), randn(45, 29), randn(45)
+    assert compare(ops.matmul(a, w.t()), reference(a, w.t())).ok     # nn.Linear's weight, read as stored
+    assert compare(ops.matmul(a, w.t().contiguous(), bias), reference(a, w.t(), bias)).ok   # bias: a torch op after
+    assert ran == [((29, 1), (1, 29)), ((29, 1), (45, 1))]
+    with monkeypatch.context() as m:   # layouts rung 7's descriptors do not take, and the fused epilogue: rung 6
+        m.setattr(tm, "tma_persistent", lambda a, b: pytest.fail("rung 7 launched on a layout it does not take"))
+        assert compare(ops.matmul(a.t().contiguous().t(), w.t()), reference(a, w.t())).ok
+        assert compare(ops.matmul(a, w.t(), bias, "gelu"), reference(a, w.t(), bias, "gelu")).ok
+    monkeypatch.setattr(ops, "_has_rung7", lambda: False)   # no TMA (an A100, a T4, the CPU): the pick without it
+    ops.forget_choices()
+    assert ops.matmul_choice(37, 45, 29).eager == RUNG6
+
+
 def test_describe_says_whether_a_table_picks(in_effect):
     in_effect(table(entry((1, 1, 1), cublas=1.0)))
     assert dispatch.describe().startswith("per shape, rung 6 or torch.matmul as the dispatch table picks")
@@ -269,6 +292,29 @@ def test_the_sweep_records_rows_writes_the_table_and_merges_the_recording(monkey
     assert kept == [dict(old_row, shape=list(elsewhere), ms=0.5)]   # the old row at the first shape: replaced
     assert len(merged["shape_sweep"]) == 9 and all(r["recorded"] == merged["provenance"]["date"]
                                                    for r in merged["shape_sweep"] if r not in kept)
+
+
+def test_warp_states_of_cublas_and_our_fastest_rung_join_the_recording_at_each_swept_shape(monkeypatch):
+    from ladder import profile
+    monkeypatch.setattr(dispatch, "_gpu_for_sweep", lambda: H100)
+    swept, unswept = (8192, 768, 768), (512, 512, 512)
+    row = dict(problem="matmul", shape=list(swept), config=None, recorded="then")
+    kept = dict(problem="matmul", backend="torch", rung="cublas", shape=[4096] * 3, metrics={}, recorded="then")
+    results.save({"provenance": {"slug": H100.slug, "date": "then"}, "ceilings": {}, "runs": [],
+                  "sessions": [{"date": "then"}], "warp_states": [kept],
+                  "shape_sweep": [dict(row, backend="torch", rung="cublas", ms=1.0),
+                                  dict(row, backend="triton", rung="7_tma_persistent", ms=1.2),
+                                  dict(row, backend="cuda", rung="12_autotuned", ms=1.1)]})
+    asked = []
+    monkeypatch.setattr(profile, "warp_states", lambda *a: asked.append(a) or {"stall_barrier": 2.0})
+    said = []
+    dispatch.record_warp_states({swept: "attention output proj.", unswept: "given"}, say=said.append)
+    assert asked == [("matmul", "torch", "cublas", swept), ("matmul", "cuda", "12_autotuned", swept)]
+    assert said[0] == "attention output proj. 8192x768x768 torch:cublas: barrier 2"
+    assert said[2].startswith("given 512x512x512: not swept on this GPU")
+    states = results.load(H100.slug).warp_states("matmul")
+    assert [(w["rung"], w["shape"]) for w in states] == [("cublas", [4096] * 3), ("cublas", list(swept)),
+                                                         ("12_autotuned", list(swept))]
 
 
 def test_a_sweep_cut_short_keeps_the_shapes_it_finished(monkeypatch):

@@ -271,6 +271,28 @@ def test_profile_drops_a_counter_that_ncu_does_not_know_and_keeps_the_others(mon
     assert found["l2_to_sm_bytes"] is None and found["dram_bytes_read"] == 1000.0 and found["kernels"] == ["k"]
 
 
+def test_profile_sums_counts_over_kernels_and_weighs_a_percentage_by_their_time(monkeypatch):
+    import subprocess
+    from ladder import profile
+    metrics = {"tensor_instructions": profile.METRICS["tensor_instructions"],
+               "tensor_pipe_pct": profile.METRICS["tensor_pipe_pct"], "duration_ns": profile.METRICS["duration_ns"]}
+    kernels = [("preprocess", 0, 0, 100), ("dkdv", 300, 60, 600), ("dq", 100, 30, 300)]
+
+    def fake_run(cmd, **kw):
+        asked = cmd[cmd.index("--metrics") + 1].split(",")
+        lines = [",".join(f'"{h}"' for h in ["Kernel Name", *asked]), ",".join('""' for _ in range(len(asked) + 1))]
+        for name, *values in kernels:
+            lines.append(",".join(f'"{v}"' for v in [name, *values]))
+        return subprocess.CompletedProcess(cmd, 0, "\n".join(lines), "")
+
+    monkeypatch.setattr(profile, "available", lambda: True)
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    found = profile.profile("attention_backward", "triton", "4_autotuned", (1, 1, 64, 64, 0), metrics)
+    assert found["tensor_instructions"] == 400 and found["duration_ns"] == 1000
+    assert found["kernels"] == ["preprocess", "dkdv", "dq"] and found["kernel_ns"] == [100, 600, 300]
+    assert found["tensor_pipe_pct"] == pytest.approx((60 * 600 + 30 * 300) / 1000)   # 45%, not 90%
+
+
 @pytest.mark.parametrize("triton_v, numpy_v, refused", [
     ("3.6.0", "2.4.6", True), ("3.6.0", "2.3.5", False), ("3.7.1", "2.4.6", False), ("3.9.0", "2.4.0", False)])
 def test_an_interpreter_numpy_cannot_run_is_named_at_import(monkeypatch, triton_v, numpy_v, refused):

@@ -238,3 +238,13 @@ def test_counters_name_the_dates_their_profiles_were_recorded_on():
     text = verdicts.counters("matmul", ["cuda:7_wgmma"], ["DRAM GB"], rec)
     assert text.endswith(f"recorded on {rec.gpu}, {profiles['cuda:7_wgmma']['recorded'][:10]})")
     assert "not profiled" in verdicts.counters("matmul", ["cuda:no_such_rung"], ["DRAM GB"], rec)
+
+
+def test_kernel_times_split_a_rung_into_its_kernels_and_say_which_are_not_profiled():
+    rec = results.Recording(None, {"provenance": {"gpu": "H100", "date": "2026-11-26T00:00"}, "profiles": [
+        {"problem": "attention_backward", "backend": "triton", "rung": "4_autotuned", "shape": [4, 32, 4096, 64, 0],
+         "recorded": "2026-11-26", "metrics": {"kernels": ["pre", "dkdv", "dq"], "kernel_ns": [1e4, 6e5, 3.9e5]}}]})
+    text = verdicts.kernel_times("attention_backward", ["triton:4_autotuned", "torch:sdpa"], rec)
+    assert "triton:4_autotuned: 1000 µs in 3 kernels" in text
+    assert "dkdv" in text and " 600 µs   60%" in text and "torch:sdpa: not profiled" in text
+    assert text.endswith("recorded on H100, 2026-11-26: each kernel run once, clocks as found)")

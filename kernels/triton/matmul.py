@@ -396,7 +396,7 @@ def autotune_report() -> str:
 @triton.jit
 def tma_persistent_kernel(a_desc, b_desc, c_ptr, M, N, K,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                          GROUP_M: tl.constexpr):
+                          GROUP_M: tl.constexpr, B_STORED_NK: tl.constexpr):
     # Rung 6's persistent kernel, but the tiles arrive by TMA: one instruction per tile, out-of-range
     # elements filled with zeros by the copy engine, no address arithmetic or masks in the loop.
     k_steps = tl.cdiv(K, BLOCK_K)
@@ -406,7 +406,10 @@ def tma_persistent_kernel(a_desc, b_desc, c_ptr, M, N, K,
         acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
         for k in range(k_steps):
             a = a_desc.load([tile_m * BLOCK_M, k * BLOCK_K])
-            b = b_desc.load([k * BLOCK_K, tile_n * BLOCK_N])
+            if B_STORED_NK:  # B = Wᵀ, W N×K row-major (nn.Linear's weight): W's tile as stored, used transposed
+                b = b_desc.load([tile_n * BLOCK_N, k * BLOCK_K]).T
+            else:
+                b = b_desc.load([k * BLOCK_K, tile_n * BLOCK_N])
             acc = tl.dot(a, b, acc)
         store_tile(c_ptr, None, acc, tile_m, tile_n, M, N, N, 1, BLOCK_M, BLOCK_N, False, False)
 
@@ -416,17 +419,24 @@ TMA_PERSISTENT = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_sta
 
 def tma_persistent(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
                    config: dict | None = None) -> torch.Tensor:
-    M, N, K, out = _operands(a, b, out)
+    """Rung 7. B may also be the transposed view of a row-major N×K tensor (nn.Linear's weight.t(), as
+    ladder.ops.matmul gets it): its descriptor then covers that tensor as it is stored, nothing is copied."""
+    M, N, K, out = validate.matmul_operands(a, b, out, device=device(), stored_transposed_b=True)
     if out.numel() and K == 0:  # a descriptor over an empty A is not allowed: the sums are zero
         return out.zero_()
     if out.numel():
         c = dict(config or (TMA_PERSISTENT if WORLD.gpu else INTERPRETER_TMA))
         # a TMA descriptor's row pitch must be a multiple of 16 bytes: K and N padded to multiples of 8
-        a, b, _, _ = validate.padded_rows(a, b)
+        stored_nk = validate.is_stored_transposed(b)
+        if stored_nk:
+            a, w = validate.padded_k(a, b.t())
+            b_desc = TensorDescriptor.from_tensor(w, [c["BLOCK_N"], c["BLOCK_K"]])
+        else:
+            a, b, _, _ = validate.padded_rows(a, b)
+            b_desc = TensorDescriptor.from_tensor(b, [c["BLOCK_K"], c["BLOCK_N"]])
         a_desc = TensorDescriptor.from_tensor(a, [c["BLOCK_M"], c["BLOCK_K"]])
-        b_desc = TensorDescriptor.from_tensor(b, [c["BLOCK_K"], c["BLOCK_N"]])
         tiles = triton.cdiv(M, c["BLOCK_M"]) * triton.cdiv(N, c["BLOCK_N"])
-        tma_persistent_kernel[(programs(tiles),)](a_desc, b_desc, out, M, N, a.shape[1], **c)
+        tma_persistent_kernel[(programs(tiles),)](a_desc, b_desc, out, M, N, a.shape[1], B_STORED_NK=stored_nk, **c)
     return out
 
 
@@ -487,8 +497,10 @@ SASS_CASES = {
         signature={"a_desc": "tensordesc<fp16[{BLOCK_M},{BLOCK_K}]>".format(**TMA_PERSISTENT),
                    "b_desc": "tensordesc<fp16[{BLOCK_K},{BLOCK_N}]>".format(**TMA_PERSISTENT),
                    **{k: v for k, v in PERSISTENT_SIGNATURE.items() if k in ("c_ptr", "M", "N", "K", "BLOCK_M",
-                                                                             "BLOCK_N", "BLOCK_K", "GROUP_M")}},
-        constexprs=dict(_constexprs(TMA_PERSISTENT), GROUP_M=BENCH_GROUP_M), divisible_by_16=("c_ptr", "M", "N", "K"),
+                                                                             "BLOCK_N", "BLOCK_K", "GROUP_M")},
+                   "B_STORED_NK": "constexpr"},
+        constexprs=dict(_constexprs(TMA_PERSISTENT), GROUP_M=BENCH_GROUP_M, B_STORED_NK=False),
+        divisible_by_16=("c_ptr", "M", "N", "K"),
         **_launch(TMA_PERSISTENT)),
 }
 

@@ -145,3 +145,54 @@ def test_a_tensor_off_the_gpu_is_named():
         ops.matmul(randn(4, 5).cpu(), randn(5, 6))
     with pytest.raises(ValueError, match="v is on meta"):
         ops.attention(randn(1, 1, 8, 64), randn(1, 1, 8, 64), randn(1, 1, 8, 64).to("meta"))
+
+
+@pytest.fixture
+def rung7_table(monkeypatch):
+    """A dispatch table whose pick at (300, 1449, 777) and (512, 50257, 768) is rung 7 (as the sweep found at
+    the vocabulary projection and the odd shapes), in effect for the test; the op's choices forgotten around it."""
+    from ladder import dispatch
+    shapes = [(300, 1449, 777), (512, 50257, 768)]
+    entries = {s: dispatch.Entry(s, {dispatch.CUBLAS: dispatch.Timed(None, 2.0), dispatch.RUNG7: dispatch.Timed(None, 1.0)})
+               for s in shapes}
+    table = dispatch.DispatchTable(dispatch.process_key(hardware.detect().slug), entries)
+    monkeypatch.setattr(dispatch, "_loaded", dispatch.Loaded(table, "installed by the test"))
+    ops.forget_choices()
+    yield shapes
+    ops.forget_choices()
+
+
+def test_an_eager_call_runs_rung_7_where_the_table_picks_it(rung7_table, monkeypatch):
+    from kernels.triton import matmul as tm
+    ran = []
+    tma = tm.tma_persistent
+    monkeypatch.setattr(tm, "tma_persistent", lambda a, b: ran.append(b.stride()) or tma(a, b))
+    for M, N, K in rung7_table:
+        assert ops.matmul_choice(M, N, K).eager == "triton:7_tma_persistent"
+        a, w, bias = randn(M, K), randn(N, K), randn(N)
+        for b in (w.t(), w.t().contiguous()):   # a weight as nn.Linear keeps it, and row-major B
+            out = ops.matmul(a, b, bias)
+            torch.cuda.synchronize()
+            assert compare(out, reference(a, b, bias)).ok
+        poisoned = a.clone()
+        poisoned[3, 5] = float("nan")
+        got = ops.matmul(poisoned, w.t())
+        assert got[3].isnan().all() and not got[4].isnan().any()   # NaN reaches its row, and only its row
+    assert len(ran) == 6
+
+
+def test_rung_7_captures_into_a_cuda_graph_and_compile_runs_the_pick_without_it(rung7_table):
+    M, N, K = rung7_table[0]
+    a, w = randn(M, K), randn(N, K)
+    ops.matmul(a, w.t())   # compiled before the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = ops.matmul(a, w.t())
+    a.copy_(randn(M, K))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert compare(out, reference(a, w.t())).ok
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, y: ops.matmul(x, y.t()), fullgraph=True)
+    assert compare(compiled(a, w), reference(a, w.t())).ok
