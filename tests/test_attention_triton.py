@@ -1,5 +1,6 @@
-"""The Triton attention ladder without a GPU: every rung in the interpreter on ragged S, causal and not;
-bad inputs named; the fused rungs' signatures in the SASS compiled for sm_80 and sm_90."""
+"""The Triton attention ladder without a GPU: every rung in the interpreter on ragged S, causal and not (rung 7's
+tensor descriptors too: the interpreter runs them); bad inputs named; the fused rungs' signatures in the SASS
+compiled for sm_80 and sm_90 (rung 7's TMA copies on sm_90, pointer loads before)."""
 import pytest
 import torch
 
@@ -15,7 +16,7 @@ RUNGS = [r for r in at.PROBLEM.rungs if r.backend == "triton"]
 
 def test_the_ladder():
     assert [r.name for r in RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined",
-                                       "6_autotuned"]
+                                       "6_autotuned", "7_tma"]
     assert at.flops((4, 32, 4096, 64, 0)) == 4 * 4 * 32 * 4096 ** 2 * 64 == 2 * at.flops((4, 32, 4096, 64, 1))
 
 
@@ -54,6 +55,12 @@ def test_bad_inputs_are_named(rung):
         rung.run(q[0], q[0], q[0], False)
 
 
+def test_tma_rung_names_a_misaligned_tensor():
+    q = torch.randn(1 * 2 * 8 * 64 + 1).half()[1:].view(1, 2, 8, 64)   # 2 bytes into its allocation
+    with pytest.raises(ValueError, match="q is not 16-byte aligned"):
+        ta.tma(q, q.clone(), q.clone(), False)
+
+
 def test_materialized_rungs_need_the_score_matrix():
     assert ta.score_matrix_bytes(4, 32, 16384) == 4 * 4 * 32 * 16384 ** 2   # 137 GB: more than an H100 has
     assert at.min_bytes((4, 32, 16384, 64, 0)) == 8 * 4 * 32 * 16384 * 64   # what the fused rungs move
@@ -71,7 +78,24 @@ def test_fused_rungs_in_the_sass(arch):
 
 
 H100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
+A100 = GPU("NVIDIA A100-SXM4-80GB", (8, 0), 108, 40 << 20, 163 << 10, 80 << 30, None)
 T4 = GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, None)
+TMA_EXAMPLE = dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)
+
+
+def test_tma_rung_copies_by_tma_on_hopper_and_loads_by_pointer_before():
+    """On sm_90 Q, K and V arrive by TMA (UTMALDG) and O leaves by it (UTMASTG): no thread loads or stores them.
+    Before sm_90 Triton rewrites the descriptors into pointer loads (cp.async): a direct call there would run,
+    but the ladder reports the rung N/A, as it is rung 6 again."""
+    hopper, ampere = (sass.triton_sass(**ta.tma_sass_case(TMA_EXAMPLE), arch=arch) for arch in ("sm_90", "sm_80"))
+    assert hopper.count("UTMALDG") > 0 and hopper.count("UTMASTG") > 0 and hopper.count("HGMMA") > 0
+    assert hopper.count("LDG") == hopper.count("STG") == hopper.count("LDGSTS") == 0
+    assert ampere.count("UTMALDG") == 0 and ampere.count("LDGSTS") > 0 and ampere.count("HMMA") > 0
+    assert hopper.count("MUFU.EX2") > 0   # the scale and log2 e in one multiply, the exponent an exp2
+    tma = RUNGS[-1]
+    assert tma.unavailable_reason(H100) is None
+    for gpu in (A100, T4):
+        assert tma.unavailable_reason(gpu).endswith("needs tma")
 
 
 def test_prune_reasons():
@@ -89,6 +113,9 @@ def test_the_search_reports_in_the_interpreter():
     [report] = ta.tune([(1, 2, 24, 64, 1)])   # already searched at this key: that search's report
     assert report.problem == "attention" and report.shape == (1, 2, 24, 64, 1)
     assert len(report.timed) == 2 and not report.pruned and not report.failed
+    ta.tma(q, k, v, True)
+    [report] = ta.tune([(1, 2, 24, 64, 1)], "triton:7_tma")   # rung 7's search, logged apart from rung 6's
+    assert report.tuner == "triton:7_tma" and len(report.timed) == 2 and not report.failed
 
 
 def test_naive_scores_launch_a_few_heads_at_a_time(monkeypatch):

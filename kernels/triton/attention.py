@@ -10,9 +10,12 @@ Q, K, V, O are fp16 (B, H, S, D), contiguous; scores, softmax statistics and sum
 4_tensor_core  the same kernel with fp16 dots (Q·Kᵀ and P·V on tensor cores), num_stages=1
 5_pipelined    the same kernel, num_stages=3: the next K and V blocks load while this one computes
 6_autotuned    the same kernel, @triton.autotune over BLOCK_M, BLOCK_N, warps and stages per (S, D, causal)
+7_tma          (Hopper) rung 6 with Q, K, V loaded and O stored through tensor descriptors: each block is one
+               TMA copy, its addresses, bounds and zero fill the copy engine's; searched as rung 6
 
-Rungs 3-6 are one kernel switched by constants, as in the matmul ladder. Causal attention masks keys
-after the query (and the fused rungs stop their key loop at the diagonal block). Ragged S is masked.
+Rungs 3-6 are one kernel switched by constants, as in the matmul ladder; rung 7 is its twin with descriptors
+where rung 6 has pointers, sharing its key loop. Causal attention masks keys after the query (and the fused
+rungs stop their key loop at the diagonal block). Ragged S is masked.
 """
 from __future__ import annotations
 
@@ -130,23 +133,28 @@ def coalesced_pv_kernel(p_ptr, v_ptr, o_ptr, S, HEAD_DIM: tl.constexpr, BLOCK_N:
 @triton.jit
 def attend(q, m, l, acc, k_ptr, v_ptr, stride_ks, stride_kd, stride_vs, stride_vd, rows, S, qk_scale, lo, hi,
            HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-           TENSOR_CORES: tl.constexpr):
+           TENSOR_CORES: tl.constexpr, DESCRIPTORS: tl.constexpr = False):
     """Keys lo..hi (in BLOCK_N blocks) into the online softmax of the queries `rows`: for each query the
     largest score so far (m), the sum of exp2(score - m) (l) and the output so far, unnormalized (acc).
     A block that raises m first rescales l and acc by exp2(m_old - m_new). MASKED: blocks that may hold
     keys past S or (causal) after a query; the others skip the compares. Key j's element d is
-    stride_ks·j + stride_kd·d from k_ptr (V's likewise)."""
+    stride_ks·j + stride_kd·d from k_ptr (V's likewise). DESCRIPTORS (rung 7): k_ptr and v_ptr are tensor
+    descriptors of the head's K and V instead, the strides unused."""
     dims = tl.arange(0, HEAD_DIM)
     for start_n in range(lo, hi, BLOCK_N):
         keys = start_n + tl.arange(0, BLOCK_N)
-        kt_ptrs = k_ptr + keys[None, :] * stride_ks + dims[:, None] * stride_kd      # Kᵀ: a D x BLOCK_N view of K
-        v_ptrs = v_ptr + keys[:, None] * stride_vs + dims[None, :] * stride_vd
-        if MASKED:
-            kt = tl.load(kt_ptrs, mask=keys[None, :] < S, other=0.0)
-            v = tl.load(v_ptrs, mask=keys[:, None] < S, other=0.0)
+        if DESCRIPTORS:  # whole blocks, rows past S read as zeros: only the scores need the mask below
+            kt = k_ptr.load([start_n, 0]).T
+            v = v_ptr.load([start_n, 0])
         else:
-            kt = tl.load(kt_ptrs)
-            v = tl.load(v_ptrs)
+            kt_ptrs = k_ptr + keys[None, :] * stride_ks + dims[:, None] * stride_kd  # Kᵀ: a D x BLOCK_N view of K
+            v_ptrs = v_ptr + keys[:, None] * stride_vs + dims[None, :] * stride_vd
+            if MASKED:
+                kt = tl.load(kt_ptrs, mask=keys[None, :] < S, other=0.0)
+                v = tl.load(v_ptrs, mask=keys[:, None] < S, other=0.0)
+            else:
+                kt = tl.load(kt_ptrs)
+                v = tl.load(v_ptrs)
         if TENSOR_CORES:
             s = tl.dot(q, kt)
         else:  # fp32 operands at full precision: FFMA on CUDA cores
@@ -363,39 +371,123 @@ def prune_reason(c: dict, shape: tuple, gpu) -> str | None:
     return None
 
 
-SEARCHES = autotune.TritonSearchLog(
-    shape_of=lambda args: (*args["q_ptr"].shape, int(bool(args["CAUSAL"]))),
-    label_of=lambda args: ("attention", "triton:6_autotuned"),
-    flops=lambda problem, s: 4 * s[0] * s[1] * s[2] ** 2 * s[3] * (0.5 if s[4] else 1.0),
-    reason=lambda c, shape, gpu, configs: prune_reason(c, shape, gpu), kernel=flash_kernel)
-autotuned_kernel = triton.autotune(
-    configs=autotune.triton_configs(SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE),
-    key=["S", "HEAD_DIM", "CAUSAL"],   # a new search per sequence length, head size and mask
-    prune_configs_by={"early_config_prune": SEARCHES.prune},
-    do_bench=SEARCHES.bench,
-)(flash_kernel)
+def searched(kernel, tuner: str) -> tuple[autotune.TritonSearchLog, triton.runtime.Autotuner]:
+    """`kernel` under @triton.autotune over the search space, the search logged as `tuner`'s: (log, tuned kernel).
+    The kernel takes q_ptr (its shape is the search's), S, HEAD_DIM and CAUSAL."""
+    log = autotune.TritonSearchLog(
+        shape_of=lambda args: (*args["q_ptr"].shape, int(bool(args["CAUSAL"]))),
+        label_of=lambda args: ("attention", tuner),
+        flops=lambda problem, s: 4 * s[0] * s[1] * s[2] ** 2 * s[3] * (0.5 if s[4] else 1.0),
+        reason=lambda c, shape, gpu, configs: prune_reason(c, shape, gpu), kernel=kernel)
+    return log, triton.autotune(
+        configs=autotune.triton_configs(SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE),
+        key=["S", "HEAD_DIM", "CAUSAL"],   # a new search per sequence length, head size and mask
+        prune_configs_by={"early_config_prune": log.prune},
+        do_bench=log.bench,
+    )(kernel)
+
+
+def launch_searched(log: autotune.TritonSearchLog, kernel, S: int, heads: int, *args, **constexprs) -> None:
+    """One launch of a searched kernel, a program per BLOCK_M queries of a head; a launch that searched leaves
+    its report in log.reports."""
+    log.start()
+    kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), heads)](*args, **constexprs)
+    log.finish(kernel.best_config)
+
+
+SEARCHES, autotuned_kernel = searched(flash_kernel, "triton:6_autotuned")
 
 
 def autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 6: the first call at each new (S, D, causal) runs the search (see SEARCHES.reports)."""
     B, H, S, D, out = operands(q, k, v, out)
     if out.numel():
-        SEARCHES.start()
-        autotuned_kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)](
-            q, k, v, out, None, S, H, LOG2E / math.sqrt(D), *strides(q, k, v, out), D, CAUSAL=causal,
-            TENSOR_CORES=True, STORE_LSE=False)
-        SEARCHES.finish(autotuned_kernel.best_config)
+        launch_searched(SEARCHES, autotuned_kernel, S, B * H, q, k, v, out, None, S, H, LOG2E / math.sqrt(D),
+                        *strides(q, k, v, out), D, CAUSAL=causal, TENSOR_CORES=True, STORE_LSE=False)
     return out
 
 
-def tune(shapes: list[tuple]) -> list[autotune.Report]:
-    """Rung 6's search at each shape (B, H, S, D, causal) on random inputs; its reports."""
+# ------------------------------------------------------------- rung 7 (Hopper): tensor descriptors
+
+@triton.jit
+def flash_tma_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """flash_kernel (rung 6) on contiguous Q, K, V, O, each read or written through a tensor descriptor of its
+    head: an S x HEAD_DIM matrix copied in blocks. On sm_90 a block is one TMA copy into shared memory,
+    issued by one thread: the copy engine computes the addresses, reads rows past S as zeros and leaves them
+    out of a store, and the loop's registers hold no pointers or load masks (before sm_90 Triton rewrites
+    descriptors into pointer loads). Each program builds its four descriptors, 128 bytes each in global scratch
+    that the launch allocates (triton.set_allocator): shared-memory writes, a copy to global memory and a fence
+    each, before the first copy can start. The shorter the programs (D64, causal), the more that prologue costs."""
+    start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
+    head = bh.to(tl.int64) * S * HEAD_DIM
+    q_desc = tl.make_tensor_descriptor(q_ptr + head, [S, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
+    k_desc = tl.make_tensor_descriptor(k_ptr + head, [S, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
+    v_desc = tl.make_tensor_descriptor(v_ptr + head, [S, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
+    o_desc = tl.make_tensor_descriptor(o_ptr + head, [S, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
+    q = q_desc.load([start_m, 0])
+    rows = start_m + tl.arange(0, BLOCK_M)
+    m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    # rung 6's two passes: unmasked blocks (before the diagonal if causal, inside S), then the masked rest
+    if CAUSAL:
+        unmasked_end, end = start_m, tl.minimum(S, start_m + BLOCK_M)
+    else:
+        unmasked_end, end = (S // BLOCK_N) * BLOCK_N, S
+    m, l, acc = attend(q, m, l, acc, k_desc, v_desc, 0, 0, 0, 0, rows, S, qk_scale, 0, unmasked_end, HEAD_DIM,
+                       BLOCK_N, False, CAUSAL, True, True)
+    m, l, acc = attend(q, m, l, acc, k_desc, v_desc, 0, 0, 0, 0, rows, S, qk_scale, unmasked_end, end, HEAD_DIM,
+                       BLOCK_N, True, CAUSAL, True, True)
+    o_desc.store([start_m, 0], (acc / l[:, None]).to(tl.float16))
+
+
+TMA_SEARCHES, tma_kernel = searched(flash_tma_kernel, "triton:7_tma")
+
+
+def descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Global memory for the descriptors a launch of flash_tma_kernel builds (Triton asks at each launch)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 7: the first call at each new (S, D, causal) runs the search (see TMA_SEARCHES.reports). A TMA copy
+    starts on 16 bytes: so must every tensor."""
+    B, H, S, D, out = operands(q, k, v, out)
+    for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
+        validate.tensor(name, t, dtype=torch.float16, ndim=4, device=device(), align_bytes=16)
+    if out.numel():
+        triton.set_allocator(descriptor_scratch)   # the caller's context may be new (a thread): set at each call
+        launch_searched(TMA_SEARCHES, tma_kernel, S, B * H, q, k, v, out, S, LOG2E / math.sqrt(D), D,
+                        CAUSAL=causal)
+    return out
+
+
+TUNED = {"triton:6_autotuned": (autotuned, SEARCHES), "triton:7_tma": (tma, TMA_SEARCHES)}
+
+
+def tune(shapes: list[tuple], tuner: str = "triton:6_autotuned") -> list[autotune.Report]:
+    """The search of `tuner` (rung 6 or 7) at each shape (B, H, S, D, causal) on random inputs; its reports."""
+    run, log = TUNED[tuner]
     for B, H, S, D, causal in shapes:
         gen = torch.Generator(device()).manual_seed(7)
         q, k, v = (torch.randn(B, H, S, D, generator=gen, device=device()).half() for _ in range(3))
-        autotuned(q, k, v, bool(causal))
-    latest = SEARCHES.latest("triton:6_autotuned")
+        run(q, k, v, bool(causal))
+    latest = log.latest(tuner)
     return [latest[tuple(s)] for s in shapes if tuple(s) in latest]
+
+
+def tma_sass_case(config: dict, head_dim: int = 64, causal: bool = False) -> dict:
+    """ladder.sass.triton_sass's arguments for flash_tma_kernel as rung 7 launches it with `config` (tiles, warps
+    and stages) on a GPU."""
+    tiles = {k: v for k, v in config.items() if k.startswith("BLOCK_")}
+    return dict(kernel=flash_tma_kernel,
+                signature={**{p: "*fp16" for p in ("q_ptr", "k_ptr", "v_ptr", "o_ptr")}, "S": "i32", "qk_scale": "fp32",
+                           "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
+                           "CAUSAL": "constexpr"},
+                constexprs=dict(HEAD_DIM=head_dim, CAUSAL=causal, **tiles),
+                divisible_by_16=("q_ptr", "k_ptr", "v_ptr", "o_ptr", "S"), num_warps=config["num_warps"],
+                num_stages=config["num_stages"])
 
 
 def rungs() -> list[Rung]:
@@ -407,4 +499,5 @@ def rungs() -> list[Rung]:
         Rung("triton", "4_tensor_core", tensor_core, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT),
         Rung("triton", "5_pipelined", pipelined, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT),
         Rung("triton", "6_autotuned", autotuned, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT, searches=True),
+        Rung("triton", "7_tma", tma, SOURCE, needs="tma", searches=True),
     ]
