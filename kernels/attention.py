@@ -12,6 +12,7 @@ torch:sdpa_flash (its FlashAttention backend, forced). The CUDA ladder:
 4_tensor_core  Q·Kᵀ and P·V on mma.sync, the softmax on the accumulator fragments (flash_mma.cuh)
 5_pipelined    rung 4 with cp.async: the next K and V tiles in flight while this one computes
 6_autotuned    rung 5 with searched tiles (BLOCK_M, BLOCK_N, warps, stages), heaviest causal blocks first
+7_wgmma_tma    (Hopper) both products on wgmma, P from registers; Q, K, V through the TMA into an mbarrier ring
 
 Every launcher takes (q, k, v, causal, out=None) and returns out; a bad argument raises a ValueError
 that names it. The CUDA launchers check that the tensors are on the GPU before anything else, so a
@@ -26,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ladder import autotune, cuda, validate
+from ladder import autotune, cuda, tma, validate
 from ladder.hardware import detect
 from ladder.problems import Problem, Rung, register, same_specialization
 from kernels.triton import attention as triton_attention
@@ -251,14 +252,48 @@ def cuda_autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> to
     return run_config(TUNERS[D].best((B, H, S, D, int(causal))), q, k, v, causal, out)
 
 
+# ------------------------------------------------------------- CUDA rung 7: Hopper's wgmma and TMA
+
+# BLOCK_M = 64 (one consumer warpgroup) and a producer warp are fixed in 7_wgmma_tma.cu; per D the key tile and the
+# ring's depth, so that two (D=128) or three (D=64) blocks share an SM: one's softmax overlaps another's wgmma (the
+# fastest of the choices tried, 7_wgmma_tma.cu's header says which).
+WGMMA_TMA = {64: dict(BLOCK_N=128, STAGES=2), 128: dict(BLOCK_N=64, STAGES=2)}
+WGMMA_TMA_ROWS = 64
+WGMMA_TMA_THREADS = 128 + 32
+
+
+def wgmma_tma_shared_bytes(head_dim: int) -> int:
+    """Rung 7's dynamic shared memory: the Q tile and STAGES K and V tiles, unpadded, + 1 KiB to align the swizzle."""
+    c = WGMMA_TMA[head_dim]
+    return 2 * head_dim * (WGMMA_TMA_ROWS + 2 * c["STAGES"] * c["BLOCK_N"]) + 1024
+
+
+def cuda_wgmma_tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 7 (Hopper, sm_90a): Q·Kᵀ and P·V on wgmma, Q, K and V brought by the TMA through 3-D tensor maps (a head's
+    rows: zeros past S); the tensor maps need 16-byte aligned tensors, the stores 4-byte pairs."""
+    B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
+    if out.numel():
+        _grid_fits(BH=B * H)
+        c = WGMMA_TMA[D]
+        maps = tuple(tma.encode(t.view(B * H, S, D), (rows, 64))
+                     for t, rows in ((q, WGMMA_TMA_ROWS), (k, c["BLOCK_N"]), (v, c["BLOCK_N"])))
+        module = cuda.load("attention/7_wgmma_tma.cu", dict(HEAD_DIM=D, **c), arch="sm_90a")
+        cuda.launch(module, "attention", (cuda.cdiv(S, WGMMA_TMA_ROWS), B * H), WGMMA_TMA_THREADS,
+                    maps + (out,) + cuda.int32s(S) + (np.float32(triton_attention.LOG2E / math.sqrt(D)),)
+                    + cuda.int32s(causal), wgmma_tma_shared_bytes(D))
+    return out
+
+
 def _cuda(name: str, run, **kw) -> Rung:
     return Rung("cuda", name, run, f"{CUDA_DIR}/{name}.cu", **kw)
 
 
 def _tune(labels: list[str]) -> list:
-    """The rung 6 searches at the headline shapes, before they are timed (for `record`)."""
+    """The searches (rung 6 in both languages, Triton's rung 7) at the headline shapes, before they are timed (for
+    `record`)."""
     return ((tune_cuda(HEADLINE) if "cuda:6_autotuned" in labels else [])
-            + (triton_attention.tune(HEADLINE) if "triton:6_autotuned" in labels else []))
+            + [r for tuner in ("triton:6_autotuned", "triton:7_tma") if tuner in labels
+               for r in triton_attention.tune(HEADLINE, tuner)])
 
 
 # ------------------------------------------------------------- memory: what a call allocates (lessons 04a-04c)
@@ -311,6 +346,7 @@ PROBLEM = register(Problem(
               fallback=("cp.async", "rung 4's synchronous loads (no copies in flight)")),
         _cuda("6_autotuned", cuda_autotuned, needs="tensor_cores", searches=True,
               fallback=("cp.async", "rung 4's synchronous loads, tuned")),
+        _cuda("7_wgmma_tma", cuda_wgmma_tma, needs="wgmma"),
         *triton_attention.rungs(),
         Rung("torch", "sdpa", sdpa),
         Rung("torch", "sdpa_flash", sdpa_flash, needs="flash_attention"),

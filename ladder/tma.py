@@ -1,12 +1,12 @@
 """Tensor maps for Hopper's tensor memory accelerator (TMA), encoded on the host.
 
 A tensor map is 128 opaque bytes that describe one kind of 2-D tile copy: the matrix's address, its shape and
-row stride, the box one copy moves, and the layout the box takes in shared memory (here the 128-byte swizzle
-that wgmma reads). The driver encodes it, `cuTensorMapEncodeTiled`; CuPy wraps no such call, so it is called
-through ctypes on libcuda, the driver library that a process running CUDA already has loaded. A kernel takes
-the map by value, as a `const __grid_constant__` parameter: CuPy passes a one-element NumPy array by value,
-whatever its dtype, so the map travels as one 128-byte void element (`encode`'s result goes in the argument
-tuple as it is).
+row stride (for a stack of matrices, their count and stride too), the box one copy moves, and the layout the box
+takes in shared memory (here the 128-byte swizzle that wgmma reads). The driver encodes it,
+`cuTensorMapEncodeTiled`; CuPy wraps no such call, so it is called through ctypes on libcuda, the driver library
+that a process running CUDA already has loaded. A kernel takes the map by value, as a `const __grid_constant__`
+parameter: CuPy passes a one-element NumPy array by value, whatever its dtype, so the map travels as one 128-byte
+void element (`encode`'s result goes in the argument tuple as it is).
 
 `layout` checks what the TMA requires and says what is wrong in a ValueError; it needs no GPU.
 """
@@ -30,16 +30,19 @@ _OOB_FILL_ZEROS = 0                                     # CU_TENSOR_MAP_FLOAT_OO
 
 def layout(t: torch.Tensor, box: tuple[int, int], swizzle: int | None = 128) -> dict:
     """What `cuTensorMapEncodeTiled` gets for the row-major matrix `t` and a box of `box` = (rows, columns):
-    sizes innermost first (columns, then rows), the row stride in bytes, the box. Raises a ValueError that
-    names the broken rule (the driver itself would say only CUDA_ERROR_INVALID_VALUE)."""
+    sizes innermost first (columns, then rows), the row stride in bytes, the box. `t` may also be a stack of
+    matrices (count, rows, columns), each box inside one of them (attention: a head's rows): then the sizes end
+    with the count and `matrix_stride` gives the distance between matrices in bytes, and past a matrix's last
+    row the TMA reads zeros, not the next matrix. Raises a ValueError that names the broken rule (the driver
+    itself would say only CUDA_ERROR_INVALID_VALUE)."""
     if t.dtype not in _DATA_TYPES:
         raise ValueError(f"tensor maps here take {', '.join(map(str, _DATA_TYPES))}, got {t.dtype}")
-    if t.dim() != 2 or not t.is_contiguous():
-        raise ValueError(f"a tensor map needs a contiguous 2-D matrix, got shape {tuple(t.shape)}, "
-                         f"strides {t.stride()}")
-    rows, cols = t.shape
+    if t.dim() not in (2, 3) or not t.is_contiguous():
+        raise ValueError(f"a tensor map needs a contiguous 2-D matrix (or a 3-D stack of them), got shape "
+                         f"{tuple(t.shape)}, strides {t.stride()}")
+    *stack, rows, cols = t.shape
     size = t.element_size()
-    if rows == 0 or cols == 0:
+    if t.numel() == 0:
         raise ValueError(f"a tensor map needs a non-empty matrix, got shape {tuple(t.shape)}")
     if t.data_ptr() % 16:
         raise ValueError(f"the TMA needs a 16-byte aligned start (address % 16 = {t.data_ptr() % 16})")
@@ -55,8 +58,9 @@ def layout(t: torch.Tensor, box: tuple[int, int], swizzle: int | None = 128) -> 
     if swizzle and box_cols * size > swizzle:
         raise ValueError(f"with the {swizzle}-byte swizzle a box row holds at most {swizzle} bytes: "
                          f"{box_cols} x {size}")
-    return dict(data_type=_DATA_TYPES[t.dtype], dims=(cols, rows), row_stride=cols * size,
+    spec = dict(data_type=_DATA_TYPES[t.dtype], dims=(cols, rows, *stack), row_stride=cols * size,
                 box=(box_cols, box_rows), swizzle=SWIZZLE_BYTES[swizzle])
+    return spec | (dict(matrix_stride=rows * cols * size) if stack else {})
 
 
 @functools.lru_cache(maxsize=None)
@@ -86,19 +90,22 @@ def encode(t: torch.Tensor, box: tuple[int, int], swizzle: int | None = 128) -> 
     array of one 128-byte element, which `ladder.cuda.launch` passes by value. Outside `t` the TMA reads zeros.
     The map holds `t`'s address: `t` must stay alive until the kernel that uses the map has run."""
     spec = layout(t, box, swizzle)
-    return _encoded(t.data_ptr(), spec["data_type"], spec["dims"], spec["row_stride"], spec["box"], spec["swizzle"])
+    strides = (spec["row_stride"],) + ((spec["matrix_stride"],) if "matrix_stride" in spec else ())
+    return _encoded(t.data_ptr(), spec["data_type"], spec["dims"], strides, spec["box"], spec["swizzle"])
 
 
 @functools.lru_cache(maxsize=256)  # launchers encode their maps on every call: the same ones give the same map
-def _encoded(address: int, data_type: int, dims: tuple, row_stride: int, box: tuple, swizzle: int) -> np.ndarray:
+def _encoded(address: int, data_type: int, dims: tuple, strides: tuple, box: tuple, swizzle: int) -> np.ndarray:
+    """A map of len(dims) dimensions: strides (bytes) of all but the innermost; boxes one matrix deep."""
     libcuda, encode_tiled = _encoder()
+    rank, box = len(dims), box + (1,) * (len(dims) - 2)
     raw = np.zeros(2 * MAP_BYTES, dtype=np.uint8)  # the map aligned to 128 bytes, as CUtensorMap is
     start = -raw.ctypes.data % MAP_BYTES
     out = raw[start:start + MAP_BYTES]
     u32, u64 = ctypes.c_uint32, ctypes.c_uint64
-    result = encode_tiled(out.ctypes.data, data_type, 2, address, (u64 * 2)(*dims), (u64 * 1)(row_stride),
-                          (u32 * 2)(*box), (u32 * 2)(1, 1), _INTERLEAVE_NONE, swizzle, _L2_PROMOTION_256B,
-                          _OOB_FILL_ZEROS)
+    result = encode_tiled(out.ctypes.data, data_type, rank, address, (u64 * rank)(*dims),
+                          (u64 * (rank - 1))(*strides), (u32 * rank)(*box), (u32 * rank)(*(1,) * rank),
+                          _INTERLEAVE_NONE, swizzle, _L2_PROMOTION_256B, _OOB_FILL_ZEROS)
     if result:
         raise RuntimeError(f"cuTensorMapEncodeTiled({dims[::-1]}, box {box[::-1]}): {_error_text(libcuda, result)}")
     return out.view(np.dtype((np.void, MAP_BYTES)))

@@ -1,12 +1,13 @@
-"""The CUDA attention ladder without a GPU: each rung compiled with NVRTC for sm_75/80/90 and both head
-dimensions (no spills), its signature in the SASS, and the launchers' checks, which must fail on a CPU
+"""The CUDA attention ladder without a GPU: each rung compiled with NVRTC for sm_75/80/90 (rung 7: sm_90a) and both
+head dimensions (no spills), its signature in the SASS, and the launchers' checks, which must fail on a CPU
 tensor with a ValueError before anything touches CUDA."""
 import pytest
 import torch
 
 import kernels.attention as at
-from ladder import sass
+from ladder import cuda, hardware, sass, tma
 from ladder.cuda import CompileError
+from ladder.hardware import GPU
 from ladder.runner import unavailable
 
 CUDA_RUNGS = [r for r in at.PROBLEM.rungs if r.backend == "cuda"]
@@ -14,12 +15,13 @@ HEAD_DIMS = (64, 128)
 
 
 def defines(rung: str, head_dim: int) -> dict | None:
-    """What the launcher passes: rung 1 takes D at run time, rung 2 HEAD_DIM, rungs 3-6 HEAD_DIM and tiles."""
+    """What the launcher passes: rung 1 takes D at run time, rung 2 HEAD_DIM, rungs 3-7 HEAD_DIM and tiles."""
     return {"1_naive": None, "2_coalesced": dict(HEAD_DIM=head_dim),
             "3_fused": dict(HEAD_DIM=head_dim, **at.FUSED_TILES[head_dim]),
             "4_tensor_core": dict(HEAD_DIM=head_dim, **at.TENSOR_CORE),
             "5_pipelined": dict(HEAD_DIM=head_dim, **at.PIPELINED),
-            "6_autotuned": dict(HEAD_DIM=head_dim, **at.PIPELINED)}[rung]
+            "6_autotuned": dict(HEAD_DIM=head_dim, **at.PIPELINED),
+            "7_wgmma_tma": dict(HEAD_DIM=head_dim, **at.WGMMA_TMA[head_dim])}[rung]
 
 
 def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
@@ -28,14 +30,15 @@ def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
 
 def test_the_cuda_ladder_comes_first():
     assert [r.name for r in CUDA_RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined",
-                                            "6_autotuned"]
-    assert at.PROBLEM.rungs[:6] == CUDA_RUNGS   # before the Triton rungs of the same names
-    assert [r.slow for r in CUDA_RUNGS] == [True, True, False, False, False, False]
+                                            "6_autotuned", "7_wgmma_tma"]
+    assert at.PROBLEM.rungs[:7] == CUDA_RUNGS   # before the Triton rungs of the same names
+    assert [r.slow for r in CUDA_RUNGS] == [True, True, False, False, False, False, False]
     assert all(r.source == f"kernels/cuda/attention/{r.name}.cu" for r in CUDA_RUNGS)
 
 
-# rung 1 takes D as an argument: one build; causal is an argument of every rung, not a define
-RUNGS = [r.name for r in CUDA_RUNGS]
+# rung 1 takes D as an argument: one build; causal is an argument of every rung, not a define. Rung 7 (Hopper only)
+# has tests of its own below.
+RUNGS = [r.name for r in CUDA_RUNGS if r.needs != "wgmma"]
 BUILDS = [("1_naive", 64)] + [(rung, d) for rung in RUNGS[1:] for d in HEAD_DIMS]
 
 
@@ -157,3 +160,64 @@ def test_grid_dimensions_are_checked():
     with pytest.raises(ValueError, match="BH=70000 blocks"):
         at._grid_fits(BH=70000)
     at._grid_fits(S=65535, BH=1)
+
+
+# ------------------------------------------------------------- rung 7 (sm_90a): wgmma and the TMA
+
+@pytest.fixture(scope="module", params=HEAD_DIMS, ids=lambda d: f"D{d}")
+def wgmma_tma(request):
+    """(head_dim, SASS, resource usage) of rung 7, compiled once per head dimension."""
+    D = request.param
+    cubin = cuda.compile_cubin("attention/7_wgmma_tma.cu", "sm_90a", tuple(sorted(defines("7_wgmma_tma", D).items())))
+    return D, sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
+
+
+def test_wgmma_rung_multiplies_on_hgmma_and_loads_with_the_tma(wgmma_tma):
+    D, s, usage = wgmma_tma
+    BN = at.WGMMA_TMA[D]["BLOCK_N"]
+    assert list(s.functions) == ["attention"]
+    assert s.count("HGMMA") == D // 16 + BN // 16      # S = Q·Kᵀ (k16 steps over D), then P·V (over the keys)
+    assert s.count("HMMA") == s.count("LDSM") == 0     # no mma.sync, no ldmatrix: wgmma reads shared memory itself
+    assert s.count("UTMALDG") == 3 * D // 64           # Q, K, V: a box per 64 columns, from one thread
+    assert s.count("SYNCS.PHASECHK") > 0 and s.count("SYNCS.ARRIVE") > 0  # mbarrier waits and arrivals
+    assert s.count("LDGSTS") == s.count("LDG") == 0    # every load is the TMA's
+    assert s.count("MUFU.EX2") > 0 and s.count("SHFL") > 0  # rung 6's softmax, on the wgmma accumulators
+    assert s.count("BAR") == 1                         # one __syncthreads, after the barriers' setup
+    # each product's wgmmas back to back: one fence and one wait apiece (ptxas adds fences when registers a wgmma
+    # reads are written between them, note C7519, and serializes them when accumulators are read, C7514)
+    assert s.count("WARPGROUP.ARRIVE") == s.count("WARPGROUP.DEPBAR") == 2
+    assert s.count("LDL") == s.count("STL") == 0 and usage["stack_bytes"] == usage["local_bytes"] == 0
+
+
+def test_wgmma_rung_fits_two_or_three_blocks_per_sm(wgmma_tma):
+    """The design's overlap (one block's softmax beside another's wgmma) needs several blocks on an SM: three at
+    D=64, two at D=128, by registers and by shared memory (an H100's 64 Ki registers and 228 KiB, 1 KiB of it
+    reserved per block)."""
+    D, _, usage = wgmma_tma
+    blocks = {64: 3, 128: 2}[D]
+    warps = at.WGMMA_TMA_THREADS // 32
+    registers_per_warp = -(-usage["registers"] * 32 // 256) * 256  # allocated per warp, 256 at a time
+    assert blocks * warps * registers_per_warp <= 64 * 1024, usage
+    assert blocks * (at.wgmma_tma_shared_bytes(D) + usage["shared_bytes"] + 1024) <= 228 * 1024
+
+
+def test_wgmma_rung_is_hopper_only():
+    with pytest.raises(CompileError, match="sm_90a"):
+        sass.cuda_sass("attention/7_wgmma_tma.cu", "sm_90", defines("7_wgmma_tma", 64))
+    rung = at.PROBLEM.rung("cuda", "7_wgmma_tma")
+    t4 = GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, hardware.datasheet_for("T4"))
+    h100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, hardware.datasheet_for("H100"))
+    assert rung.unavailable_reason(t4) == "N/A on this GPU (Tesla T4, sm_75): needs wgmma"
+    for arch in ("sm_75", "sm_80"):  # KERNEL_LADDER_EMULATE: N/A, not a crash
+        assert rung.unavailable_reason(hardware.emulate(h100, arch)).endswith("needs wgmma")
+    assert rung.unavailable_reason(h100) is None
+
+
+def test_wgmma_rung_maps_each_head_as_one_matrix_of_a_stack():
+    """A 3-D tensor map (head, row, column): a box past a head's last row reads zeros, not the next head."""
+    q = torch.empty(2 * 3, 100, 128).half()
+    assert tma.layout(q, (64, 64)) == dict(data_type=6, dims=(128, 100, 6), row_stride=256, box=(64, 64), swizzle=3,
+                                           matrix_stride=100 * 256)
+    with pytest.raises(ValueError, match="3-D stack"):
+        tma.layout(q.view(1, 6, 100, 128), (64, 64))
+    assert at.wgmma_tma_shared_bytes(64) == 2 * 64 * (64 + 2 * 2 * 128) + 1024

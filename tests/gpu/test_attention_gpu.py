@@ -1,5 +1,6 @@
 """Attention ladder on a GPU: every rung on ragged S (causal and not, D 64 and 128) with fresh data and a
-NaN-poisoned output, and bad inputs. Run with `pytest tests/gpu -o addopts=""`."""
+NaN-poisoned output, and bad inputs; the fused Triton rungs keep a NaN in its row and head and stay finite on
+large scores. Run with `pytest tests/gpu -o addopts=""`."""
 import pytest
 import torch
 
@@ -24,6 +25,51 @@ def test_bad_inputs_are_named(rung):
     with pytest.raises(ValueError, match="D=96 is not supported"):
         x = torch.randn(1, 2, 64, 96, device="cuda").half()
         rung.run(x, x, x, False)
+
+
+FUSED_TRITON = [r for r in RUNNABLE if r.backend == "triton" and not r.slow]
+
+
+def _inputs(D: int, seed: int = 11):
+    """Q, K, V of 3 heads at S = 300: a ragged last block, and heads that follow one another in memory."""
+    q, k, v, _ = at.PROBLEM.make_inputs((1, 3, 300, D, 0), "cuda", torch.Generator("cuda").manual_seed(seed))
+    return q, k, v
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("rung", FUSED_TRITON, ids=lambda r: r.label)
+def test_a_nan_stays_in_its_row_and_head(rung, D):
+    """A NaN in Q makes its query's output row NaN, and only it. A NaN in V's first key of head 2 makes all of
+    head 2 NaN, and none of head 1: head 1's last key block, past its S, must not read head 2's rows (it would in
+    a flat (B·H·S, D) view: a zero weight times NaN is NaN)."""
+    q, k, v = _inputs(D)
+    for causal in (False, True):
+        bad_q = q.clone()
+        bad_q[0, 1, 77, 5] = float("nan")
+        out = rung.run(bad_q, k, v, causal)
+        nan_rows = out.isnan().any(dim=-1).nonzero().tolist()
+        assert nan_rows == [[0, 1, 77]] and out[0, 1, 77].isnan().all(), (causal, nan_rows[:5])
+        ref = at.reference(q, k, v, causal)
+        keep = torch.ones(300, dtype=torch.bool, device="cuda")
+        keep[77] = False
+        assert compare(out[:, :, keep], ref[:, :, keep]).ok
+        bad_v = v.clone()
+        bad_v[0, 2, 0, 3] = float("nan")
+        out = rung.run(q, k, bad_v, causal)
+        assert out[0, 2].isnan().any(dim=-1).all(), causal
+        assert compare(out[:, :2], ref[:, :2]).ok, causal
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("rung", FUSED_TRITON, ids=lambda r: r.label)
+def test_large_scores_stay_finite(rung, D):
+    """Q × 30: scaled scores near 100, whose exp overflows fp32 (e^89 > 3.4e38) unless the running max is taken
+    out first."""
+    q, k, v = _inputs(D, seed=12)
+    q = q * 30
+    for causal in (False, True):
+        out = rung.run(q, k, v, causal)
+        assert out.isfinite().all() and compare(out, at.reference(q, k, v, causal)).ok, causal
 
 
 def test_cuda_search_times_what_fits_and_the_winner_is_used():

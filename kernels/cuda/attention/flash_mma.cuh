@@ -1,4 +1,5 @@
-// Tensor-core FlashAttention building blocks shared by attention rungs 4-6 (sm_75 and newer).
+// Tensor-core FlashAttention building blocks shared by attention rungs 4-7 (sm_75 and newer; rung 7 keeps the
+// running state, the mask, the softmax, the P fragments and the store, and does both products with wgmma).
 //
 // A block owns BLOCK_M queries of one (b, h); each of its WARPS warps owns WM = BLOCK_M / WARPS of them
 // (MI row tiles of 16). Per tile of BLOCK_N keys a warp computes, all in registers:
@@ -73,40 +74,24 @@ struct FlashWarp {
         }
     }
 
-    // One key tile: Qw = the warp's first query row in shared memory, Ks and Vs the tiles of keys
-    // n0 .. n0 + BLOCK_N - 1. MASKED (the last tile past S, or one that crosses the causal diagonal):
-    // keys past S or after their query score -inf. row0 = the warp's first query in the head.
-    template <bool MASKED>
-    __device__ void tile(const half* Qw, const half* Ks, const half* Vs, float scale_log2, int n0, int row0,
-                         int S, int causal) {
+    // Keys past S, or after their query (causal), score -inf: s holds the scores of keys n0 .. n0 + BLOCK_N - 1
+    // for the warp's rows from row0 (fragment element e of lane: row lane/4 + 8*(e/2), key 2*(lane%4) + e%2).
+    __device__ void mask(float (&s)[MI][NJ][4], int n0, int row0, int S, int causal) const {
         const int lane = threadIdx.x % 32;
-        float s[MI][NJ][4] = {};
 #pragma unroll
-        for (int kk = 0; kk < HEAD_DIM; kk += 16) {  // S = Q·Kᵀ, 16 dimensions a step
-            unsigned a[MI][4];
+        for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-            for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(a[mi], Qw + (mi * 16 + lane % 16) * LD + kk + lane / 16 * 8);
+            for (int nj = 0; nj < NJ; ++nj)
 #pragma unroll
-            for (int nj = 0; nj < NJ; nj += 2) {  // matrices: keys 0-7 | 8-15 x dims 0-7 | 8-15
-                unsigned r[4];
-                ldmatrix_x4(r, Ks + (nj * 8 + lane % 8 + lane / 16 * 8) * LD + kk + lane / 8 % 2 * 8);
-                const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi) mma_16816(s[mi][nj], a[mi], b0), mma_16816(s[mi][nj + 1], a[mi], b1);
-            }
-        }
-        if (MASKED) {
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                for (int nj = 0; nj < NJ; ++nj)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int i = row0 + mi * 16 + lane / 4 + e / 2 * 8, j = n0 + nj * 8 + lane % 4 * 2 + e % 2;
-                        if (j >= S || (causal && j > i)) s[mi][nj][e] = NEG_INF;
-                    }
-        }
-        // online softmax: new max, rescale l and acc by exp2(m_old - m_new), p = exp2(s·scale - m_new)
+                for (int e = 0; e < 4; ++e) {
+                    const int i = row0 + mi * 16 + lane / 4 + e / 2 * 8, j = n0 + nj * 8 + lane % 4 * 2 + e % 2;
+                    if (j >= S || (causal && j > i)) s[mi][nj][e] = NEG_INF;
+                }
+    }
+
+    // The online softmax of one key tile's scores s: new running max, l and acc rescaled by exp2(m_old - m_new),
+    // and s becomes p = exp2(s·scale - m_new).
+    __device__ void softmax(float (&s)[MI][NJ][4], float scale_log2) {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -131,16 +116,46 @@ struct FlashWarp {
 #pragma unroll
                 for (int dj = 0; dj < DJ; ++dj) acc[mi][dj][2 * h] *= alpha, acc[mi][dj][2 * h + 1] *= alpha;
             }
+    }
+
+    // P's fp16 A fragment (m16k16) for keys kj*8 .. kj*8 + 15 of row tile mi: the two 8-key accumulator fragments
+    // kj and kj + 1, rounded, as they are (the m16n8 output layout is the m16k16 input layout).
+    __device__ static void p_fragment(unsigned (&p)[4], const float (&s)[MI][NJ][4], int mi, int kj) {
+        p[0] = pack_half2(s[mi][kj][0], s[mi][kj][1]);
+        p[1] = pack_half2(s[mi][kj][2], s[mi][kj][3]);
+        p[2] = pack_half2(s[mi][kj + 1][0], s[mi][kj + 1][1]);
+        p[3] = pack_half2(s[mi][kj + 1][2], s[mi][kj + 1][3]);
+    }
+
+    // One key tile: Qw = the warp's first query row in shared memory, Ks and Vs the tiles of keys
+    // n0 .. n0 + BLOCK_N - 1. MASKED (the last tile past S, or one that crosses the causal diagonal):
+    // keys past S or after their query score -inf. row0 = the warp's first query in the head.
+    template <bool MASKED>
+    __device__ void tile(const half* Qw, const half* Ks, const half* Vs, float scale_log2, int n0, int row0,
+                         int S, int causal) {
+        const int lane = threadIdx.x % 32;
+        float s[MI][NJ][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < HEAD_DIM; kk += 16) {  // S = Q·Kᵀ, 16 dimensions a step
+            unsigned a[MI][4];
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(a[mi], Qw + (mi * 16 + lane % 16) * LD + kk + lane / 16 * 8);
+#pragma unroll
+            for (int nj = 0; nj < NJ; nj += 2) {  // matrices: keys 0-7 | 8-15 x dims 0-7 | 8-15
+                unsigned r[4];
+                ldmatrix_x4(r, Ks + (nj * 8 + lane % 8 + lane / 16 * 8) * LD + kk + lane / 8 % 2 * 8);
+                const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi) mma_16816(s[mi][nj], a[mi], b0), mma_16816(s[mi][nj + 1], a[mi], b1);
+            }
+        }
+        if (MASKED) mask(s, n0, row0, S, causal);
+        softmax(s, scale_log2);
 #pragma unroll
         for (int kj = 0; kj < NJ; kj += 2) {  // O += P·V, 16 keys a step
             unsigned p[MI][4];
 #pragma unroll
-            for (int mi = 0; mi < MI; ++mi) {
-                p[mi][0] = pack_half2(s[mi][kj][0], s[mi][kj][1]);
-                p[mi][1] = pack_half2(s[mi][kj][2], s[mi][kj][3]);
-                p[mi][2] = pack_half2(s[mi][kj + 1][0], s[mi][kj + 1][1]);
-                p[mi][3] = pack_half2(s[mi][kj + 1][2], s[mi][kj + 1][3]);
-            }
+            for (int mi = 0; mi < MI; ++mi) p_fragment(p[mi], s, mi, kj);
 #pragma unroll
             for (int dj = 0; dj < DJ; dj += 2) {
                 unsigned r[4];

@@ -4,7 +4,8 @@
 // * ldmatrix: a warp loads 8x8 fp16 matrices from shared memory straight into mma fragments;
 // * mma.sync m16n8k16: D(16x8, fp32) += A(16x16, fp16) * B(16x8, fp16), one warp, tensor cores;
 // * the epilogue: fp32 accumulators -> fp16 C, bounds-checked;
-// * Hopper (sm_90a, rungs 7-12): wgmma m64nNk16 (N = 128, 192, 256) on 128-byte-swizzled tiles, their descriptors.
+// * Hopper (sm_90a, rungs 7-12; attention rung 7): wgmma m64nNk16 (N = 64-256) on 128-byte-swizzled tiles, their
+//   descriptors; A from shared memory or from registers.
 // Shared tiles are row-major with rows padded by 8 halves (16 bytes): the 8 rows one ldmatrix
 // reads then start in 8 different groups of 4 banks, so it runs without bank conflicts.
 #pragma once
@@ -160,8 +161,9 @@ __device__ __forceinline__ unsigned long long descriptor(const half* p, unsigned
 #define WGMMA_ACC(i) "+f"(d[0][i][0]), "+f"(d[0][i][1]), "+f"(d[0][i][2]), "+f"(d[0][i][3])
 #define WGMMA_ACC8(i) WGMMA_ACC(i), WGMMA_ACC(i + 1), WGMMA_ACC(i + 2), WGMMA_ACC(i + 3), \
                       WGMMA_ACC(i + 4), WGMMA_ACC(i + 5), WGMMA_ACC(i + 6), WGMMA_ACC(i + 7)
-#define WGMMA_REGS_64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, " \
+#define WGMMA_REGS_32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define WGMMA_REGS_64 WGMMA_REGS_32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, " \
     "%41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, " \
     "%62, %63"
 #define WGMMA_REGS_96 WGMMA_REGS_64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, " \
@@ -169,25 +171,48 @@ __device__ __forceinline__ unsigned long long descriptor(const half* p, unsigned
 #define WGMMA_REGS_128 WGMMA_REGS_96 ", %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, " \
     "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, " \
     "%126, %127"
-// One wgmma.m64nNk16: N/2 accumulator registers %0.., then the two descriptors (%DA, %DB) and the accumulate flag.
-#define WGMMA_ASM(N, REGS, DA, DB, FLAG, ...)                                                   \
+// One wgmma.m64nNk16: N/2 accumulator registers %0.., then the two descriptors (%DA, %DB), the accumulate flag and
+// B's layout (%TB: 1 N-major, 0 K-major; A is K-major).
+#define WGMMA_ASM(N, REGS, DA, DB, FLAG, TB, ...)                                               \
     asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %" #FLAG ", 0;\n"        \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 {" REGS "}, "          \
-                 "%" #DA ", %" #DB ", accumulate, 1, 1, 0, 1;\n}\n" /* A K-major (0), B N-major (1) */ \
-                 : __VA_ARGS__ : "l"(desc_a), "l"(desc_b), "r"(1))
+                 "%" #DA ", %" #DB ", accumulate, 1, 1, 0, %" #TB ";\n}\n"                       \
+                 : __VA_ARGS__ : "l"(desc_a), "l"(desc_b), "r"(1), "n"(B_N_MAJOR))
+// The same with A in registers (A: the four operands "%i, ..", a warp's 16 rows in mma.sync's A-fragment layout),
+// B N-major.
+#define WGMMA_RS_ASM(N, REGS, A, DB, FLAG, ...)                                                 \
+    asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %" #FLAG ", 0;\n"        \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 {" REGS "}, "          \
+                 "{" A "}, %" #DB ", accumulate, 1, 1, 1;\n}\n"                                  \
+                 : __VA_ARGS__ : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
 
 // d (64 x N fp32, the warpgroup's accumulators; a warp's 16 rows in mma.sync's C-fragment layout, which
-// store_accumulators<16, N> writes) += A (64 x 16, K-major) * B (16 x N, N-major), read from shared memory.
-// N is 128, 192 or 256 (rungs 7-11: 256; rung 12 searches all three).
-template <int GROUPS>  // N / 8
+// store_accumulators<16, N> writes) += A (64 x 16, K-major) * B (16 x N, N-major, or K-major when !B_N_MAJOR),
+// read from shared memory. N is 64, 128, 192 or 256 (matmul rungs 7-11: 256; rung 12 searches 128-256; attention
+// rung 7: the key tile, Kᵀ K-major).
+template <int GROUPS, bool B_N_MAJOR = true>  // GROUPS = N / 8
 __device__ __forceinline__ void wgmma_m64k16(float (&d)[1][GROUPS][4], unsigned long long desc_a,
                                              unsigned long long desc_b) {
-    static_assert(GROUPS == 16 || GROUPS == 24 || GROUPS == 32, "wgmma tiles here are 128, 192 or 256 columns wide");
-    if constexpr (GROUPS == 16) WGMMA_ASM(128, WGMMA_REGS_64, 64, 65, 66, WGMMA_ACC8(0), WGMMA_ACC8(8));
+    static_assert(GROUPS == 8 || GROUPS == 16 || GROUPS == 24 || GROUPS == 32,
+                  "wgmma tiles here are 64, 128, 192 or 256 columns wide");
+    if constexpr (GROUPS == 8) WGMMA_ASM(64, WGMMA_REGS_32, 32, 33, 34, 35, WGMMA_ACC8(0));
+    if constexpr (GROUPS == 16) WGMMA_ASM(128, WGMMA_REGS_64, 64, 65, 66, 67, WGMMA_ACC8(0), WGMMA_ACC8(8));
     if constexpr (GROUPS == 24)
-        WGMMA_ASM(192, WGMMA_REGS_96, 96, 97, 98, WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16));
+        WGMMA_ASM(192, WGMMA_REGS_96, 96, 97, 98, 99, WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16));
     if constexpr (GROUPS == 32)
-        WGMMA_ASM(256, WGMMA_REGS_128, 128, 129, 130, WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16), WGMMA_ACC8(24));
+        WGMMA_ASM(256, WGMMA_REGS_128, 128, 129, 130, 131, WGMMA_ACC8(0), WGMMA_ACC8(8), WGMMA_ACC8(16),
+                  WGMMA_ACC8(24));
+}
+
+// d += A (64 x 16 from registers: a warp's a[0..3] as mma.sync's m16k16 A fragment) * B (16 x N, N-major, shared
+// memory): attention rung 7's P·V, P straight from the softmax's registers. N is 64 or 128.
+template <int GROUPS>
+__device__ __forceinline__ void wgmma_m64k16(float (&d)[1][GROUPS][4], const unsigned (&a)[4],
+                                             unsigned long long desc_b) {
+    static_assert(GROUPS == 8 || GROUPS == 16, "wgmma tiles with A in registers here are 64 or 128 columns wide");
+    if constexpr (GROUPS == 8) WGMMA_RS_ASM(64, WGMMA_REGS_32, "%32, %33, %34, %35", 36, 37, WGMMA_ACC8(0));
+    if constexpr (GROUPS == 16)
+        WGMMA_RS_ASM(128, WGMMA_REGS_64, "%64, %65, %66, %67", 68, 69, WGMMA_ACC8(0), WGMMA_ACC8(8));
 }
 
 // wgmma runs asynchronously: fence before the first wgmma that reads accumulators other instructions wrote,

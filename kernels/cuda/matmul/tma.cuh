@@ -1,5 +1,6 @@
-// The TMA and mbarriers, shared by matmul rungs 8 and up (sm_90a): the tensor map the host encodes, the
-// 64-bit barriers in shared memory that producer and consumers meet on, and the TMA's 2-D box copy.
+// The TMA and mbarriers, shared by matmul rungs 8 and up and attention rung 7 (sm_90a): the tensor map the host
+// encodes, the 64-bit barriers in shared memory that producer and consumers meet on, and the TMA's box copies
+// (2-D, and 3-D for a stack of matrices).
 #pragma once
 #include "tensor_core.cuh"
 
@@ -41,6 +42,13 @@ __device__ __forceinline__ void tma_load(half* dst, const TensorMap& map, int x,
                  :: "r"(smem_address(dst)), "l"(&map), "r"(x), "r"(y), "r"(smem_address(bar)) : "memory");
 }
 
+// The same from a stack of matrices (a 3-D map, ladder/tma.py): the box of matrix z, zeros past that matrix's rows
+// and columns (attention rung 7: a head's ragged tail reads zeros, not the next head).
+__device__ __forceinline__ void tma_load(half* dst, const TensorMap& map, int x, int y, int z, unsigned long long* bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 :: "r"(smem_address(dst)), "l"(&map), "r"(x), "r"(y), "r"(z), "r"(smem_address(bar)) : "memory");
+}
+
 // ---------------------------------------------------------------- the ring
 // Its barriers, set up by thread 0: full[s] completes on the producer's arrive plus the TMA's bytes, empty[s]
 // on `releases` consumer arrives. The fence makes them visible to the TMA unit (and to a cluster partner).
@@ -55,9 +63,13 @@ __device__ __forceinline__ void ring_init(unsigned long long* full, unsigned lon
     }
 }
 
-// The producer's first step: both tensor maps into the TMA unit's cache before the first copy needs them.
+// The producer's first step: its tensor maps into the TMA unit's cache before the first copy needs them.
+__device__ __forceinline__ void prefetch_tensormap(const TensorMap& map) {
+    asm volatile("prefetch.tensormap [%0];\n" :: "l"(&map) : "memory");
+}
+
 __device__ __forceinline__ void prefetch_tensormaps(const TensorMap& a, const TensorMap& b) {
-    asm volatile("prefetch.tensormap [%0];\n" :: "l"(&a) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" :: "l"(&b) : "memory");
+    prefetch_tensormap(a);
+    prefetch_tensormap(b);
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

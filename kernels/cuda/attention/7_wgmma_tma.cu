@@ -1,0 +1,116 @@
+// Attention rung 7 (Hopper only, sm_90a) - wgmma and the TMA: rung 6's FlashAttention on Hopper's own instructions.
+//
+// Idea:       rungs 4-6 multiply on mma.sync, which an H100 runs on a legacy path at a fraction of its tensor
+//             cores' rate (matmul rung 7). Here both products are wgmma, issued by one warpgroup (4 warps) for
+//             its 64 queries: S = Q·Kᵀ reads Q and K from shared memory through descriptors (128-byte swizzle;
+//             a row of K is a column of Kᵀ, so B is K-major), O += P·V takes P straight from the softmax's
+//             registers (wgmma's A-in-registers form: its accumulator layout is its A layout, as for mma.sync
+//             in rung 4) and V from shared memory (B N-major, as matmul's B). The softmax is rung 6's, on the
+//             wgmma accumulators (flash_mma.cuh). No ldmatrix, no per-thread copies: the TMA brings Q and a
+//             ring of STAGES K/V tiles, issued by one thread of a producer warp and met on mbarriers as in
+//             matmul rung 8; its tensor maps are 3-D (head, row, column), so a head's ragged tail reads zeros,
+//             never the next head's rows. Causal blocks skip the key tiles past their diagonal, heaviest first.
+//             One consumer warpgroup per block; two or three blocks per SM overlap one's softmax with
+//             another's wgmma.
+// Prediction: 1.2-1.8x rung 6 (kernels/predictions/attention_cuda.toml); short of cuDNN's Hopper kernel
+//             (SDPA's default, ~1.9x rung 6 at D128), whose two consumer warpgroups take turns between the
+//             softmax and the tensor cores and overlap the next S with this P·V inside each warpgroup.
+//             Measured on the way (one H200 run, non-causal, TFLOP/s): that overlap inside the warpgroup (the
+//             next tile's S issued before this tile's P·V, the softmax between them) ran slower here, 335 vs 398
+//             at D=64 and 407 vs 434 at D=128: its second set of scores and P leaves fewer blocks per SM to
+//             overlap one another; so did 128-key tiles at D=128 (one block per SM: 398) and a third stage at
+//             D=64 (two blocks: 374).
+// Signature:  HGMMA for both products (no HMMA, no LDSM), UTMALDG (TMA loads), SYNCS (mbarrier arrive and
+//             try-wait), MUFU.EX2 and SHFL for the softmax; no LDGSTS, no LDL/STL.
+// HEAD_DIM (64 or 128), BLOCK_N (keys a tile: 64 or 128) and STAGES are defines. Dynamic shared memory: the Q tile
+// and STAGES K and V tiles, unpadded (the swizzle avoids bank conflicts), + 1 KiB to align the swizzle atoms.
+#define BLOCK_M 64  // one consumer warpgroup: wgmma's 64 rows
+#define WARPS 4
+#include "flash_mma.cuh"
+#include "../matmul/tma.cuh"
+
+#ifndef STAGES
+#define STAGES 2
+#endif
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "7_wgmma_tma.cu uses wgmma: compile it for sm_90a (the launcher does)"
+#endif
+constexpr int PRODUCER = WARPS;  // the warp after the consumer warpgroup issues the TMA copies
+constexpr int Q_TILE = BLOCK_M * HEAD_DIM, KV_TILE = BLOCK_N * HEAD_DIM;  // halves, in column blocks of 64
+constexpr unsigned Q_BYTES = 2 * Q_TILE, STAGE_BYTES = 2 * 2 * KV_TILE;   // what the TMA writes, zeros included
+
+// Descriptor of k16 step kk of a K-major tile of ROWS rows (Q, K): 64-column blocks of ROWS swizzled 128-byte rows.
+template <int ROWS>
+__device__ __forceinline__ unsigned long long k_major(const half* tile, int kk) {
+    return descriptor(tile + kk / 4 * ROWS * 64 + kk % 4 * 16, 16);
+}
+
+// A tile of ROWS rows from row y of head z, one TMA box per 64-column block.
+template <int ROWS>
+__device__ __forceinline__ void load_tile(half* dst, const TensorMap& map, int y, int z, unsigned long long* bar) {
+#pragma unroll
+    for (int c = 0; c < HEAD_DIM / 64; ++c) tma_load(dst + c * ROWS * 64, map, c * 64, y, z, bar);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS + 32)
+attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ TensorMap map_k,
+          const __grid_constant__ TensorMap map_v, half* O, int S, float scale_log2, int causal) {
+    extern __shared__ __align__(128) half smem_raw[];
+    __shared__ unsigned long long q_full, full[STAGES], empty[STAGES];
+    half* Qs = smem_raw + swizzle_atom_offset(smem_raw);  // 1024-byte aligned, as the swizzle needs
+    half* Ks = Qs + Q_TILE;
+    half* Vs = Ks + STAGES * KV_TILE;
+    const int head = blockIdx.y;
+    const KeyRange keys(causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x, S, causal);  // heaviest causal blocks first
+    const int tiles = keys.tiles();
+    if (threadIdx.x == 0) mbarrier_init(&q_full, 1);
+    ring_init(full, empty, STAGES, WARPS);  // empty[s]: one arrive per consumer warp (and the fence for q_full too)
+    __syncthreads();
+
+    if (threadIdx.x / 32 == PRODUCER) {  // ------------------------------------------------------ producer warp
+        if (threadIdx.x % 32 == 0) {
+            prefetch_tensormaps(map_q, map_k);
+            prefetch_tensormap(map_v);
+            mbarrier_arrive_expect_bytes(&q_full, Q_BYTES);
+            load_tile<BLOCK_M>(Qs, map_q, keys.m0, head, &q_full);
+            for (int t = 0; t < tiles; ++t) {
+                const int s = t % STAGES;
+                mbarrier_wait(&empty[s], (t / STAGES + 1) & 1);  // consumers done with round t/STAGES - 1
+                mbarrier_arrive_expect_bytes(&full[s], STAGE_BYTES);
+                load_tile<BLOCK_N>(Ks + s * KV_TILE, map_k, t * BLOCK_N, head, &full[s]);
+                load_tile<BLOCK_N>(Vs + s * KV_TILE, map_v, t * BLOCK_N, head, &full[s]);
+            }
+        }
+        return;
+    }
+    // ---------------------------------------------------------------------------------- consumer warpgroup
+    const int row0 = keys.m0 + threadIdx.x / 32 * 16;  // this warp's 16 queries
+    FlashWarp warp;
+    warp.init();
+    mbarrier_wait(&q_full, 0);
+    for (int t = 0; t < tiles; ++t) {
+        const int s = t % STAGES, n0 = t * BLOCK_N;
+        const half *k = Ks + s * KV_TILE, *v = Vs + s * KV_TILE;
+        mbarrier_wait(&full[s], (t / STAGES) & 1);  // K and V tile t landed
+        float scores[1][NJ][4] = {};
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < HEAD_DIM / 16; ++kk)  // S = Q·Kᵀ, 16 dimensions a step
+            wgmma_m64k16<NJ, false>(scores, k_major<BLOCK_M>(Qs, kk), k_major<BLOCK_N>(k, kk));
+        wgmma_commit();
+        wgmma_wait<0>();
+        if (keys.masked(n0)) warp.mask(scores, n0, row0, S, causal);
+        warp.softmax(scores, scale_log2);  // scores become P; acc rescaled
+        unsigned p[NJ / 2][4];  // all of P before the fence: one written between wgmmas would need its own (C7519)
+#pragma unroll
+        for (int kj = 0; kj < NJ; kj += 2) FlashWarp::p_fragment(p[kj / 2], scores, 0, kj);
+        wgmma_fence();  // acc and P were written by ordinary instructions
+#pragma unroll
+        for (int kj = 0; kj < NJ; kj += 2)  // O += P·V, 16 keys a step: 16 rows down V's column blocks
+            wgmma_m64k16(warp.acc, p[kj / 2], descriptor(v + kj * 8 * 64, BLOCK_N * 128));
+        wgmma_commit();
+        wgmma_wait<0>();
+        if (threadIdx.x % 32 == 0) mbarrier_arrive(&empty[s]);  // this warp has read the stage
+    }
+    warp.store(O + (size_t)head * S * HEAD_DIM, S, row0);
+}
