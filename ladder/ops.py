@@ -69,7 +69,8 @@ from kernels.triton import matmul as tm
 INT32 = 2**31
 GRID_Y_MAX = 65535                       # a launch grid's second dimension: attention's B·H
 ACTIVATIONS = (None, "relu", "gelu")     # gelu: GELU's tanh form, GPT-2's (F.gelu(x, approximate="tanh"))
-F16 = torch.float16
+F16, BF16 = torch.float16, torch.bfloat16
+ATTENTION_DTYPES = (F16, BF16)           # bf16 from sm_80 on, on a GPU (not in the interpreter)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # tensor types that hold their own data (not fake, functional, ...)
 _DEVICE = "cuda" if WORLD.gpu else "cpu"
 RUNG6, RUNG7, CUBLAS = dispatch.RUNG6, dispatch.RUNG7, dispatch.CUBLAS
@@ -120,11 +121,12 @@ def describe() -> str:
 _ON_DEVICE = (lambda t: t.is_cuda) if WORLD.gpu else (lambda t: t.device.type == "cpu")
 
 
-def _tensor(op: str, name: str, t, ndim: int) -> None:
+def _tensor(op: str, name: str, t, ndim: int, dtypes: tuple = (F16,)) -> None:
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"ladder.ops.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype is not torch.float16:
-        raise ValueError(f"ladder.ops.{op}: {name} must be torch.float16 (the kernels' type), got {t.dtype}")
+    if t.dtype not in dtypes:
+        raise ValueError(f"ladder.ops.{op}: {name} must be {' or '.join(map(str, dtypes))} (the kernels' "
+                         f"type{'s' * (len(dtypes) > 1)}), got {t.dtype}")
     if t.dim() != ndim:
         raise ValueError(f"ladder.ops.{op}: {name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
     if not _ON_DEVICE(t):
@@ -188,7 +190,17 @@ def _check_attention(q, k, v, causal, scale) -> tuple:
 
 def _check_attention_each(q, k, v, causal, scale) -> tuple:
     for name, t in (("q", q), ("k", k), ("v", v)):
-        _tensor("attention", name, t, 4)
+        _tensor("attention", name, t, 4, ATTENTION_DTYPES)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"ladder.ops.attention: q, k and v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.dtype is BF16:
+        gpu = detect()
+        if gpu is None:
+            raise ValueError("ladder.ops.attention: bfloat16 runs on a GPU only (Triton's interpreter computes bf16 "
+                             "products wrongly); pass torch.float16 here")
+        if not gpu.has("bf16"):
+            raise ValueError(f"ladder.ops.attention: bfloat16 needs a GPU from sm_80 on; this one is {gpu.arch}: "
+                             "pass torch.float16")
     if not (q.shape == k.shape == v.shape):
         raise ValueError(f"ladder.ops.attention: shape mismatch: q {tuple(q.shape)}, k {tuple(k.shape)}, "
                          f"v {tuple(v.shape)}")
@@ -470,8 +482,8 @@ def _attention_run(q, k, v, causal: bool, B: int, H: int, S: int, D: int, scale:
     elif out.numel():
         plan = attention_plan(B, H, S, D, causal)
         # out and lse are fresh, 512-byte aligned; Triton does not specialize on a float (the scale)
-        key = (q.get_device(), B, H, S, D, causal, *strides, q.data_ptr() % 16 == 0, k.data_ptr() % 16 == 0,
-               v.data_ptr() % 16 == 0)
+        key = (q.get_device(), q.dtype, B, H, S, D, causal, *strides, q.data_ptr() % 16 == 0,
+               k.data_ptr() % 16 == 0, v.data_ptr() % 16 == 0)
         _FLASH_LAUNCHES(key, plan, tensors, (S, H, scale * ta.LOG2E, *strides))
     return out, lse
 
@@ -530,8 +542,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               scale: float | None = None) -> torch.Tensor:
-    """softmax(q·kᵀ·scale)·v (scale defaults to 1/√D; causal: no key after its query): q, k, v fp16 (B, H, S, D)
-    of one shape, D 64 or 128, any strides (the (B, S, 3, H, D) projection's views are read in place). O is laid
+    """softmax(q·kᵀ·scale)·v (scale defaults to 1/√D; causal: no key after its query): q, k, v fp16, or bf16 on a
+    GPU from sm_80 on, (B, H, S, D) of one shape and dtype, D 64 or 128, any strides (the (B, S, 3, H, D) projection's views are read in place). O is laid
     out as q is (see _attention_outputs). torch.ops.ladder.attention also returns each query's log-sum-exp, which
     the backward (FlashAttention-2's, rung 4 of kernels/triton/attention_backward.py: rung 2 in the tiles searched
     on this GPU) recomputes P from."""

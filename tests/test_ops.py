@@ -98,6 +98,10 @@ def test_attention_scale():
     (lambda: ops.attention(randn(1, 2, 8, 64), randn(1, 2, 9, 64), randn(1, 2, 8, 64)), "shape mismatch"),
     (lambda: ops.attention(*(randn(2, 8, 64),) * 3), "q must have 4 dimensions"),
     (lambda: ops.attention(*(randn(1, 2, 8, 64),) * 3, causal=1), "causal must be True or False"),
+    (lambda: ops.attention(*(randn(1, 2, 8, 64).float(),) * 3), "q must be torch.float16 or torch.bfloat16"),
+    (lambda: ops.attention(randn(1, 2, 8, 64), randn(1, 2, 8, 64).bfloat16(), randn(1, 2, 8, 64)),
+     "must share one dtype, got torch.float16, torch.bfloat16"),
+    (lambda: ops.attention(*(randn(1, 2, 8, 64).bfloat16(),) * 3), "bfloat16 runs on a GPU only"),
 ])
 def test_bad_input_is_one_value_error_that_names_it(call, message):
     with pytest.raises(ValueError, match=message):

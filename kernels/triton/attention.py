@@ -170,7 +170,7 @@ def attend(q, m, l, acc, k_ptr, v_ptr, stride_ks, stride_kd, stride_vs, stride_v
         p = tl.exp2(s * qk_scale - m_new[:, None])
         l = l * alpha + tl.sum(p, axis=1)
         if TENSOR_CORES:
-            acc = tl.dot(p.to(tl.float16), v, acc * alpha[:, None])
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])   # P rounded to V's type: fp16 (bf16 via ladder.ops)
         else:
             acc = tl.dot(p, v.to(tl.float32), acc * alpha[:, None], input_precision="ieee")
         m = m_new
@@ -219,7 +219,7 @@ def flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, S, H, qk_scale,
                        unmasked_end, end, HEAD_DIM, BLOCK_N, True, CAUSAL, TENSOR_CORES)
     o = acc / l[:, None]
     tl.store(o_ptr + b * stride_ob + h * stride_oh + rows[:, None] * stride_os + dims[None, :] * stride_od,
-             o.to(tl.float16), mask=rows[:, None] < S)
+             o.to(o_ptr.dtype.element_ty), mask=rows[:, None] < S)
     if STORE_LSE:  # l = Σ exp2(score·qk_scale - m), m in base 2: ln Σ exp(score·scale) = m · ln 2 + ln l
         tl.store(lse_ptr + bh.to(tl.int64) * S + rows, m * 0.6931471805599453 + tl.log(l), mask=rows < S)
 

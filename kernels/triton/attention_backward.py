@@ -297,7 +297,7 @@ INTERPRETER_TILES = {d: dict(delta=dict(BLOCK_M=16, num_warps=4),
                              dq=dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1),
                              dkdv_atomic=dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1)) for d in (64, 128)}
 TILES = GPU_TILES if WORLD.gpu else INTERPRETER_TILES
-DTYPES = (torch.float16, torch.float64)
+DTYPES = (torch.float16, torch.bfloat16, torch.float64)   # bf16 on a GPU only: the interpreter's bf16 dots are wrong
 
 
 def strides(*tensors: torch.Tensor) -> tuple:

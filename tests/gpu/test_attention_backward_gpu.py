@@ -56,6 +56,26 @@ def test_gradients_within_twice_pytorchs_error(B, H, S, D, causal, backend):
         assert error <= limit, f"{name}: error {error:.2e}, over {ERROR_RATIO}x PyTorch's {limit / ERROR_RATIO:.2e}"
 
 
+@pytest.mark.parametrize("backend", [SDPBackend.MATH, SDPBackend.FLASH_ATTENTION], ids=["math", "flash"])
+@pytest.mark.parametrize("B, H, S, D", [(2, 8, 2048, 64), (2, 8, 2048, 128), (1, 4, 1023, 64), (1, 4, 1000, 128)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_bf16_output_and_gradients_within_twice_pytorchs_bf16_error(B, H, S, D, causal, backend):
+    q, k, v = (t.bfloat16() for t in packed(B, H, S, D))
+    do = randn(B, S, H, D).transpose(1, 2).bfloat16()
+    exact_o = sdpa(causal)(*(t.float() for t in (q, k, v)))
+    for name, got, pytorch in (("O", ops.attention(q, k, v, causal=causal), sdpa(causal, backend)(q, k, v)),):
+        assert got.dtype == torch.bfloat16
+        error, limit = compare(got, exact_o).rel_error, ERROR_RATIO * compare(pytorch, exact_o).rel_error
+        assert error <= limit, f"{name}: error {error:.2e}, over {ERROR_RATIO}x PyTorch's {limit / ERROR_RATIO:.2e}"
+    want = grads(sdpa(causal), *(t.float() for t in (q, k, v, do)))
+    theirs = grads(sdpa(causal, backend), q, k, v, do)
+    ours = grads(lambda q, k, v: ops.attention(q, k, v, causal=causal), q, k, v, do)
+    for name, got, pytorch, exact in zip(("dQ", "dK", "dV"), ours, theirs, want):
+        assert got.dtype == torch.bfloat16
+        error, limit = compare(got, exact).rel_error, ERROR_RATIO * compare(pytorch, exact).rel_error
+        assert error <= limit, f"{name}: error {error:.2e}, over {ERROR_RATIO}x PyTorch's {limit / ERROR_RATIO:.2e}"
+
+
 @pytest.mark.parametrize("D", [64, 128])
 def test_every_gradient_element_written_into_poisoned_strided_buffers(D):
     q, k, v = packed(1, 4, 777, D)
