@@ -367,3 +367,12 @@ def test_grade_the_solution_and_the_untouched_exercise(tmp_path):
         else:
             assert graded.score == 0 and all(t.feedback.endswith("not answered yet") for t in graded.tasks), \
                 graded.table()
+
+
+def test_a_triton_kernel_handed_to_the_numpy_task_is_named_and_not_called():
+    """Called from Python, a @triton.jit function runs in Triton's interpreter, which (3.6) patches
+    triton.language for the rest of the process: every later compile of a kernel then fails."""
+    import triton.language as tl
+    result = AttentionBackwardDs().check_numpy(delta_good)
+    assert not result and "@triton.jit function" in str(result)
+    assert "__bool__" not in vars(tl.core.tensor) or "interpreter" not in tl.core.tensor.__bool__.__code__.co_filename
