@@ -543,8 +543,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               scale: float | None = None) -> torch.Tensor:
     """softmax(q·kᵀ·scale)·v (scale defaults to 1/√D; causal: no key after its query): q, k, v fp16, or bf16 on a
-    GPU from sm_80 on, (B, H, S, D) of one shape and dtype, D 64 or 128, any strides (the (B, S, 3, H, D) projection's views are read in place). O is laid
-    out as q is (see _attention_outputs). torch.ops.ladder.attention also returns each query's log-sum-exp, which
+    GPU from sm_80 on, (B, H, S, D) of one shape and dtype, D 64 or 128, any strides (the (B, S, 3, H, D)
+    projection's views are read in place). O is laid out as q is (see _attention_outputs). torch.ops.ladder.attention also returns each query's log-sum-exp, which
     the backward (FlashAttention-2's, rung 4 of kernels/triton/attention_backward.py: rung 2 in the tiles searched
     on this GPU) recomputes P from."""
     shape = _check_attention(q, k, v, causal, scale)

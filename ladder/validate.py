@@ -59,7 +59,7 @@ def padded_rows(a: torch.Tensor, b: torch.Tensor):
     to K and N multiples of 8 when they are not (the padding adds nothing to the sums), and copied when
     a view starts mid-vector. kernels.matmul.pad_note says when this copies."""
     K, N = a.shape[1], b.shape[1]
-    Kp, Np = -(-K // 8) * 8, -(-N // 8) * 8
+    Kp, Np = _multiple_of_8(K), _multiple_of_8(N)
     if Kp != K:
         a = F.pad(a, (0, Kp - K))
     if (Kp, Np) != (K, N):
@@ -71,10 +71,15 @@ def padded_k(a: torch.Tensor, w: torch.Tensor):
     """(a, w) for A (M×K) and W (N×K) both read along K in 16-byte vectors: K zero-padded to a multiple of 8 in
     both (adding nothing to the sums), and a view that starts mid-vector copied."""
     K = a.shape[1]
-    Kp = -(-K // 8) * 8
+    Kp = _multiple_of_8(K)
     if Kp != K:
         a, w = F.pad(a, (0, Kp - K)), F.pad(w, (0, Kp - K))
     return _aligned(a), _aligned(w)
+
+
+def _multiple_of_8(n: int) -> int:
+    """n rounded up to 8 fp16 elements: 16 bytes, a vector load and a TMA row pitch."""
+    return -(-n // 8) * 8
 
 
 def _aligned(t: torch.Tensor) -> torch.Tensor:

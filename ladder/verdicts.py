@@ -444,8 +444,7 @@ COUNTERS = {
 
 def counters(problem, labels: list[str], names: list[str], recording=None) -> str:
     """The recorded Nsight Compute counters `names` (keys of COUNTERS) of the rungs `labels`, one line each."""
-    rec = recording or results_mod.load()
-    profiles = {_label(p): p for p in rec.profiles(_problem_name(problem))}
+    profiles, rec = _profiles(problem, recording)
     widths = [max(9, len(n) + 1) for n in names]
     lines = [f"{'rung':26s}" + "".join(f"{n:>{w}s}" for n, w in zip(names, widths))]
     for label in labels:
@@ -454,16 +453,26 @@ def counters(problem, labels: list[str], names: list[str], recording=None) -> st
             lines.append(f"{label:26s} not profiled")
             continue
         lines.append(f"{label:26s}" + "".join(f"{COUNTERS[n](p['metrics']):>{w}.3g}" for n, w in zip(names, widths)))
+    lines.append(f"({_profiled_at(problem, profiles, labels, rec)})")
+    return "\n".join(lines)
+
+
+def _profiles(problem, recording=None) -> tuple[dict, object]:
+    """The recorded ncu profiles of `problem`'s rungs by label, and the recording."""
+    rec = recording or results_mod.load()
+    return {_label(p): p for p in rec.profiles(_problem_name(problem))}, rec
+
+
+def _profiled_at(problem, profiles: dict, labels: list[str], rec) -> str:
+    """Where and when the profiles shown were taken: "ncu at <shape>, recorded on <GPU>, <dates>"."""
     shape = next(iter(profiles.values()))["shape"] if profiles else None
     shown = rec.label_for([profiles[label] for label in labels if label in profiles])
-    lines.append(f"(ncu at {shape_label(problem, shape) if shape else '-'}, {shown})")
-    return "\n".join(lines)
+    return f"ncu at {shape_label(problem, shape) if shape else '-'}, {shown}"
 
 
 def kernel_times(problem, labels: list[str], recording=None, width: int = 60) -> str:
     """Each rung's kernels as ncu timed them once (the recorded profile): name, time and share of the rung's time."""
-    rec = recording or results_mod.load()
-    profiles = {_label(p): p for p in rec.profiles(_problem_name(problem))}
+    profiles, rec = _profiles(problem, recording)
     lines = []
     for label in labels:
         p = profiles.get(label)
@@ -475,9 +484,7 @@ def kernel_times(problem, labels: list[str], recording=None, width: int = 60) ->
         for name, t in zip(p["metrics"]["kernels"], times):
             short = name if len(name) <= width else name[:width - 1] + "…"
             lines.append(f"  {short:{width}s} {t / 1e3:8.0f} µs {t / sum(times):5.0%}")
-    shown = [profiles[label] for label in labels if label in profiles]
-    at = shape_label(problem, shown[0]["shape"]) if shown else "-"
-    lines.append(f"(ncu at {at}, {rec.label_for(shown)}: each kernel run once, clocks as found)")
+    lines.append(f"({_profiled_at(problem, profiles, labels, rec)}: each kernel run once, clocks as found)")
     return "\n".join(lines)
 
 
