@@ -127,15 +127,18 @@ def dkdv_steps(dk, dv, k, v, keys, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, st
             do = tl.load(do_ptrs)
             lse2 = tl.load(lse_ptr + rows) * LOG2E
             delta = tl.load(delta_ptr + rows)
-        # Pᵀ from the forward's log-sum-exp (here in base 2, as the scale): the softmax without its max or sum
-        pt = tl.exp2(tl.dot(k, qt) * qk_scale - lse2[None, :])
+        # Pᵀ from the forward's log-sum-exp (here in base 2, as the scale): the softmax without its max or sum.
+        # Both score products first, then the exponentials: dPᵀ's product runs on the tensor cores while the
+        # threads exponentiate (issued after them, it waited for them: measured 4-8% slower on the H100)
+        st = tl.dot(k, qt)
+        dpt = tl.dot(v, tl.trans(do))                          # dPᵀ = V·dOᵀ
+        pt = tl.exp2(st * qk_scale - lse2[None, :])
         if MASKED:  # a score the forward masked has P = 0; where, not a multiply: exp2 may overflow to inf there
             keep = rows[None, :] < S
             if CAUSAL:
                 keep = keep & (keys[:, None] <= rows[None, :])
             pt = tl.where(keep, pt, 0.0)
         dv = tl.dot(pt.to(do.dtype), do, dv, out_dtype=dv.dtype)  # dV += Pᵀ·dO, P rounded to the inputs' type
-        dpt = tl.dot(v, tl.trans(do))                          # dPᵀ = V·dOᵀ
         dst = (pt * (dpt - delta[None, :])).to(qt.dtype)      # dSᵀ = Pᵀ ∘ (dPᵀ − D), rounded as P is
         # dK += dSᵀ·Q (the scale comes once, at the end); out_dtype: the accumulator's (Triton 3.6 wants it said)
         dk = tl.dot(dst, tl.trans(qt), dk, out_dtype=dk.dtype)
@@ -222,13 +225,14 @@ def dq_steps(dq, q, do, lse2, delta, rows, k_ptr, v_ptr, stride_ks, stride_kd, s
         else:
             kt = tl.load(kt_ptrs)
             vt = tl.load(vt_ptrs)
-        p = tl.exp2(tl.dot(q, kt) * qk_scale - lse2[:, None])
+        s = tl.dot(q, kt)
+        dp = tl.dot(do, vt)                                    # dP = dO·Vᵀ, before the exponentials (as above)
+        p = tl.exp2(s * qk_scale - lse2[:, None])
         if MASKED:
             keep = keys[None, :] < S
             if CAUSAL:
                 keep = keep & (keys[None, :] <= rows[:, None])
             p = tl.where(keep, p, 0.0)
-        dp = tl.dot(do, vt)                                    # dP = dO·Vᵀ
         ds = p * (dp - delta[:, None])                         # dS = P ∘ (dP − D)
         dq = tl.dot(ds.to(kt.dtype), tl.trans(kt), dq, out_dtype=dq.dtype)  # dQ += dS·K
     return dq
@@ -283,13 +287,14 @@ GPU_TILES = {
     64: dict(delta=dict(BLOCK_M=64, num_warps=4),
              dkdv=dict(BLOCK_M=32, BLOCK_N=128, num_warps=4, num_stages=3),
              dq=dict(BLOCK_M=128, BLOCK_N=32, num_warps=4, num_stages=3),
-             # rung 3: its step's dQ tile (BLOCK_M x D fp32) on top of dK and dV; rung 2's tiles spill there
-             # (sm_90 SASS: 40 STL at D 64, 12 at D 128), these do not
-             dkdv_atomic=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2)),
+             # rung 3: its step's dQ tile (BLOCK_M x D fp32) on top of dK and dV, the fastest of six tiles
+             # timed on the H100 (B4 H32 S4096). At D 64 they do not spill (sm_90 SASS); at D 128 they spill
+             # (84 STL), and the 32 x 64 tile that does not ran 2.2-2.4x slower
+             dkdv_atomic=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3)),
     128: dict(delta=dict(BLOCK_M=64, num_warps=4),
               dkdv=dict(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=2),
               dq=dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2),
-              dkdv_atomic=dict(BLOCK_M=32, BLOCK_N=64, num_warps=8, num_stages=2)),
+              dkdv_atomic=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2)),
 }
 # tl.dot's smallest tiles, the step half the tile: every pass (unmasked, diagonal, ragged) runs at small S
 INTERPRETER_TILES = {d: dict(delta=dict(BLOCK_M=16, num_warps=4),
@@ -306,10 +311,13 @@ def strides(*tensors: torch.Tensor) -> tuple:
 
 
 def _launch(kernel, grid: tuple, args: tuple, config: dict, **constexprs) -> None:
-    """kernel[grid](*args) with config's tiles, warps and stages, through wrap_triton: on a GPU ladder.ops runs
-    this launcher as a triton_op (ladder::attention_backward), whose launches torch.compile sees only so;
-    eagerly it just launches, and in the interpreter wrap_triton hands the kernel back as it is."""
-    wrap_triton(kernel)[grid](*args, **config, **constexprs)
+    """kernel[grid](*args) with config's tiles, warps and stages. On a GPU ladder.ops runs this launcher as a
+    triton_op (ladder::attention_backward): traced (fake or functional tensors), the launch goes through
+    wrap_triton, the only way torch.compile sees it. Eagerly the kernel is called itself: through wrap_triton an
+    eager launch keeps its non-tensor arguments in torch's kernel side table, an entry per launch for the life
+    of the process (measured on the H100: a tensor argument held so leaked 128 MiB a call)."""
+    traced = any(isinstance(a, torch.Tensor) and type(a) not in (torch.Tensor, torch.nn.Parameter) for a in args)
+    (wrap_triton(kernel) if traced else kernel)[grid](*args, **config, **constexprs)
 
 
 def _prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None) -> tuple:
