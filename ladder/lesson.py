@@ -889,15 +889,19 @@ def backward_atomic_traffic(shapes=((4, 32, 4096, 64, 0), (4, 32, 4096, 128, 0))
 
 
 def backward_tiles(reports) -> str:
-    """Rung 4's recorded winners per kernel and (S, D, causal) beside rung 2's fixed tiles (GPU_TILES)."""
+    """Rung 4's recorded winners per kernel and (S, D, causal) beside rung 2's fixed tiles (GPU_TILES), with the
+    winner's speed-up over rung 2's tiles in the same search ("-" where the search did not time those)."""
     from kernels.triton import attention_backward as tab
     fmt = lambda c: f"{c['BLOCK_M']:3d}x{c['BLOCK_N']:<3d} w{c['num_warps']} s{c['num_stages']}"  # noqa: E731
     lines = [f"{'kernel':6s} {'S':>6s} {'D':>4s} {'causal':>6s}  {'rung 2 (fixed)':16s} {'rung 4 (searched)':18s}"
-             f"{'timed':>6s} {'pruned':>7s}"]
+             f"{'gain':>6s} {'timed':>6s} {'pruned':>7s}"]
     for r in sorted(reports, key=lambda r: (r.tuner, r.shape)):
         kernel = r.tuner.rsplit(":", 1)[1]
         S, D, causal = r.shape
-        lines.append(f"{kernel:6s} {S:6d} {D:4d} {causal:6d}  {fmt(tab.GPU_TILES[D][kernel]):16s} {fmt(r.best):18s}"
+        fixed = tab.GPU_TILES[D][kernel]
+        fixed_ms = next((t["ms"] for t in r.timed if t["config"] == fixed), None)
+        gain = f"{fixed_ms / r.best_ms:5.2f}x" if fixed_ms else f"{'-':>6s}"
+        lines.append(f"{kernel:6s} {S:6d} {D:4d} {causal:6d}  {fmt(fixed):16s} {fmt(r.best):18s}{gain} "
                      f"{len(r.timed):6d} {len(r.pruned):7d}")
     return "\n".join(lines)
 

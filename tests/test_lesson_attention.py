@@ -50,6 +50,22 @@ def test_backward_ratios_judge_the_issue_goals():
     assert "0.800-0.800x, met at 0 of 1 shapes -> MISS" in text[-1]
 
 
+def test_backward_tiles_show_the_search_gain_over_rung_2s_tiles():
+    """Lesson 04d's search table: the winner's speed-up over rung 2's tiles where the search timed them, "-"
+    where it pruned them (a synthetic search)."""
+    from kernels.triton import attention_backward as tab
+    from ladder.autotune import Report
+    fixed, other = tab.GPU_TILES[64]["dq"], dict(tab.GPU_TILES[64]["dq"], num_stages=4)
+    timed = Report("attention_backward", "triton:4_autotuned:dq", (4096, 64, 0), "gpu", other, 1.0, 1.0,
+                   timed=[{"config": other, "ms": 1.0}, {"config": fixed, "ms": 1.25}])
+    pruned = Report("attention_backward", "triton:4_autotuned:dkdv", (4096, 64, 0), "gpu", other, 1.0, 1.0,
+                    timed=[{"config": other, "ms": 1.0}], pruned=[{"config": fixed, "reason": "spills"}])
+    lines = lesson.backward_tiles([timed, pruned]).splitlines()
+    assert "gain" in lines[0]
+    assert lines[1].startswith("dkdv") and lines[1].split()[-3] == "-"
+    assert lines[2].startswith("dq") and lines[2].split()[-3] == "1.25x"
+
+
 def test_backward_problem_times_live_at_s4096_only(monkeypatch):
     import dataclasses
 

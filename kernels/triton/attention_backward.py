@@ -288,8 +288,8 @@ GPU_TILES = {
              dkdv=dict(BLOCK_M=32, BLOCK_N=128, num_warps=4, num_stages=3),
              dq=dict(BLOCK_M=128, BLOCK_N=32, num_warps=4, num_stages=3),
              # rung 3: its step's dQ tile (BLOCK_M x D fp32) on top of dK and dV, the fastest of six tiles
-             # timed on the H100 (B4 H32 S4096). At D 64 they do not spill (sm_90 SASS); at D 128 they spill
-             # (84 STL), and the 32 x 64 tile that does not ran 2.2-2.4x slower
+             # timed on the H100 (B4 H32 S4096). At D 64 they do not spill (sm_90 SASS); at D 128 they do (how
+             # much depends on Triton's version), and the 32 x 64 tile that does not ran 2.2-2.4x slower
              dkdv_atomic=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3)),
     128: dict(delta=dict(BLOCK_M=64, num_warps=4),
               dkdv=dict(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=2),

@@ -4,7 +4,7 @@ backward (SDPA's math backend, and its FlashAttention-2 backend: the algorithm r
 strided buffers; a very large logit; the log-sum-exp's gradient; what each rung keeps from the forward, in bytes
 the allocator holds; a training step of a small block through the ops, eager and compiled; rungs 3 and 4 (called
 directly) within 2x PyTorch's error, rtol = atol = 1e-2 at B 4, 128 x 128, D 64 (rung 2 too), poisoned buffers,
-a very large logit, NaN. Run with
+a very large logit, NaN; eager calls that leave nothing behind. Run with
 `pytest tests/gpu/test_attention_backward_gpu.py -o addopts="" -v`; it times nothing."""
 import pytest
 import torch
@@ -248,3 +248,22 @@ def test_rung_3_nan_propagates():
     do[0, 2, 17, 3] = float("nan")
     got = rung_grads("3_atomic_dq", q, k, v, do, False)
     assert all(g[0, 2].isnan().any() for g in got) and not compare(got[0], got[0].nan_to_num()).ok
+
+
+def test_eager_backward_calls_leave_nothing_behind():
+    """An eager backward launches its kernels itself: torch's kernel side table (where a wrap_triton launch
+    keeps its non-tensor arguments, one entry per launch) and the memory allocated do not grow with calls."""
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+    q, k, v, do = (randn(2, 4, 256, 64) for _ in range(4))
+    leaves = tuple(t.requires_grad_() for t in (q, k, v))
+
+    def step():
+        torch.autograd.grad(ops.attention(*leaves, causal=True), leaves, do)
+    step()
+    torch.cuda.synchronize()
+    entries, allocated = len(kernel_side_table.constant_args), torch.cuda.memory_allocated()
+    for _ in range(20):
+        step()
+    torch.cuda.synchronize()
+    assert len(kernel_side_table.constant_args) == entries
+    assert torch.cuda.memory_allocated() == allocated
