@@ -136,6 +136,8 @@ def cmd_record(args) -> None:
         res, record = runner.measure_live(chosen)
     if profile.available() and not args.no_profile:
         from tqdm import tqdm
+        import torch
+        torch.cuda.empty_cache()   # what the timing cached goes back: each profile runs in a process of its own
         jobs = [(p, r, p.bench_shapes[0]) for p in chosen for r in p.rungs if not runner.unavailable(r)]
         kinds = {"warp_states": profile.warp_states} if args.warp_states_only else \
             {"profiles": profile.profile, "warp_states": profile.warp_states}
