@@ -71,7 +71,7 @@ GRID_Y_MAX = 65535                       # a launch grid's second dimension: att
 ACTIVATIONS = (None, "relu", "gelu")     # gelu: GELU's tanh form, GPT-2's (F.gelu(x, approximate="tanh"))
 F16, BF16 = torch.float16, torch.bfloat16
 ATTENTION_DTYPES = (F16, BF16)           # bf16 from sm_80 on, on a GPU (not in the interpreter)
-_PLAIN = (torch.Tensor, torch.nn.Parameter)  # tensor types that hold their own data (not fake, functional, ...)
+_PLAIN = validate.PLAIN
 _DEVICE = "cuda" if WORLD.gpu else "cpu"
 RUNG6, RUNG7, CUBLAS = dispatch.RUNG6, dispatch.RUNG7, dispatch.CUBLAS
 
@@ -385,7 +385,7 @@ _FLASH_LAUNCHES = Launches(_FLASH_JIT)
 
 
 def _traced(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor | None) -> bool:
-    """Fake or functional tensors: the op is being traced (its fake run, or Inductor reading its kernels)."""
+    """validate.traced for an op's three operands, unrolled: it runs on every call."""
     return type(x) not in _PLAIN or type(y) not in _PLAIN or (z is not None and type(z) not in _PLAIN)
 
 
@@ -544,9 +544,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
               scale: float | None = None) -> torch.Tensor:
     """softmax(q·kᵀ·scale)·v (scale defaults to 1/√D; causal: no key after its query): q, k, v fp16, or bf16 on a
     GPU from sm_80 on, (B, H, S, D) of one shape and dtype, D 64 or 128, any strides (the (B, S, 3, H, D)
-    projection's views are read in place). O is laid out as q is (see _attention_outputs). torch.ops.ladder.attention also returns each query's log-sum-exp, which
-    the backward (FlashAttention-2's, rung 4 of kernels/triton/attention_backward.py: rung 2 in the tiles searched
-    on this GPU) recomputes P from."""
+    projection's views are read in place). O is laid out as q is (see _attention_outputs).
+    torch.ops.ladder.attention also returns each query's log-sum-exp, which the backward (FlashAttention-2's,
+    rung 4 of kernels/triton/attention_backward.py: rung 2 in the tiles searched on this GPU) recomputes P from."""
     shape = _check_attention(q, k, v, causal, scale)
     if _direct(q, k, v):
         return _attention_run(q, k, v, causal, *shape)[0]

@@ -82,5 +82,14 @@ def _multiple_of_8(n: int) -> int:
     return -(-n // 8) * 8
 
 
+PLAIN = (torch.Tensor, torch.nn.Parameter)  # tensor types that hold their own data (not fake, functional, ...)
+
+
+def traced(*args) -> bool:
+    """Whether any tensor among `args` is fake or functional: the op launching a kernel with them is being
+    traced (its fake run, or Inductor reading its kernels), and must launch through wrap_triton."""
+    return any(isinstance(a, torch.Tensor) and type(a) not in PLAIN for a in args)
+
+
 def _aligned(t: torch.Tensor) -> torch.Tensor:
     return t if t.data_ptr() % 16 == 0 else t.clone()

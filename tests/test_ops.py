@@ -229,3 +229,15 @@ def test_an_empty_chain_of_launch_hooks_is_not_handed_to_triton():
         chain.add(print)
         assert ops._hook(chain) is chain
     assert ops._hook(print) is print
+
+
+def test_a_launch_is_traced_only_with_fake_tensors_among_its_arguments():
+    """validate.traced, what decides whether a kernel launch goes through wrap_triton: fake tensors (a fake run,
+    Inductor's tracing) yes; plain tensors, parameters and non-tensor arguments no."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from ladder import validate
+    plain = torch.ones(2)
+    assert not validate.traced(plain, torch.nn.Parameter(plain), None, 3, 0.5)
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(plain)
+    assert validate.traced(plain, 3, fake)

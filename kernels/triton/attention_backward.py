@@ -47,7 +47,7 @@ import triton
 import triton.language as tl
 from torch.library import wrap_triton
 
-from ladder import autotune
+from ladder import autotune, validate
 from ladder.hardware import detect
 from ladder.world import WORLD
 
@@ -312,12 +312,11 @@ def strides(*tensors: torch.Tensor) -> tuple:
 
 def _launch(kernel, grid: tuple, args: tuple, config: dict, **constexprs) -> None:
     """kernel[grid](*args) with config's tiles, warps and stages. On a GPU ladder.ops runs this launcher as a
-    triton_op (ladder::attention_backward): traced (fake or functional tensors), the launch goes through
-    wrap_triton, the only way torch.compile sees it. Eagerly the kernel is called itself: through wrap_triton an
-    eager launch keeps its non-tensor arguments in torch's kernel side table, an entry per launch for the life
-    of the process (measured on the H100: a tensor argument held so leaked 128 MiB a call)."""
-    traced = any(isinstance(a, torch.Tensor) and type(a) not in (torch.Tensor, torch.nn.Parameter) for a in args)
-    (wrap_triton(kernel) if traced else kernel)[grid](*args, **config, **constexprs)
+    triton_op (ladder::attention_backward): traced (validate.traced), the launch goes through wrap_triton, the
+    only way torch.compile sees it. Eagerly the kernel is called itself: through wrap_triton an eager launch keeps
+    its non-tensor arguments in torch's kernel side table, an entry per launch for the life of the process
+    (measured on the H100: with a tensor descriptor among them, and the tensor it holds, 128 MiB a call)."""
+    (wrap_triton(kernel) if validate.traced(*args) else kernel)[grid](*args, **config, **constexprs)
 
 
 def _prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None) -> tuple:
