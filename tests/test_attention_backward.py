@@ -290,6 +290,32 @@ def test_rung_3_compiles_for_hopper_with_atomics_and_no_spills():
     assert "REDG" in code and "HGMMA" in code and " STL" not in code
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_kv_kernel_reads_q_and_do_through_the_tma_as_through_pointers(causal):
+    """The K/V kernel's TMA path (tensor descriptors of Q and dO, what an eager launch on sm_90 takes) writes what
+    its pointer loads write, bit for bit: strided views (a model's packed projection) and a ragged S, whose last
+    step's rows past S the TMA fills with zeros, as the masked loads do. The interpreter runs the descriptors."""
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = packed(gen, 1, 2, 40, 64)
+    do = randn(gen, 1, 40, 2, 64).transpose(1, 2)
+    o, lse = torch.ops.ladder.attention(q, k, v, causal)
+    dq, _, _, delta, scale, tiles = ab._prepare(q, k, v, o, lse, do, causal, None, None, None, None)
+    got = {}
+    for by_tma in (False, True):
+        dk, dv = torch.full_like(k, float("nan")), torch.full_like(v, float("nan"))
+        ab._launch_dkdv(q, k, v, do, lse, delta, dk, dv, None, scale, causal, tiles["dkdv"], by_tma=by_tma)
+        got[by_tma] = dk, dv
+    assert all(torch.equal(a, b) for a, b in zip(got[False], got[True]))
+    assert not any(t.isnan().any() for t in got[True])
+
+
+def test_the_kv_kernel_on_hopper_loads_q_and_do_with_the_tma():
+    """SASS of the K/V kernel as an eager launch on sm_90 compiles it: Q and dO by UTMALDG, nothing spilled."""
+    tiles = dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)   # rung 4's at D64 on the H100
+    code = str(sass.triton_sass(**ab.sass_case("dkdv", 64, False, tiles, qdo_tma=True), arch="sm_90a"))
+    assert "UTMALDG" in code and "HGMMA" in code and " STL" not in code
+
+
 # ------------------------------------------------------------- the recorded problem, attention_backward
 
 def test_the_problem_registers_its_cases_and_flops():

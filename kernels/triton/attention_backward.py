@@ -104,33 +104,41 @@ def delta_kernel(o_ptr, do_ptr, dlse_ptr, delta_ptr, S, H,
 # ------------------------------------------------------------- rungs 2-4: dK and dV, a program per K/V tile (rung 3: dQ too)
 
 @triton.jit
-def dkdv_steps(dk, dv, k, v, keys, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, stride_qs, stride_qd, stride_dos,
-               stride_dod, S, scale, qk_scale, lo, hi, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-               MASKED: tl.constexpr, CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr):
+def dkdv_steps(dk, dv, k, v, keys, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, b, h, stride_qs, stride_qd,
+               stride_dos, stride_dod, S, scale, qk_scale, lo, hi, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+               MASKED: tl.constexpr, CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr, QDO_BY_TMA: tl.constexpr):
     """Queries lo..hi (BLOCK_M at a time) into the dK and dV of the keys `keys` (K, V: their tiles). The tiles
     are transposed, Pᵀ and dPᵀ (keys down, queries across), so that each step's products land on rows that
     belong to this program's keys. MASKED: steps that may hold queries past S or (causal) before a key.
     ATOMIC_DQ (rung 3): each step also adds this program's share of the queries' dQ, scale·dS·K, into dq_ptr
-    (the head's fp32 (S, D) rows, contiguous), where every other K/V program of the head adds its own."""
+    (the head's fp32 (S, D) rows, contiguous), where every other K/V program of the head adds its own.
+    QDO_BY_TMA: q_ptr and do_ptr are tensor descriptors of all of Q and dO, (B, H, S, D) in boxes of BLOCK_M rows
+    of head (b, h), and the TMA brings each step's two tiles (rows past S as zeros); else they point at the
+    head's rows, and the threads load them."""
     dims = tl.arange(0, HEAD_DIM)
     for start_m in range(lo, hi, BLOCK_M):
         rows = start_m + tl.arange(0, BLOCK_M)
-        qt_ptrs = q_ptr + rows[None, :] * stride_qs + dims[:, None] * stride_qd      # Qᵀ: a D x BLOCK_M view of Q
-        do_ptrs = do_ptr + rows[:, None] * stride_dos + dims[None, :] * stride_dod
+        if QDO_BY_TMA:
+            q = q_ptr.load([b, h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+            do = do_ptr.load([b, h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+        elif MASKED:
+            q = tl.load(q_ptr + rows[:, None] * stride_qs + dims[None, :] * stride_qd, mask=rows[:, None] < S,
+                        other=0.0)
+            do = tl.load(do_ptr + rows[:, None] * stride_dos + dims[None, :] * stride_dod, mask=rows[:, None] < S,
+                         other=0.0)
+        else:
+            q = tl.load(q_ptr + rows[:, None] * stride_qs + dims[None, :] * stride_qd)
+            do = tl.load(do_ptr + rows[:, None] * stride_dos + dims[None, :] * stride_dod)
         if MASKED:
-            qt = tl.load(qt_ptrs, mask=rows[None, :] < S, other=0.0)
-            do = tl.load(do_ptrs, mask=rows[:, None] < S, other=0.0)
             lse2 = tl.load(lse_ptr + rows, mask=rows < S, other=0.0) * LOG2E
             delta = tl.load(delta_ptr + rows, mask=rows < S, other=0.0)
         else:
-            qt = tl.load(qt_ptrs)
-            do = tl.load(do_ptrs)
             lse2 = tl.load(lse_ptr + rows) * LOG2E
             delta = tl.load(delta_ptr + rows)
         # Pᵀ from the forward's log-sum-exp (here in base 2, as the scale): the softmax without its max or sum.
         # Both score products first, then the exponentials: dPᵀ's product runs on the tensor cores while the
         # threads exponentiate (issued after them, it waited for them: measured 4-8% slower on the H100)
-        st = tl.dot(k, qt)
+        st = tl.dot(k, tl.trans(q))                            # Sᵀ = K·Qᵀ
         dpt = tl.dot(v, tl.trans(do))                          # dPᵀ = V·dOᵀ
         pt = tl.exp2(st * qk_scale - lse2[None, :])
         if MASKED:  # a score the forward masked has P = 0; where, not a multiply: exp2 may overflow to inf there
@@ -139,9 +147,9 @@ def dkdv_steps(dk, dv, k, v, keys, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, st
                 keep = keep & (keys[:, None] <= rows[None, :])
             pt = tl.where(keep, pt, 0.0)
         dv = tl.dot(pt.to(do.dtype), do, dv, out_dtype=dv.dtype)  # dV += Pᵀ·dO, P rounded to the inputs' type
-        dst = (pt * (dpt - delta[None, :])).to(qt.dtype)      # dSᵀ = Pᵀ ∘ (dPᵀ − D), rounded as P is
+        dst = (pt * (dpt - delta[None, :])).to(q.dtype)       # dSᵀ = Pᵀ ∘ (dPᵀ − D), rounded as P is
         # dK += dSᵀ·Q (the scale comes once, at the end); out_dtype: the accumulator's (Triton 3.6 wants it said)
-        dk = tl.dot(dst, tl.trans(qt), dk, out_dtype=dk.dtype)
+        dk = tl.dot(dst, q, dk, out_dtype=dk.dtype)
         if ATOMIC_DQ:  # dQ's rows belong to no K/V program: S / BLOCK_N of them add into each, in any order
             dq = tl.dot(tl.trans(dst), k, out_dtype=dk.dtype) * scale     # scaled here: the sum is then final
             dq_ptrs = dq_ptr + rows[:, None] * HEAD_DIM + dims[None, :]
@@ -158,13 +166,15 @@ def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
                 stride_vb, stride_vh, stride_vs, stride_vd, stride_dob, stride_doh, stride_dos, stride_dod,
                 stride_dkb, stride_dkh, stride_dks, stride_dkd, stride_dvb, stride_dvh, stride_dvs, stride_dvd,
                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                ATOMIC_DQ: tl.constexpr):
+                ATOMIC_DQ: tl.constexpr, QDO_BY_TMA: tl.constexpr = False):
     """dK and dV of keys BLOCK_N·program_id(0).. of head program_id(1) = b·H + h. The log-sum-exp and D are
     (B, H, S) contiguous, in the sums' dtype (fp32; float64 for float64 inputs). Causal: BLOCK_N is a multiple
     of BLOCK_M, so that the diagonal is whole query steps. ATOMIC_DQ (rung 3): dQ too, added into dq_ptr,
-    (B, H, S, D) contiguous in the sums' dtype and zeroed (rung 2 passes None)."""
+    (B, H, S, D) contiguous in the sums' dtype and zeroed (rung 2 passes None). QDO_BY_TMA: q_ptr and do_ptr
+    are tensor descriptors of Q and dO (dkdv_steps)."""
     start_n, bh = tl.program_id(0) * BLOCK_N, tl.program_id(1)
-    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    b32, h32 = bh // H, bh % H   # a descriptor's coordinates (32-bit)
+    b, h = b32.to(tl.int64), h32.to(tl.int64)
     acc = delta_ptr.dtype.element_ty
     scale = tl.cast(scale, acc)  # Triton's launcher passes a Python float as fp32, Inductor's as fp64
     keys = start_n + tl.arange(0, BLOCK_N)
@@ -176,7 +186,10 @@ def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
                 mask=keys[:, None] < S, other=0.0)
     dk = tl.zeros((BLOCK_N, HEAD_DIM), acc)
     dv = tl.zeros((BLOCK_N, HEAD_DIM), acc)
-    q_head, do_head = q_ptr + b * stride_qb + h * stride_qh, do_ptr + b * stride_dob + h * stride_doh
+    if QDO_BY_TMA:
+        q_head, do_head = q_ptr, do_ptr
+    else:
+        q_head, do_head = q_ptr + b * stride_qb + h * stride_qh, do_ptr + b * stride_dob + h * stride_doh
     lse_head, delta_head = lse_ptr + bh.to(tl.int64) * S, delta_ptr + bh.to(tl.int64) * S
     dq_head = dq_ptr  # rung 2: None
     if ATOMIC_DQ:
@@ -186,19 +199,20 @@ def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
     # see some of them (the diagonal, masked); the queries after see all of them. Then, causal or not: the
     # query steps wholly inside S without compares, S's ragged last step with them.
     if CAUSAL:
-        dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, dq_head, stride_qs,
-                            stride_qd, stride_dos, stride_dod, S, scale, qk_scale, start_n,
-                            tl.minimum(S, start_n + BLOCK_N), HEAD_DIM, BLOCK_M, True, CAUSAL, ATOMIC_DQ)
+        dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, dq_head, b32, h32,
+                            stride_qs, stride_qd, stride_dos, stride_dod, S, scale, qk_scale, start_n,
+                            tl.minimum(S, start_n + BLOCK_N), HEAD_DIM, BLOCK_M, True, CAUSAL, ATOMIC_DQ,
+                            QDO_BY_TMA)
         lo = start_n + BLOCK_N
     else:
         lo = 0
     whole = (S // BLOCK_M) * BLOCK_M
-    dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, dq_head, stride_qs, stride_qd,
-                        stride_dos, stride_dod, S, scale, qk_scale, lo, whole, HEAD_DIM, BLOCK_M, False, CAUSAL,
-                        ATOMIC_DQ)
-    dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, dq_head, stride_qs, stride_qd,
-                        stride_dos, stride_dod, S, scale, qk_scale, tl.maximum(lo, whole), S, HEAD_DIM, BLOCK_M,
-                        True, CAUSAL, ATOMIC_DQ)
+    dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, dq_head, b32, h32, stride_qs,
+                        stride_qd, stride_dos, stride_dod, S, scale, qk_scale, lo, whole, HEAD_DIM, BLOCK_M, False,
+                        CAUSAL, ATOMIC_DQ, QDO_BY_TMA)
+    dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, dq_head, b32, h32, stride_qs,
+                        stride_qd, stride_dos, stride_dod, S, scale, qk_scale, tl.maximum(lo, whole), S, HEAD_DIM,
+                        BLOCK_M, True, CAUSAL, ATOMIC_DQ, QDO_BY_TMA)
     dk *= scale
     tl.store(dk_ptr + b * stride_dkb + h * stride_dkh + keys[:, None] * stride_dks + dims[None, :] * stride_dkd,
              dk.to(dk_ptr.dtype.element_ty), mask=keys[:, None] < S)
@@ -346,12 +360,36 @@ def _prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None) 
     return dq, dk, dv, delta, scale, tiles
 
 
-def _launch_dkdv(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, causal, config) -> None:
-    """dkdv_kernel, a program per BLOCK_N keys of each head; dq_sums: rung 3's fp32 dQ (else None)."""
+def qdo_by_tma(q: torch.Tensor, do: torch.Tensor) -> bool:
+    """Whether the K/V kernel has the TMA bring its Q and dO tiles: an eager launch (a traced one, under
+    torch.compile, keeps the pointer loads) on a GPU with the TMA (sm_90 on, as KERNEL_LADDER_EMULATE answers),
+    fp16 or bf16 operands whose rows' elements are adjacent, other strides and base 16-byte aligned (what a
+    tensor map takes)."""
+    if type(q) is not torch.Tensor or type(do) is not torch.Tensor or not q.is_cuda or q.dtype == torch.float64:
+        return False
+    gpu = detect()
+    return gpu is not None and gpu.has("tma") and all(
+        t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all(n * t.element_size() % 16 == 0 for n in t.stride()[:-1])
+        for t in (q, do))
+
+
+def _q_do(q, do, config: dict, by_tma: bool) -> tuple:
+    """The K/V kernel's q_ptr and do_ptr: the tensors, or their tensor descriptors (boxes of BLOCK_M rows)."""
+    if not by_tma:
+        return q, do
+    box = [1, 1, config["BLOCK_M"], q.shape[-1]]
+    return TensorDescriptor.from_tensor(q, box), TensorDescriptor.from_tensor(do, box)
+
+
+def _launch_dkdv(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, causal, config, by_tma=None) -> None:
+    """dkdv_kernel, a program per BLOCK_N keys of each head; dq_sums: rung 3's fp32 dQ (else None). by_tma:
+    Q and dO through the TMA (None: where qdo_by_tma says)."""
     B, H, S, D = q.shape
+    by_tma = qdo_by_tma(q, do) if by_tma is None else by_tma
+    q_arg, do_arg = _q_do(q, do, config, by_tma)
     _launch(dkdv_kernel, (triton.cdiv(S, config["BLOCK_N"]), B * H),
-            (q, k, v, do, lse, delta, dk, dv, dq_sums, S, H, scale, *strides(q, k, v, do, dk, dv), D), config,
-            CAUSAL=causal, ATOMIC_DQ=dq_sums is not None)
+            (q_arg, k, v, do_arg, lse, delta, dk, dv, dq_sums, S, H, scale, *strides(q, k, v, do, dk, dv), D), config,
+            CAUSAL=causal, ATOMIC_DQ=dq_sums is not None, QDO_BY_TMA=by_tma)
 
 
 def _launch_dq(q, k, v, do, lse, delta, dq, scale, causal, config) -> None:
@@ -419,12 +457,16 @@ def prune_reason(kernel: str, c: dict, gpu, head_dim: int) -> str | None:
     return None
 
 
-def _search_args(kernel: str, q, k, v, do, lse, delta, out, scale: float) -> tuple:
-    """The kernel's positional arguments for a search's inputs (dkdv: out is (dK, dV) stacked)."""
+def _search_args(kernel: str, c: dict, q, k, v, do, lse, delta, out, scale: float) -> tuple:
+    """The kernel's positional arguments for a search's inputs and configuration c (dkdv: out is (dK, dV)
+    stacked; Q and dO as _launch_dkdv passes them), and its constexprs besides c's."""
     B, H, S, D = q.shape
     if kernel == "dkdv":
-        return (q, k, v, do, lse, delta, out[0], out[1], None, S, H, scale, *strides(q, k, v, do, out[0], out[1]), D)
-    return (q, k, v, do, lse, delta, out, S, H, scale, *strides(q, k, v, do, out), D)
+        by_tma = qdo_by_tma(q, do)
+        q_arg, do_arg = _q_do(q, do, c, by_tma)
+        return ((q_arg, k, v, do_arg, lse, delta, out[0], out[1], None, S, H, scale,
+                 *strides(q, k, v, do, out[0], out[1]), D), dict(ATOMIC_DQ=False, QDO_BY_TMA=by_tma))
+    return (q, k, v, do, lse, delta, out, S, H, scale, *strides(q, k, v, do, out), D), {}
 
 
 def run_config(kernel: str, c: dict, q, k, v, do, lse, delta, causal: bool, scale: float, out=None):
@@ -433,18 +475,19 @@ def run_config(kernel: str, c: dict, q, k, v, do, lse, delta, causal: bool, scal
                                                   device=q.device)
     B, H, S, D = q.shape
     fn, own = (dkdv_kernel, c["BLOCK_N"]) if kernel == "dkdv" else (dq_kernel, c["BLOCK_M"])
-    _launch(fn, (triton.cdiv(S, own), B * H), _search_args(kernel, q, k, v, do, lse, delta, out, scale), c,
-            CAUSAL=causal, **({"ATOMIC_DQ": False} if kernel == "dkdv" else {}))
+    args, constexprs = _search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
+    _launch(fn, (triton.cdiv(S, own), B * H), args, c, CAUSAL=causal, **constexprs)
     return out
 
 
-def _no_spills(kernel: str, c: dict, args: tuple, causal: bool) -> None:
+def _no_spills(kernel: str, c: dict, inputs: tuple, out, causal: bool) -> None:
     """Compile configuration `c` (cached by then: tune() compiles them all at once) and rule it out
-    (autotune.Spills: pruned) if it keeps values in local memory."""
+    (autotune.Spills: pruned) if it keeps values in local memory. inputs: run_config's."""
     fn = dkdv_kernel if kernel == "dkdv" else dq_kernel
+    q, k, v, do, lse, delta, _, scale = inputs
+    args, constexprs = _search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
     try:
-        compiled = fn.warmup(*args, grid=(1,), CAUSAL=causal, **({"ATOMIC_DQ": False} if kernel == "dkdv" else {}),
-                             **c)
+        compiled = fn.warmup(*args, grid=(1,), CAUSAL=causal, **constexprs, **c)
         compiled._init_handles()
     except Exception:  # noqa: BLE001 -- not this check's to judge: the search's run of it fails, and says why
         return
@@ -497,14 +540,16 @@ def tune(buckets: list[tuple], reference, device: str = "cuda") -> list[autotune
         flop = 2.5 * 4 * H * S * S * D * (0.5 if causal else 1.0)
         for kernel, want in (("dkdv", torch.stack((dk, dv))), ("dq", dq)):
             out = run_config(kernel, GPU_TILES[D][kernel], *inputs)
-            args = _search_args(kernel, q, k, v, do, lse, delta, out, scale)
-            search = tuner(kernel, D, compile=lambda c, kernel=kernel, args=args: _no_spills(kernel, c, args, causal))
+            search = tuner(kernel, D, compile=lambda c, kernel=kernel, out=out: _no_spills(kernel, c, inputs, out, causal))
             kept = [c for c in search.configs() if search.prune(c, detect()) is None]
             fn = dkdv_kernel if kernel == "dkdv" else dq_kernel
-            autotune.compile_ahead(fn, [triton.Config({n: c[n] for n in ("BLOCK_M", "BLOCK_N")}, num_warps=c["num_warps"],
-                                                      num_stages=c["num_stages"]) for c in kept],
-                                   dict(zip(fn.arg_names, args)),
-                                   dict(CAUSAL=bool(causal), **({"ATOMIC_DQ": False} if kernel == "dkdv" else {})))
+            for block_m in sorted({c["BLOCK_M"] for c in kept}):   # the descriptors' boxes are BLOCK_M rows
+                group = [c for c in kept if c["BLOCK_M"] == block_m]
+                args, constexprs = _search_args(kernel, group[0], q, k, v, do, lse, delta, out, scale)
+                autotune.compile_ahead(fn, [triton.Config({n: c[n] for n in ("BLOCK_M", "BLOCK_N")},
+                                                          num_warps=c["num_warps"], num_stages=c["num_stages"])
+                                            for c in group],
+                                       dict(zip(fn.arg_names, args)), dict(CAUSAL=bool(causal), **constexprs))
             reports.append(search.search(inputs, want, flop, lambda out=out: torch.empty_like(out),
                                          warmup_ms=SEARCH_WARMUP_MS, rep_ms=SEARCH_REP_MS, shape=(S, D, int(causal))))
         del q, k, v, do, o, lse, delta, dq, dk, dv
@@ -513,11 +558,13 @@ def tune(buckets: list[tuple], reference, device: str = "cuda") -> list[autotune
 
 # ------------------------------------------------------------- compiling ahead of time (ladder.sass)
 
-def sass_case(kernel: str, head_dim: int = 64, causal: bool = True, config: dict | None = None) -> dict:
+def sass_case(kernel: str, head_dim: int = 64, causal: bool = True, config: dict | None = None,
+              qdo_tma: bool = False) -> dict:
     """ladder.sass.triton_sass's arguments for "dkdv" or "dq" as rung 2 launches it on a GPU from ladder.ops, or
     "dkdv_atomic" as rung 3 does: fp16 operands (16-byte aligned), fp32 sums, the scale as Inductor passes it
     (fp64), each row's elements adjacent (stride 1 along D, the others multiples of 16). config: tiles, warps and
-    stages (default: rung 2's, GPU_TILES)."""
+    stages (default: rung 2's, GPU_TILES). qdo_tma: the K/V kernel with Q and dO through the TMA (as an eager
+    launch on sm_90 takes them)."""
     atomic = kernel == "dkdv_atomic"
     config = config or GPU_TILES[head_dim][kernel]
     kernel = "dkdv" if atomic else kernel
@@ -530,11 +577,15 @@ def sass_case(kernel: str, head_dim: int = 64, causal: bool = True, config: dict
     extra = {}
     if kernel == "dkdv":  # rung 3's fp32 dQ sums, or rung 2's None
         types["dq_ptr"] = "*fp32" if atomic else "constexpr"
-        constexprs.update({"ATOMIC_DQ": atomic, **({} if atomic else {"dq_ptr": None})})
-        extra["ATOMIC_DQ"] = "constexpr"
+        constexprs.update({"ATOMIC_DQ": atomic, "QDO_BY_TMA": qdo_tma, **({} if atomic else {"dq_ptr": None})})
+        extra.update(ATOMIC_DQ="constexpr", QDO_BY_TMA="constexpr")
+        if qdo_tma:
+            types.update(q_ptr=f"tensordesc<fp16[1,1,{config['BLOCK_M']},{head_dim}]>",
+                         do_ptr=f"tensordesc<fp16[1,1,{config['BLOCK_M']},{head_dim}]>")
     return dict(kernel=fn, signature={**types, "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr",
                                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", **extra},
                 constexprs=constexprs,
-                divisible_by_16=tuple(n for n in names if (n.endswith("_ptr") and types[n] != "constexpr")
+                divisible_by_16=tuple(n for n in names if (n.endswith("_ptr") and types[n] != "constexpr"
+                                                           and not types[n].startswith("tensordesc"))
                                       or (n.startswith("stride") and not n.endswith("d"))),
                 num_warps=config["num_warps"], num_stages=config["num_stages"])
