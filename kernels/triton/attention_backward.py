@@ -46,6 +46,7 @@ import torch
 import triton
 import triton.language as tl
 from torch.library import wrap_triton
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ladder import autotune, validate
 from ladder.hardware import detect
