@@ -862,13 +862,13 @@ BACKWARD_SASS_FAMILIES = ("HGMMA", "MUFU.EX2", "UTMALDG", "REDG", "STL", "LDL")
 def backward_sass(arch: str = "sm_90", head_dims=(64, 128), families=BACKWARD_SASS_FAMILIES) -> str:
     """Static opcode counts of rung 2's two kernels and rung 3's one, as their launchers compile them
     (non-causal), per head size: tensor-core instructions, exponentials, TMA loads, atomic reductions, spills.
-    Rung 2's K/V kernel as an eager launch on a GPU with the TMA takes it (Q and dO through it, on sm_90)."""
+    The K/V kernels as an eager launch on a GPU with the TMA takes them (Q and dO through it, on sm_90)."""
     from kernels.triton import attention_backward as tab
     lines = [f"{arch} SASS, instructions in the code (not executed counts); tiles BLOCK_M x BLOCK_N, warps"]
     tma = int(arch.removeprefix("sm_").rstrip("a")) >= 90
     for d in head_dims:
         for kernel in ("dkdv", "dq", "dkdv_atomic"):
-            case = tab.sass_case(kernel, d, causal=False, qdo_tma=tma and kernel == "dkdv")
+            case = tab.sass_case(kernel, d, causal=False, qdo_tma=tma and kernel != "dq")
             s = sass.triton_sass(**case, arch=arch)
             c = case["constexprs"]
             tiles = f"{c['BLOCK_M']:3d}x{c['BLOCK_N']:<3d} w{case['num_warps']}"

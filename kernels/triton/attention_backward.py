@@ -303,8 +303,9 @@ GPU_TILES = {
              dkdv=dict(BLOCK_M=32, BLOCK_N=128, num_warps=4, num_stages=3),
              dq=dict(BLOCK_M=128, BLOCK_N=32, num_warps=4, num_stages=3),
              # rung 3: its step's dQ tile (BLOCK_M x D fp32) on top of dK and dV, the fastest of six tiles
-             # timed on the H100 (B4 H32 S4096). At D 64 they do not spill (sm_90 SASS); at D 128 they do (how
-             # much depends on Triton's version), and the 32 x 64 tile that does not ran 2.2-2.4x slower
+             # timed on the H100 (B4 H32 S4096, Q and dO by pointer loads). At D 64 they do not spill (sm_90
+             # SASS); at D 128 they do (how much depends on Triton's version, and grows several times with the
+             # TMA's loads of Q and dO), and the 32 x 64 tile that does not ran 2.2-2.4x slower
              dkdv_atomic=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3)),
     128: dict(delta=dict(BLOCK_M=64, num_warps=4),
               dkdv=dict(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=2),
@@ -426,9 +427,7 @@ def atomic_dq_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = 
     dq, dk, dv, delta, scale, tiles = _prepare(q, k, v, o, lse, do, causal, scale, dlse, out, None)
     if delta is not None:
         sums = torch.zeros(q.shape, dtype=delta.dtype, device=q.device)
-        # pointer loads of Q and dO: the TMA's buffers tip its D 128 tile into spilling several times as much
-        # (sm_90a SASS, Triton 3.6: 65 STL against 14; causal 199 against 83)
-        _launch_dkdv(q, k, v, do, lse, delta, dk, dv, sums, scale, causal, tiles["dkdv_atomic"], by_tma=False)
+        _launch_dkdv(q, k, v, do, lse, delta, dk, dv, sums, scale, causal, tiles["dkdv_atomic"])
         dq.copy_(sums)
     return dq, dk, dv
 
