@@ -367,7 +367,7 @@ def qdo_by_tma(q: torch.Tensor, do: torch.Tensor) -> bool:
     torch.compile, keeps the pointer loads) on a GPU with the TMA (sm_90 on, as KERNEL_LADDER_EMULATE answers),
     fp16 or bf16 operands whose rows' elements are adjacent, other strides and base 16-byte aligned (what a
     tensor map takes)."""
-    if type(q) is not torch.Tensor or type(do) is not torch.Tensor or not q.is_cuda or q.dtype == torch.float64:
+    if validate.traced(q, do) or not q.is_cuda or q.dtype == torch.float64:
         return False
     gpu = detect()
     return gpu is not None and gpu.has("tma") and all(
