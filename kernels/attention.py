@@ -13,6 +13,7 @@ torch:sdpa_flash (its FlashAttention backend, forced). The CUDA ladder:
 5_pipelined    rung 4 with cp.async: the next K and V tiles in flight while this one computes
 6_autotuned    rung 5 with searched tiles (BLOCK_M, BLOCK_N, warps, stages), heaviest causal blocks first
 7_wgmma_tma    (Hopper) both products on wgmma, P from registers; Q, K, V through the TMA into an mbarrier ring
+8_warp_specialized  (Hopper) a producer warpgroup (setmaxnreg) feeds two consumer warpgroups one K/V ring
 
 Every launcher takes (q, k, v, causal, out=None) and returns out; a bad argument raises a ValueError
 that names it. The CUDA launchers check that the tensors are on the GPU before anything else, so a
@@ -260,28 +261,45 @@ def cuda_autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> to
 WGMMA_TMA = {64: dict(BLOCK_N=128, STAGES=2), 128: dict(BLOCK_N=64, STAGES=2)}
 WGMMA_TMA_ROWS = 64
 WGMMA_TMA_THREADS = 128 + 32
+# Rung 8: two consumer warpgroups (128 queries) and a producer warpgroup, one block an SM; 128-key tiles at both D.
+WARP_SPECIALIZED = {64: dict(BLOCK_N=128, STAGES=2), 128: dict(BLOCK_N=128, STAGES=2)}
+WARP_SPECIALIZED_ROWS = 128
+WARP_SPECIALIZED_THREADS = 256 + 128
 
 
-def wgmma_tma_shared_bytes(head_dim: int) -> int:
-    """Rung 7's dynamic shared memory: the Q tile and STAGES K and V tiles, unpadded, + 1 KiB to align the swizzle."""
-    c = WGMMA_TMA[head_dim]
-    return 2 * head_dim * (WGMMA_TMA_ROWS + 2 * c["STAGES"] * c["BLOCK_N"]) + 1024
+def wgmma_tma_shared_bytes(head_dim: int, tiles: dict | None = None, rows: int = WGMMA_TMA_ROWS) -> int:
+    """Rungs 7 and 8's dynamic shared memory: the Q tile (rows queries) and STAGES K and V tiles, unpadded, + 1 KiB
+    to align the swizzle (tiles: rung 7's by default)."""
+    c = tiles or WGMMA_TMA[head_dim]
+    return 2 * head_dim * (rows + 2 * c["STAGES"] * c["BLOCK_N"]) + 1024
 
 
-def cuda_wgmma_tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 7 (Hopper, sm_90a): Q·Kᵀ and P·V on wgmma, Q, K and V brought by the TMA through 3-D tensor maps (a head's
-    rows: zeros past S); the tensor maps need 16-byte aligned tensors, the stores 4-byte pairs."""
+def _hopper_attention(source: str, tiles: dict, rows: int, threads: int, q, k, v, causal: bool, out) -> torch.Tensor:
+    """Rungs 7 and 8 (Hopper, sm_90a): Q·Kᵀ and P·V on wgmma, Q, K and V brought by the TMA through 3-D tensor maps
+    (a head's rows: zeros past S); the tensor maps need 16-byte aligned tensors, the stores 4-byte pairs."""
     B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
     if out.numel():
         _grid_fits(BH=B * H)
-        c = WGMMA_TMA[D]
-        maps = tuple(tma.encode(t.view(B * H, S, D), (rows, 64))
-                     for t, rows in ((q, WGMMA_TMA_ROWS), (k, c["BLOCK_N"]), (v, c["BLOCK_N"])))
-        module = cuda.load("attention/7_wgmma_tma.cu", dict(HEAD_DIM=D, **c), arch="sm_90a")
-        cuda.launch(module, "attention", (cuda.cdiv(S, WGMMA_TMA_ROWS), B * H), WGMMA_TMA_THREADS,
+        c = tiles[D]
+        maps = tuple(tma.encode(t.view(B * H, S, D), (box_rows, 64))
+                     for t, box_rows in ((q, rows), (k, c["BLOCK_N"]), (v, c["BLOCK_N"])))
+        module = cuda.load(source, dict(HEAD_DIM=D, **c), arch="sm_90a")
+        cuda.launch(module, "attention", (cuda.cdiv(S, rows), B * H), threads,
                     maps + (out,) + cuda.int32s(S) + (np.float32(triton_attention.LOG2E / math.sqrt(D)),)
-                    + cuda.int32s(causal), wgmma_tma_shared_bytes(D))
+                    + cuda.int32s(causal), wgmma_tma_shared_bytes(D, c, rows))
     return out
+
+
+def cuda_wgmma_tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 7: one consumer warpgroup (64 queries) and a producer warp a block."""
+    return _hopper_attention("attention/7_wgmma_tma.cu", WGMMA_TMA, WGMMA_TMA_ROWS, WGMMA_TMA_THREADS, q, k, v,
+                             causal, out)
+
+
+def cuda_warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 8: two consumer warpgroups (128 queries) and a producer warpgroup a block, registers moved by setmaxnreg."""
+    return _hopper_attention("attention/8_warp_specialized.cu", WARP_SPECIALIZED, WARP_SPECIALIZED_ROWS,
+                             WARP_SPECIALIZED_THREADS, q, k, v, causal, out)
 
 
 def _cuda(name: str, run, **kw) -> Rung:
@@ -347,6 +365,7 @@ PROBLEM = register(Problem(
         _cuda("6_autotuned", cuda_autotuned, needs="tensor_cores", searches=True,
               fallback=("cp.async", "rung 4's synchronous loads, tuned")),
         _cuda("7_wgmma_tma", cuda_wgmma_tma, needs="wgmma"),
+        _cuda("8_warp_specialized", cuda_warp_specialized, needs="wgmma"),
         *triton_attention.rungs(),
         Rung("torch", "sdpa", sdpa),
         Rung("torch", "sdpa_flash", sdpa_flash, needs="flash_attention"),

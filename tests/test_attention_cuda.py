@@ -21,7 +21,8 @@ def defines(rung: str, head_dim: int) -> dict | None:
             "4_tensor_core": dict(HEAD_DIM=head_dim, **at.TENSOR_CORE),
             "5_pipelined": dict(HEAD_DIM=head_dim, **at.PIPELINED),
             "6_autotuned": dict(HEAD_DIM=head_dim, **at.PIPELINED),
-            "7_wgmma_tma": dict(HEAD_DIM=head_dim, **at.WGMMA_TMA[head_dim])}[rung]
+            "7_wgmma_tma": dict(HEAD_DIM=head_dim, **at.WGMMA_TMA[head_dim]),
+            "8_warp_specialized": dict(HEAD_DIM=head_dim, **at.WARP_SPECIALIZED[head_dim])}[rung]
 
 
 def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
@@ -30,9 +31,9 @@ def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
 
 def test_the_cuda_ladder_comes_first():
     assert [r.name for r in CUDA_RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined",
-                                            "6_autotuned", "7_wgmma_tma"]
-    assert at.PROBLEM.rungs[:7] == CUDA_RUNGS   # before the Triton rungs of the same names
-    assert [r.slow for r in CUDA_RUNGS] == [True, True, False, False, False, False, False]
+                                            "6_autotuned", "7_wgmma_tma", "8_warp_specialized"]
+    assert at.PROBLEM.rungs[:8] == CUDA_RUNGS   # before the Triton rungs of the same names
+    assert [r.slow for r in CUDA_RUNGS] == [True, True, False, False, False, False, False, False]
     assert all(r.source == f"kernels/cuda/attention/{r.name}.cu" for r in CUDA_RUNGS)
 
 
@@ -201,10 +202,11 @@ def test_wgmma_rung_fits_two_or_three_blocks_per_sm(wgmma_tma):
     assert blocks * (at.wgmma_tma_shared_bytes(D) + usage["shared_bytes"] + 1024) <= 228 * 1024
 
 
-def test_wgmma_rung_is_hopper_only():
+@pytest.mark.parametrize("name", ["7_wgmma_tma", "8_warp_specialized"])
+def test_wgmma_rungs_are_hopper_only(name):
     with pytest.raises(CompileError, match="sm_90a"):
-        sass.cuda_sass("attention/7_wgmma_tma.cu", "sm_90", defines("7_wgmma_tma", 64))
-    rung = at.PROBLEM.rung("cuda", "7_wgmma_tma")
+        sass.cuda_sass(f"attention/{name}.cu", "sm_90", defines(name, 64))
+    rung = at.PROBLEM.rung("cuda", name)
     t4 = GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, hardware.datasheet_for("T4"))
     h100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, hardware.datasheet_for("H100"))
     assert rung.unavailable_reason(t4) == "N/A on this GPU (Tesla T4, sm_75): needs wgmma"
@@ -221,3 +223,31 @@ def test_wgmma_rung_maps_each_head_as_one_matrix_of_a_stack():
     with pytest.raises(ValueError, match="3-D stack"):
         tma.layout(q.view(1, 6, 100, 128), (64, 64))
     assert at.wgmma_tma_shared_bytes(64) == 2 * 64 * (64 + 2 * 2 * 128) + 1024
+
+
+# ------------------------------------------------------------- rung 8 (sm_90a): warp specialization
+
+@pytest.fixture(scope="module", params=HEAD_DIMS, ids=lambda d: f"D{d}")
+def warp_specialized(request):
+    """(head_dim, SASS, resource usage) of rung 8, compiled once per head dimension."""
+    D = request.param
+    cubin = cuda.compile_cubin("attention/8_warp_specialized.cu", "sm_90a",
+                               tuple(sorted(defines("8_warp_specialized", D).items())))
+    return D, sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
+
+
+def test_warp_specialized_rung_moves_registers_to_its_two_consumer_warpgroups(warp_specialized):
+    """Rung 7's instructions (both products on HGMMA, Q, K and V by UTMALDG, mbarriers) plus the two setmaxnreg;
+    nothing spilled; one block's registers (as launched, before setmaxnreg moves them) and shared memory fit an
+    SM (an H100's 64 Ki registers and 228 KiB, 1 KiB of it reserved per block)."""
+    D, s, usage = warp_specialized
+    BN = at.WARP_SPECIALIZED[D]["BLOCK_N"]
+    assert s.count("USETMAXREG") == 2                  # the producer's decrease, the consumers' increase
+    assert s.count("HGMMA") == D // 16 + BN // 16
+    assert s.count("UTMALDG") == 3 * D // 64           # Q's box is 128 rows: still one copy a 64-column block
+    assert s.count("SYNCS.PHASECHK") > 0 and s.count("SYNCS.ARRIVE") > 0
+    assert s.count("HMMA") == s.count("LDSM") == s.count("LDGSTS") == 0
+    assert s.count("LDL") == s.count("STL") == 0 and usage["stack_bytes"] == usage["local_bytes"] == 0
+    assert usage["registers"] * at.WARP_SPECIALIZED_THREADS <= 64 * 1024, usage
+    shared = at.wgmma_tma_shared_bytes(D, at.WARP_SPECIALIZED[D], at.WARP_SPECIALIZED_ROWS)
+    assert shared + usage["shared_bytes"] + 1024 <= 228 * 1024

@@ -24,8 +24,18 @@
 //             try-wait), MUFU.EX2 and SHFL for the softmax; no LDGSTS, no LDL/STL.
 // HEAD_DIM (64 or 128), BLOCK_N (keys a tile: 64 or 128) and STAGES are defines. Dynamic shared memory: the Q tile
 // and STAGES K and V tiles, unpadded (the swizzle avoids bank conflicts), + 1 KiB to align the swizzle atoms.
-#define BLOCK_M 64  // one consumer warpgroup: wgmma's 64 rows
-#define WARPS 4
+// Rung 8 includes this file with CONSUMERS 2 and a producer warpgroup (PRODUCER_THREADS 128, setmaxnreg).
+#ifndef CONSUMERS
+#define CONSUMERS 1           // consumer warpgroups, 64 queries each
+#endif
+#ifndef PRODUCER_THREADS
+#define PRODUCER_THREADS 32   // a producer warp; rung 8: a warpgroup, so that setmaxnreg can lower its registers
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 0   // no minimum: the compiler picks rung 7's registers (2-3 blocks an SM); rung 8: 1
+#endif
+#define BLOCK_M (64 * CONSUMERS)  // wgmma's 64 rows per consumer warpgroup
+#define WARPS (4 * CONSUMERS)
 #include "flash_mma.cuh"
 #include "../matmul/tma.cuh"
 
@@ -35,7 +45,7 @@
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "7_wgmma_tma.cu uses wgmma: compile it for sm_90a (the launcher does)"
 #endif
-constexpr int PRODUCER = WARPS;  // the warp after the consumer warpgroup issues the TMA copies
+constexpr int PRODUCER = WARPS;  // the first warp after the consumer warpgroups: the producer's
 constexpr int Q_TILE = BLOCK_M * HEAD_DIM, KV_TILE = BLOCK_N * HEAD_DIM;  // halves, in column blocks of 64
 constexpr unsigned Q_BYTES = 2 * Q_TILE, STAGE_BYTES = 2 * 2 * KV_TILE;   // what the TMA writes, zeros included
 
@@ -52,7 +62,7 @@ __device__ __forceinline__ void load_tile(half* dst, const TensorMap& map, int y
     for (int c = 0; c < HEAD_DIM / 64; ++c) tma_load(dst + c * ROWS * 64, map, c * 64, y, z, bar);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS + 32)
+extern "C" __global__ void __launch_bounds__(THREADS + PRODUCER_THREADS, MIN_BLOCKS)
 attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ TensorMap map_k,
           const __grid_constant__ TensorMap map_v, half* O, int S, float scale_log2, int causal) {
     extern __shared__ __align__(128) half smem_raw[];
@@ -67,8 +77,11 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
     ring_init(full, empty, STAGES, WARPS);  // empty[s]: one arrive per consumer warp (and the fence for q_full too)
     __syncthreads();
 
-    if (threadIdx.x / 32 == PRODUCER) {  // ------------------------------------------------------ producer warp
-        if (threadIdx.x % 32 == 0) {
+    if (threadIdx.x / 32 >= PRODUCER) {  // ------------------------------------------------------ producer
+#if PRODUCER_THREADS == 128  // a warpgroup: one thread issues the copies, the registers go to the consumers
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(PRODUCER_REGISTERS));
+#endif
+        if (threadIdx.x == THREADS) {
             prefetch_tensormaps(map_q, map_k);
             prefetch_tensormap(map_v);
             mbarrier_arrive_expect_bytes(&q_full, Q_BYTES);
@@ -83,8 +96,12 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
         }
         return;
     }
-    // ---------------------------------------------------------------------------------- consumer warpgroup
+    // --------------------------------------------------------------------------------- consumer warpgroups
+#if PRODUCER_THREADS == 128
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(CONSUMER_REGISTERS));
+#endif
     const int row0 = keys.m0 + threadIdx.x / 32 * 16;  // this warp's 16 queries
+    const half* Qg = Qs + threadIdx.x / 128 * 64 * 64;  // its warpgroup's 64 rows of each 64-column block of Q
     FlashWarp warp;
     warp.init();
     mbarrier_wait(&q_full, 0);
@@ -96,7 +113,7 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HEAD_DIM / 16; ++kk)  // S = Q·Kᵀ, 16 dimensions a step
-            wgmma_m64k16<NJ, false>(scores, k_major<BLOCK_M>(Qs, kk), k_major<BLOCK_N>(k, kk));
+            wgmma_m64k16<NJ, false>(scores, k_major<BLOCK_M>(Qg, kk), k_major<BLOCK_N>(k, kk));
         wgmma_commit();
         wgmma_wait<0>();
         if (keys.masked(n0)) warp.mask(scores, n0, row0, S, causal);
