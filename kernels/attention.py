@@ -14,6 +14,7 @@ torch:sdpa_flash (its FlashAttention backend, forced). The CUDA ladder:
 6_autotuned    rung 5 with searched tiles (BLOCK_M, BLOCK_N, warps, stages), heaviest causal blocks first
 7_wgmma_tma    (Hopper) both products on wgmma, P from registers; Q, K, V through the TMA into an mbarrier ring
 8_warp_specialized  (Hopper) a producer warpgroup (setmaxnreg) feeds two consumer warpgroups one K/V ring
+9_pingpong     (Hopper) rung 8's consumer warpgroups take turns at Q·Kᵀ: one's softmax under the other's product
 
 Every launcher takes (q, k, v, causal, out=None) and returns out; a bad argument raises a ValueError
 that names it. The CUDA launchers check that the tensors are on the GPU before anything else, so a
@@ -296,6 +297,12 @@ def cuda_wgmma_tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> to
                              causal, out)
 
 
+def cuda_pingpong(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 9: rung 8, its two consumer warpgroups taking turns at Q·Kᵀ (named barriers)."""
+    return _hopper_attention("attention/9_pingpong.cu", WARP_SPECIALIZED, WARP_SPECIALIZED_ROWS,
+                             WARP_SPECIALIZED_THREADS, q, k, v, causal, out)
+
+
 def cuda_warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 8: two consumer warpgroups (128 queries) and a producer warpgroup a block, registers moved by setmaxnreg."""
     return _hopper_attention("attention/8_warp_specialized.cu", WARP_SPECIALIZED, WARP_SPECIALIZED_ROWS,
@@ -366,6 +373,7 @@ PROBLEM = register(Problem(
               fallback=("cp.async", "rung 4's synchronous loads, tuned")),
         _cuda("7_wgmma_tma", cuda_wgmma_tma, needs="wgmma"),
         _cuda("8_warp_specialized", cuda_warp_specialized, needs="wgmma"),
+        _cuda("9_pingpong", cuda_pingpong, needs="wgmma"),
         *triton_attention.rungs(),
         Rung("torch", "sdpa", sdpa),
         Rung("torch", "sdpa_flash", sdpa_flash, needs="flash_attention"),

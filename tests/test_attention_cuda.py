@@ -22,7 +22,8 @@ def defines(rung: str, head_dim: int) -> dict | None:
             "5_pipelined": dict(HEAD_DIM=head_dim, **at.PIPELINED),
             "6_autotuned": dict(HEAD_DIM=head_dim, **at.PIPELINED),
             "7_wgmma_tma": dict(HEAD_DIM=head_dim, **at.WGMMA_TMA[head_dim]),
-            "8_warp_specialized": dict(HEAD_DIM=head_dim, **at.WARP_SPECIALIZED[head_dim])}[rung]
+            "8_warp_specialized": dict(HEAD_DIM=head_dim, **at.WARP_SPECIALIZED[head_dim]),
+            "9_pingpong": dict(HEAD_DIM=head_dim, **at.WARP_SPECIALIZED[head_dim])}[rung]
 
 
 def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
@@ -31,9 +32,9 @@ def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
 
 def test_the_cuda_ladder_comes_first():
     assert [r.name for r in CUDA_RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined",
-                                            "6_autotuned", "7_wgmma_tma", "8_warp_specialized"]
-    assert at.PROBLEM.rungs[:8] == CUDA_RUNGS   # before the Triton rungs of the same names
-    assert [r.slow for r in CUDA_RUNGS] == [True, True, False, False, False, False, False, False]
+                                            "6_autotuned", "7_wgmma_tma", "8_warp_specialized", "9_pingpong"]
+    assert at.PROBLEM.rungs[:9] == CUDA_RUNGS   # before the Triton rungs of the same names
+    assert [r.slow for r in CUDA_RUNGS] == [True, True] + [False] * 7
     assert all(r.source == f"kernels/cuda/attention/{r.name}.cu" for r in CUDA_RUNGS)
 
 
@@ -202,7 +203,7 @@ def test_wgmma_rung_fits_two_or_three_blocks_per_sm(wgmma_tma):
     assert blocks * (at.wgmma_tma_shared_bytes(D) + usage["shared_bytes"] + 1024) <= 228 * 1024
 
 
-@pytest.mark.parametrize("name", ["7_wgmma_tma", "8_warp_specialized"])
+@pytest.mark.parametrize("name", ["7_wgmma_tma", "8_warp_specialized", "9_pingpong"])
 def test_wgmma_rungs_are_hopper_only(name):
     with pytest.raises(CompileError, match="sm_90a"):
         sass.cuda_sass(f"attention/{name}.cu", "sm_90", defines(name, 64))
@@ -227,20 +228,20 @@ def test_wgmma_rung_maps_each_head_as_one_matrix_of_a_stack():
 
 # ------------------------------------------------------------- rung 8 (sm_90a): warp specialization
 
-@pytest.fixture(scope="module", params=HEAD_DIMS, ids=lambda d: f"D{d}")
+@pytest.fixture(scope="module", params=[(name, D) for name in ("8_warp_specialized", "9_pingpong") for D in HEAD_DIMS],
+                ids=lambda p: f"{p[0]}-D{p[1]}")
 def warp_specialized(request):
-    """(head_dim, SASS, resource usage) of rung 8, compiled once per head dimension."""
-    D = request.param
-    cubin = cuda.compile_cubin("attention/8_warp_specialized.cu", "sm_90a",
-                               tuple(sorted(defines("8_warp_specialized", D).items())))
-    return D, sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
+    """(head_dim, SASS, resource usage, rung) of rungs 8 and 9, compiled once per head dimension."""
+    name, D = request.param
+    cubin = cuda.compile_cubin(f"attention/{name}.cu", "sm_90a", tuple(sorted(defines(name, D).items())))
+    return D, sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin), name
 
 
 def test_warp_specialized_rung_moves_registers_to_its_two_consumer_warpgroups(warp_specialized):
     """Rung 7's instructions (both products on HGMMA, Q, K and V by UTMALDG, mbarriers) plus the two setmaxnreg;
     nothing spilled; one block's registers (as launched, before setmaxnreg moves them) and shared memory fit an
     SM (an H100's 64 Ki registers and 228 KiB, 1 KiB of it reserved per block)."""
-    D, s, usage = warp_specialized
+    D, s, usage, _ = warp_specialized
     BN = at.WARP_SPECIALIZED[D]["BLOCK_N"]
     assert s.count("USETMAXREG") == 2                  # the producer's decrease, the consumers' increase
     assert s.count("HGMMA") == D // 16 + BN // 16
@@ -251,3 +252,10 @@ def test_warp_specialized_rung_moves_registers_to_its_two_consumer_warpgroups(wa
     assert usage["registers"] * at.WARP_SPECIALIZED_THREADS <= 64 * 1024, usage
     shared = at.wgmma_tma_shared_bytes(D, at.WARP_SPECIALIZED[D], at.WARP_SPECIALIZED_ROWS)
     assert shared + usage["shared_bytes"] + 1024 <= 228 * 1024
+
+
+def test_pingpong_rung_takes_turns_on_named_barriers(warp_specialized):
+    """Rung 9 adds its turns to rung 8: a wait (BAR.SYNC, beside __syncthreads') and the passes (BAR.ARV: the
+    first, before the loop, and one a tile); rung 8 has neither."""
+    D, s, _, name = warp_specialized
+    assert (s.count("BAR.SYNC"), s.count("BAR.ARV")) == ((2, 2) if name == "9_pingpong" else (1, 0))

@@ -121,7 +121,7 @@ def test_the_attention_shapes_are_d64_d128_causal_or_not():
 
 def _invented(rows, shape, p) -> list[dict]:
     """Rows for a rung the recording lacks: a copy of the row of the rung (or anchor) it is measured against, and
-    that rung's own row, copied from cuBLAS's, where it is newer than the recording too."""
+    that rung's own row, copied from the library's (cuBLAS, SDPA), where it is newer than the recording too."""
     def row(label):
         return next((r for r in rows if f"{r['backend']}:{r['rung']}" == label and tuple(r["shape"]) == tuple(shape)),
                     None)
@@ -132,7 +132,8 @@ def _invented(rows, shape, p) -> list[dict]:
 
     against = p.over or p.anchor or "torch:cublas"
     base = row(against)
-    invented = [] if base else [renamed(row("torch:cublas"), against)]
+    anchor = row("torch:cublas") or row("torch:sdpa")   # the problem's library row: matmul's or attention's
+    invented = [] if base else [renamed(anchor, against)]
     return invented + [renamed(base or invented[0], p.rung)]
 
 

@@ -24,7 +24,8 @@
 //             try-wait), MUFU.EX2 and SHFL for the softmax; no LDGSTS, no LDL/STL.
 // HEAD_DIM (64 or 128), BLOCK_N (keys a tile: 64 or 128) and STAGES are defines. Dynamic shared memory: the Q tile
 // and STAGES K and V tiles, unpadded (the swizzle avoids bank conflicts), + 1 KiB to align the swizzle atoms.
-// Rung 8 includes this file with CONSUMERS 2 and a producer warpgroup (PRODUCER_THREADS 128, setmaxnreg).
+// Rung 8 includes this file with CONSUMERS 2 and a producer warpgroup (PRODUCER_THREADS 128, setmaxnreg); rung 9
+// with PINGPONG too (the two consumer warpgroups take turns issuing Q·Kᵀ).
 #ifndef CONSUMERS
 #define CONSUMERS 1           // consumer warpgroups, 64 queries each
 #endif
@@ -54,6 +55,13 @@ template <int ROWS>
 __device__ __forceinline__ unsigned long long k_major(const half* tile, int kk) {
     return descriptor(tile + kk / 4 * ROWS * 64 + kk % 4 * 16, 16);
 }
+
+#if PINGPONG
+// Rung 9's turns at the tensor cores: named barrier 1 + g is warpgroup g's turn, granted by the other warpgroup's
+// arrival (256 threads: its 128 waiting, the other's 128 arriving); 0 is __syncthreads'.
+__device__ __forceinline__ void wait_turn(int g) { asm volatile("bar.sync %0, 256;\n" :: "r"(1 + g) : "memory"); }
+__device__ __forceinline__ void pass_turn(int g) { asm volatile("bar.arrive %0, 256;\n" :: "r"(2 - g) : "memory"); }
+#endif
 
 // A tile of ROWS rows from row y of head z, one TMA box per 64-column block.
 template <int ROWS>
@@ -101,20 +109,30 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(CONSUMER_REGISTERS));
 #endif
     const int row0 = keys.m0 + threadIdx.x / 32 * 16;  // this warp's 16 queries
-    const half* Qg = Qs + threadIdx.x / 128 * 64 * 64;  // its warpgroup's 64 rows of each 64-column block of Q
+    const int group = threadIdx.x / 128;                 // its consumer warpgroup
+    const half* Qg = Qs + group * 64 * 64;               // the group's 64 rows of each 64-column block of Q
     FlashWarp warp;
     warp.init();
+#if PINGPONG
+    if (group == 1) pass_turn(1);  // warpgroup 0 goes first
+#endif
     mbarrier_wait(&q_full, 0);
     for (int t = 0; t < tiles; ++t) {
         const int s = t % STAGES, n0 = t * BLOCK_N;
         const half *k = Ks + s * KV_TILE, *v = Vs + s * KV_TILE;
         mbarrier_wait(&full[s], (t / STAGES) & 1);  // K and V tile t landed
         float scores[1][NJ][4] = {};
+#if PINGPONG
+        wait_turn(group);
+#endif
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HEAD_DIM / 16; ++kk)  // S = Q·Kᵀ, 16 dimensions a step
             wgmma_m64k16<NJ, false>(scores, k_major<BLOCK_M>(Qg, kk), k_major<BLOCK_N>(k, kk));
         wgmma_commit();
+#if PINGPONG  // the other warpgroup's Q·Kᵀ goes next, under this one's softmax (group 1's last turn grants none)
+        if (group == 0 || t + 1 < tiles) pass_turn(group);
+#endif
         wgmma_wait<0>();
         if (keys.masked(n0)) warp.mask(scores, n0, row0, S, causal);
         warp.softmax(scores, scale_log2);  // scores become P; acc rescaled
