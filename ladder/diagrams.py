@@ -455,14 +455,15 @@ def _schedule(ax, rows: list[str], steps: list[dict], title: str, prefix: str = 
 
 
 def _rings(panels: list[tuple[list[str], list[dict], str]], title: str, prefix: str = "k",
-           math: str = "tensor cores compute on it"):
-    """One schedule panel per (rows, steps, title), stacked, with the colour key below."""
+           math: str = "tensor cores compute on it", key: list | None = None):
+    """One schedule panel per (rows, steps, title), stacked, with the colour key below (`key`: its entries, if
+    not a ring's)."""
     fig = _figure(10, 1.6 + 0.45 * sum(len(rows) + 2 for rows, _, _ in panels) + 0.4)
     axes = fig.subplots(len(panels), 1, height_ratios=[len(rows) for rows, _, _ in panels], squeeze=False)[:, 0]
     for ax, (rows, steps, panel_title) in zip(axes, panels):
         _schedule(ax, rows, steps, panel_title, prefix)
     fig.suptitle(title, fontsize=12)
-    _key(fig, [(math, TENSOR_CORES), ("its copy is in flight", IN_FLIGHT), ("free", "white")], y=0.0)
+    _key(fig, key or [(math, TENSOR_CORES), ("its copy is in flight", IN_FLIGHT), ("free", "white")], y=0.0)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
@@ -1222,6 +1223,59 @@ def attention_kv_ring(tiles: int = 6):
     return fig
 
 
+# ------------------------------------------------------------- attention: the Hopper rungs 8-9
+
+WARP_SPECIALIZED_RUNG = "attention/8_warp_specialized.cu"
+
+
+def attention_warp_specialized_ring(tiles: int = 6):
+    """Attention rung 8 (8_warp_specialized.cu's CONSUMERS, kernels/attention.py WARP_SPECIALIZED's STAGES at
+    D = 128): the producer warpgroup and the consumer warpgroups around the ring of K/V stages."""
+    from kernels import attention as at
+    return warp_specialized_ring(at.WARP_SPECIALIZED[128]["STAGES"], 1, cu_define(WARP_SPECIALIZED_RUNG, "CONSUMERS"),
+                                 tiles, "Attention rung 8: a producer warpgroup feeds the consumer warpgroups "
+                                        "one ring of K and V tiles")
+
+
+def pingpong_timeline(tiles: int, pingpong: bool) -> list[dict]:
+    """Unit steps of rung 8's two consumer warpgroups, each key tile Q·Kᵀ (S), the softmax (exp) and P·V (PV), one
+    unit each, the tensor cores one warpgroup's product at a time. Without turns, the order nothing in rung 8
+    rules out: the two in step, both exponentiating while the tensor cores wait (5 units a tile); with rung 9's
+    turns, one's softmax under the other's product (4 units a tile). Units, not measured times."""
+    steps = []
+    for j in range(tiles):
+        if pingpong:  # group 0: S, exp, PV, its turn passed; group 1 one unit behind
+            steps += [{"tensor cores": ("g0", "math"), "warpgroup 0": (f"S{j}", "math")},
+                      {"tensor cores": ("g1", "math"), "warpgroup 0": (f"exp{j}", "store"), "warpgroup 1": (f"S{j}", "math")},
+                      {"tensor cores": ("g0", "math"), "warpgroup 0": (f"PV{j}", "math"), "warpgroup 1": (f"exp{j}", "store")},
+                      {"tensor cores": ("g1", "math"), "warpgroup 1": (f"PV{j}", "math")}]
+        else:
+            steps += [{"tensor cores": ("g0", "math"), "warpgroup 0": (f"S{j}", "math")},
+                      {"tensor cores": ("g1", "math"), "warpgroup 1": (f"S{j}", "math")},
+                      {"warpgroup 0": (f"exp{j}", "store"), "warpgroup 1": (f"exp{j}", "store")},
+                      {"tensor cores": ("g0", "math"), "warpgroup 0": (f"PV{j}", "math")},
+                      {"tensor cores": ("g1", "math"), "warpgroup 1": (f"PV{j}", "math")}]
+    return steps
+
+
+def attention_pingpong(tiles: int = 2):
+    """Rungs 8 and 9's consumer warpgroups over `tiles` key tiles (pingpong_timeline): in step, and taking turns
+    at the tensor cores (9_pingpong.cu's named barriers)."""
+    rows = ["tensor cores", "warpgroup 0", "warpgroup 1"]
+    plain, turns = pingpong_timeline(tiles, False), pingpong_timeline(tiles, True)
+    fig = _rings([(rows, plain, f"rung 8, the two in step: {len(plain) // tiles} units a tile, the tensor cores idle "
+                                f"while both exponentiate"),
+                  (rows, turns, f"rung 9, turns (bar.sync / bar.arrive): {len(turns) // tiles} units a tile, one's "
+                                f"softmax under the other's product")],
+                 "Two consumer warpgroups, one set of tensor cores (units, not measured times)", prefix="",
+                 key=[("a product on the tensor cores", TENSOR_CORES), ("the softmax, on its own threads", CUDA),
+                      ("idle or waiting", "white")])
+    fig.text(0.5, 0.085, "g0, g1: the warpgroup whose product runs; S: Q·Kᵀ, exp: the softmax (its own threads, "
+             "no tensor cores), PV: P·V", ha="center", fontsize=9)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return fig
+
+
 def _search_report(tuner: str, shape: tuple):
     from ladder import autotune
     gpu = hardware.detect()
@@ -1413,4 +1467,4 @@ ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_registe
        matmul_stage_ring, matmul_tile_order, attention_scores_in_dram, attention_flash_sweep, attention_causal_skip,
        matmul_triton_lanes, matmul_triton_dot, matmul_wgmma, tma_tile_copy, matmul_tma_ring, matmul_cluster_multicast,
        matmul_tma_store_epilogue, matmul_hopper_search, attention_tensor_core_tile, attention_kv_ring, attention_search,
-       attention_backward_programs, attention_backward_atomics)
+       attention_backward_programs, attention_backward_atomics, attention_warp_specialized_ring, attention_pingpong)

@@ -26,7 +26,8 @@ VARIANTS = [(fn.__name__, ()) for fn in diagrams.ALL] + [
     ("matmul_tile_order", ("cuda", (8192, 8192, 8192), "9_persistent"))]
 # Diagrams drawn for lessons whose owners insert them (the cell to add is in the commit that added the diagram):
 # the test below fails once one of them is in its lesson, so that it leaves this list.
-AWAITING_A_LESSON: dict[str, str] = {}  # a diagram drawn by no lesson yet: its name and where it will go
+AWAITING_A_LESSON: dict[str, str] = {  # a diagram drawn by no lesson yet: its name and where it will go
+    "attention_warp_specialized_ring": "04e_attention_hopper, rung 8", "attention_pingpong": "04e_attention_hopper, rung 9"}
 
 
 def texts(fig) -> list[str]:
@@ -429,3 +430,16 @@ def test_tma_store_epilogue_overlaps_the_next_tile_only_in_rung_11():
     fig = diagrams.matmul_tma_store_epilogue()
     assert figcheck.collisions(fig) == []
     assert "the TMA stores C" in texts(fig)
+
+
+def test_attention_hopper_pictures_follow_rung_8s_constants(monkeypatch):
+    """Rung 8's ring: its STAGES (kernels/attention.py) and consumer warpgroups (8_warp_specialized.cu); rung 9's
+    timeline: five units a tile in step, four with turns, the tensor cores busy every unit of the latter."""
+    from kernels import attention as at
+    fig = diagrams.attention_warp_specialized_ring()
+    assert "2 consumer warpgroups" in joined(fig) and f"{at.WARP_SPECIALIZED[128]['STAGES']} stages" in joined(fig)
+    monkeypatch.setitem(at.WARP_SPECIALIZED, 128, dict(at.WARP_SPECIALIZED[128], STAGES=3))
+    assert "3 stages" in joined(diagrams.attention_warp_specialized_ring())
+    plain, turns = diagrams.pingpong_timeline(3, False), diagrams.pingpong_timeline(3, True)
+    assert (len(plain), len(turns)) == (15, 12)
+    assert all("tensor cores" in step for step in turns) and sum("tensor cores" not in s for s in plain) == 3
