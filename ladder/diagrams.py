@@ -1094,11 +1094,13 @@ def tma_tile_copy(backend: str = "cuda", element_bytes: int = FP16_BYTES, swizzl
 
 
 def warp_specialized_ring(stages: int = 4, producers: int = 1, consumers: int = 2, tiles: int = 8,
-                          title: str = "Producer and consumer warpgroups around a ring of stages"):
+                          title: str = "Producer and consumer warpgroups around a ring of stages",
+                          producer: str = "producer warpgroup", tile: str = "k-tile"):
     """The Hopper pipeline with specialized warpgroups: `producers` warpgroup(s) (one thread issuing TMA copies)
     fill a ring of `stages` shared-memory buffers, each with a `full` and an `empty` mbarrier; `consumers`
     warpgroups wait on full[s], run their wgmmas on it and arrive on empty[s], which lets the producer refill it.
-    Drawn generically: point the parameters at a kernel's constants (e.g. a rung's STAGES and warpgroups)."""
+    Drawn generically: point the parameters at a kernel's constants (e.g. a rung's STAGES and warpgroups);
+    `producer` and `tile` name the producer (a warpgroup, or a warp) and what a stage holds."""
     steps = []
     for t in range(tiles):
         held = {f"stage {j % stages}": (j, "copy") for j in range(t + 1, min(tiles, t + stages))}
@@ -1110,8 +1112,8 @@ def warp_specialized_ring(stages: int = 4, producers: int = 1, consumers: int = 
         steps.append(held)
     rows = (["producer" + (f" ×{producers}" if producers > 1 else "")] + [f"stage {s}" for s in range(stages)]
             + [f"consumer {c}" for c in range(consumers)])
-    fig = _rings([(rows, steps, f"{stages} stages, {_count(producers, 'producer warpgroup')} issuing TMA "
-                                f"{_count(stages - 1, 'k-tile')} ahead, {_count(consumers, 'consumer warpgroup')} on wgmma")],
+    fig = _rings([(rows, steps, f"{stages} stages, {_count(producers, producer)} issuing TMA {_count(stages - 1, tile)} "
+                                f"ahead, {_count(consumers, 'consumer warpgroup')} on wgmma")],
                  title, math="read by the consumers' wgmma")
     fig.text(0.5, 0.09, "stage s: the producer waits on empty[s], issues the TMA copy (full[s] expects its bytes); "
              "the consumers wait on full[s],\nrun their wgmmas on it, then arrive on empty[s]. "
@@ -1223,9 +1225,21 @@ def attention_kv_ring(tiles: int = 6):
     return fig
 
 
-# ------------------------------------------------------------- attention: the Hopper rungs 8-9
+# ------------------------------------------------------------- attention: the Hopper rungs 7-9
 
+WGMMA_TMA_RUNG = "attention/7_wgmma_tma.cu"
 WARP_SPECIALIZED_RUNG = "attention/8_warp_specialized.cu"
+
+
+def attention_wgmma_tma_ring(tiles: int = 6):
+    """Attention rung 7 (7_wgmma_tma.cu's CONSUMERS and PRODUCER_THREADS, kernels/attention.py WGMMA_TMA's STAGES at
+    D = 128): one block's producer warp and consumer warpgroup around its ring of K/V stages (two or three such
+    blocks share an SM, each with a ring of its own)."""
+    from kernels import attention as at
+    producer_warps = cu_define(WGMMA_TMA_RUNG, "PRODUCER_THREADS") // 32
+    return warp_specialized_ring(at.WGMMA_TMA[128]["STAGES"], producer_warps, cu_define(WGMMA_TMA_RUNG, "CONSUMERS"),
+                                 tiles, "Attention rung 7, one block: a producer warp keeps its consumer warpgroup's "
+                                        "ring of K and V tiles full", producer="producer warp", tile="K/V tile")
 
 
 def attention_warp_specialized_ring(tiles: int = 6):
@@ -1234,7 +1248,7 @@ def attention_warp_specialized_ring(tiles: int = 6):
     from kernels import attention as at
     return warp_specialized_ring(at.WARP_SPECIALIZED[128]["STAGES"], 1, cu_define(WARP_SPECIALIZED_RUNG, "CONSUMERS"),
                                  tiles, "Attention rung 8: a producer warpgroup feeds the consumer warpgroups "
-                                        "one ring of K and V tiles")
+                                        "one ring of K and V tiles", tile="K/V tile")
 
 
 def pingpong_timeline(tiles: int, pingpong: bool) -> list[dict]:
@@ -1467,4 +1481,5 @@ ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_registe
        matmul_stage_ring, matmul_tile_order, attention_scores_in_dram, attention_flash_sweep, attention_causal_skip,
        matmul_triton_lanes, matmul_triton_dot, matmul_wgmma, tma_tile_copy, matmul_tma_ring, matmul_cluster_multicast,
        matmul_tma_store_epilogue, matmul_hopper_search, attention_tensor_core_tile, attention_kv_ring, attention_search,
-       attention_backward_programs, attention_backward_atomics, attention_warp_specialized_ring, attention_pingpong)
+       attention_backward_programs, attention_backward_atomics, attention_wgmma_tma_ring,
+       attention_warp_specialized_ring, attention_pingpong)

@@ -249,12 +249,83 @@ def attention_count(shapes: list[tuple], ceil: dict, source: str) -> str:
 
 
 _SHOWN_INCLUDES: set = set()
+# The lesson that teaches each shared header of kernels/cuda/matmul/ that other ladders include.
+BUILDING_BLOCKS = {"tensor_core.cuh": "02a", "tma.cuh": "02b", "cluster.cuh": "02c"}
+
+
+def _quoted_includes(path: str) -> list[str]:
+    """The files `path` (relative to the repository) includes with #include "...", relative to the repository."""
+    import re
+    here = (ROOT / path).parent
+    return [str((here / name).resolve().relative_to(ROOT))
+            for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', (ROOT / path).read_text(), re.M)]
+
+
+def _directive(line: str) -> tuple[str, str]:
+    """('if', condition), ('ifndef', name), ('endif', '') ... of a preprocessor line; ('', '') for code."""
+    import re
+    m = re.match(r"\s*#\s*(\w+)\s*(.*)", line)
+    return (m.group(1), m.group(2).split("//")[0].strip()) if m else ("", "")
+
+
+def switched_on(path: str, macros: set[str], context: int = 1) -> list[str]:
+    """The lines of rung file `path` (its header comment left out) that the #defines `macros` of a rung including
+    it change: every #if/#ifdef block whose condition names one of them, and every other line whose code reads
+    one; an `#ifndef NAME` default of one of them is left out (the rung replaces it). `context` lines of the file
+    around each, "..." between runs that are not adjacent."""
+    import re
+    lines = _header_and_body(path)[1]
+    names = re.compile(r"\b(" + "|".join(map(re.escape, sorted(macros))) + r")\b") if macros else None
+    shown, skipped, i = set(), set(), 0
+    while names and i < len(lines):
+        kind, condition = _directive(lines[i])
+        if kind in ("if", "ifdef", "ifndef", "elif"):
+            depth, end = 0, i
+            for end in range(i, len(lines)):
+                k = _directive(lines[end])[0]
+                depth += (k in ("if", "ifdef", "ifndef")) - (k == "endif")
+                if depth == 0:
+                    break
+            if names.search(condition):
+                (skipped if kind == "ifndef" else shown).update(range(i, end + 1))
+                i = end + 1
+                continue
+        elif names.search(lines[i].split("//")[0]):
+            shown.add(i)
+        i += 1
+    around = {j for i in shown for j in range(i - context, i + context + 1)
+              if 0 <= j < len(lines) and j not in skipped}
+    out, last = [], None
+    for j in sorted(around):
+        if last is not None and j != last + 1:
+            out.append("    ...")
+        out.append(lines[j])
+        last = j
+    return out
+
+
+def _show_switched_on(source: str) -> None:
+    """For a rung file that #defines macros and includes an earlier rung's file: what those defines change in
+    the files it includes (the earlier rungs' code, shown above, is not repeated)."""
+    import re
+    macros = set(re.findall(r"^\s*#\s*define\s+(\w+)", "\n".join(_header_and_body(source)[1]), re.M))
+    chain, todo = [], [p for p in _quoted_includes(source) if p.endswith(".cu")]
+    while todo:
+        path = todo.pop(0)
+        chain.append(path)
+        todo += [p for p in _quoted_includes(path) if p.endswith(".cu") and p not in chain]
+    for path in chain:
+        changed = switched_on(path, macros)
+        if macros and changed:
+            print(f"\n// the lines of {path} that read {', '.join(sorted(macros))}: "
+                  "what this rung's defines change there")
+            print("\n".join(changed))
 
 
 def show_cuda_rung(problem, number: int) -> None:
     """CUDA rung `number` of `problem`: its diff from the CUDA rung before when that is shorter than the file,
-    else the file; then the headers beside it that it includes, each once per session."""
-    import re
+    else the file; for a rung that #defines macros and includes an earlier rung's file, the lines those defines
+    change there; then the headers beside it that it includes, each once per session."""
     cuda = [r for r in problem.rungs if r.backend == "cuda"]
     mine = [r for r in cuda if r.name.split("_")[0] == str(number)]
     if not mine:
@@ -262,8 +333,8 @@ def show_cuda_rung(problem, number: int) -> None:
 
     def includes(source: str) -> None:
         here = (ROOT / source).parent
-        for name in re.findall(r'#include "([^"]+)"', (ROOT / source).read_text()):
-            path = (here / name).resolve().relative_to(ROOT)
+        for name in _quoted_includes(source):
+            path = Path(name)
             if path.suffix == ".cu" or path in _SHOWN_INCLUDES:   # a rung file: its diff was shown
                 continue
             _SHOWN_INCLUDES.add(path)
@@ -272,7 +343,8 @@ def show_cuda_rung(problem, number: int) -> None:
                 show_declarations(str(path))
                 includes(str(path))
             else:
-                print(f"// {source} includes {path} (lesson 02a's building blocks)\n")
+                lesson_of = BUILDING_BLOCKS.get(path.name, "02a")
+                print(f"// {source} includes {path} (lesson {lesson_of}'s building blocks)\n")
 
     for rung in mine:
         i = cuda.index(rung)
@@ -280,6 +352,7 @@ def show_cuda_rung(problem, number: int) -> None:
             show_diff(cuda[i - 1].source, rung.source)
         else:
             show_source(rung.source)
+        _show_switched_on(rung.source)
         includes(rung.source)
 
 
@@ -349,14 +422,34 @@ def _materialized_triton(ta) -> dict:
                          dict(HEAD_DIM=64, BLOCK_N=128), 4)]}
 
 
-def attention_sass(rung, arch: str, head_dim: int = 64):
-    """The SASS of an attention rung at `head_dim`, built as its launcher builds it on a GPU (CUDA with NVRTC at the
-    files' default tiles; Triton with triton.compile as at the headline shapes); None for the torch rungs."""
+def cuda_attention_tiles(name: str, head_dim: int) -> dict:
+    """The defines kernels/attention.py compiles CUDA attention rung `name` with at `head_dim` where they are fixed:
+    rung 3's tiles (FUSED_TILES), rungs 7-9's key tile and stages (WGMMA_TMA, WARP_SPECIALIZED); {} for rungs 4-6
+    (rung 6's are searched: the files' defaults)."""
+    import kernels.attention as at
+    table = {"3_fused": at.FUSED_TILES, "7_wgmma_tma": at.WGMMA_TMA, "8_warp_specialized": at.WARP_SPECIALIZED,
+             "9_pingpong": at.WARP_SPECIALIZED}.get(name, {})
+    return dict(table.get(head_dim, {}))
+
+
+def recorded_winner(tuner: str, head_dim: int, causal: int = 0) -> dict | None:
+    """The configuration a recorded search of `tuner` (e.g. "triton:7_tma") chose at S 4096 and `head_dim`."""
+    from ladder import autotune
+    return next((r.best for r in autotune.recorded_reports() if r.tuner == tuner
+                 and tuple(r.shape)[2:] == (4096, head_dim, causal)), None)
+
+
+def attention_sass(rung, arch: str, head_dim: int = 64, config: dict | None = None):
+    """The SASS of an attention rung at `head_dim`, built as its launcher builds it on a GPU (CUDA with NVRTC, the
+    launcher's tiles where they are fixed: cuda_attention_tiles; Triton with triton.compile as at the headline
+    shapes); None for the torch rungs, and for Triton's searched rungs unless given the `config` to build (rung 7's
+    TMA kernel; rung 6 is rung 5's kernel)."""
     from kernels.triton import attention as ta
-    if rung.backend == "cuda":   # rung 3 with the launcher's tiles (FUSED_TILES); the others at the files' defaults
-        import kernels.attention as at
-        tiles = at.FUSED_TILES[head_dim] if rung.name == "3_fused" else {}
-        return sass.cuda_sass(f"attention/{rung.name}.cu", arch, dict(HEAD_DIM=head_dim, **tiles))
+    if rung.backend == "cuda":
+        return sass.cuda_sass(f"attention/{rung.name}.cu", arch,
+                              dict(HEAD_DIM=head_dim, **cuda_attention_tiles(rung.name, head_dim)))
+    if rung.backend == "triton" and rung.name == "7_tma":
+        return sass.triton_sass(**ta.tma_sass_case(config, head_dim), arch=arch) if config else None
     materialized = _materialized_triton(ta)
     if rung.name in materialized:
         parts = [sass.triton_sass(kernel, sig, const, arch, tuple(a for a in sig if a.endswith("_ptr") or a == "S"),
@@ -370,17 +463,151 @@ def attention_sass(rung, arch: str, head_dim: int = 64):
 ATTENTION_FAMILIES_SASS = ("LDG", "LDS", "BAR", "SHFL", "MUFU.EX2", "HMMA", "LDSM", "HGMMA", "LDGSTS", "LDL")
 
 
-def attention_signatures(problem, archs=("sm_80", "sm_90"), families=ATTENTION_FAMILIES_SASS) -> str:
-    """Which opcode families each rung's SASS contains, per architecture (`×3`: three kernels)."""
+def attention_signatures(problem, archs=("sm_80", "sm_90"), families=ATTENTION_FAMILIES_SASS,
+                         recorded_winners: bool = False) -> str:
+    """Which opcode families each rung's SASS contains, per architecture (`×3`: three kernels); with
+    `recorded_winners`, Triton's searched rung 7 too, built with its recorded search's winner at D64."""
     out = []
     for arch in archs:
         variants = {}
         for rung in problem.rungs:
-            s = attention_sass(rung, arch)
+            searched = recorded_winners and rung.backend == "triton" and rung.searches
+            s = attention_sass(rung, arch, config=recorded_winner(rung.label, 64) if searched else None)
             if s is not None:
                 variants[rung.label + (f" ×{len(s.functions)}" if len(s.functions) > 1 else "")] = s
         out += [arch, signature_table(variants, families)]
     return "\n".join(out)
+
+
+# ---- Lesson 04e (attention on Hopper, CUDA rungs 7-9): what its cells print ----
+
+# An sm_90 SM (H100, H200): what the blocks resident on it share.
+SM90 = dict(registers=65536, shared_bytes=228 * 1024, reserved_per_block=1024, warps=64, blocks=32)
+HOPPER_ATTENTION = {"7_wgmma_tma": ("WGMMA_TMA_ROWS", "WGMMA_TMA_THREADS"),
+                    "8_warp_specialized": ("WARP_SPECIALIZED_ROWS", "WARP_SPECIALIZED_THREADS"),
+                    "9_pingpong": ("WARP_SPECIALIZED_ROWS", "WARP_SPECIALIZED_THREADS")}
+
+
+def hopper_attention_count(problem, shapes: list[tuple], roofs: dict, label: str) -> str:
+    """Count first for the Hopper rungs: per shape the work, the fewest bytes, the intensity and the least time
+    under the tensor-core roof the measure lines use (a cuBLAS matmul) and under wgmma's own ceiling (lesson 00's
+    microbenchmark; that column left out where it was not measured)."""
+    tc, wgmma, mma = roofs["fp16_tc_TFLOPs"], roofs.get("wgmma_TFLOPs"), roofs.get("mma_sync_TFLOPs")
+    lines = [f"roofs ({label}): copy {roofs['copy_TBps']:.2f} TB/s; fp16 tensor cores {tc:.0f} TFLOP/s (a cuBLAS "
+             "matmul: the roof of the measure lines' %)",
+             "instruction ceilings: " + ", ".join(f"{name} {v:.0f} TFLOP/s" if v else f"{name} not measured"
+                                                  for name, v in (("mma.sync", mma), ("wgmma", wgmma))),
+             f"{'shape':>11s} {'GFLOP':>7s} {'Q,K,V,O MB':>11s} {'FLOP/B':>7s} {'least ms at ' + f'{tc:.0f}':>16s} "
+             + (f"{'at ' + f'{wgmma:.0f}':>8s}" if wgmma else "")]
+    from ladder.verdicts import shape_label
+    for s in shapes:
+        f = problem.flops(s)
+        lines.append(f"{shape_label(problem, s):>11s} {f / 1e9:7.1f} {problem.min_bytes(s) / 1e6:11.0f} "
+                     f"{problem.intensity(s):7.0f} {f / tc / 1e9:16.3f} "
+                     + (f"{f / wgmma / 1e9:8.3f}" if wgmma else ""))
+    return "\n".join(lines)
+
+
+def _cu_define_or_none(path: str, name: str) -> int | None:
+    """The number a .cu file (its includes inlined) #defines `name` as, first definition first; None if it does not."""
+    import re
+
+    from ladder import cuda
+    m = re.search(rf"^\s*#\s*define\s+{name}\s+(\d+)\b", cuda.source(path), re.M)
+    return int(m.group(1)) if m else None
+
+
+def hopper_attention_blocks(head_dims=(64, 128), sm: dict | None = None) -> str:
+    """Rungs 7-9 compiled here for sm_90a with the launcher's tiles (no GPU needed): per head dimension the key
+    tile and stages, threads, registers a thread (the compiler's; setmaxnreg's split after it), shared memory a
+    block, and so how many blocks an SM holds and what limits it, the consumer warps an SM runs and the queries each
+    K/V tile the TMA brings serves (a block's)."""
+    import kernels.attention as at
+    from ladder import cuda
+    sm = sm or SM90
+    lines = [f"{'rung':24s} {'D':>4s} {'keys':>5s} {'stages':>6s} {'threads':>7s} {'registers':>12s} {'KiB':>5s} "
+             f"{'blocks/SM':>9s}  {'limited by':26s} {'consumer warps/SM':>17s} {'queries/tile':>12s}"]
+    for name, (rows_key, threads_key) in HOPPER_ATTENTION.items():
+        path = f"attention/{name}.cu"
+        rows, threads = getattr(at, rows_key), getattr(at, threads_key)
+        consumers = _cu_define_or_none(path, "CONSUMERS")
+        split = [_cu_define_or_none(path, k) for k in ("PRODUCER_REGISTERS", "CONSUMER_REGISTERS")]
+        for d in head_dims:
+            tiles = cuda_attention_tiles(name, d)
+            cubin = cuda.compile_cubin(path, "sm_90a", tuple(sorted(dict(HEAD_DIM=d, **tiles).items())))
+            use = sass.resource_usage(cubin)
+            smem = at.wgmma_tma_shared_bytes(d, tiles, rows) + use["shared_bytes"]
+            per_warp = -(-use["registers"] * 32 // 256) * 256   # registers go to a warp in units of 256
+            limits = {"registers": sm["registers"] // (threads // 32 * per_warp),
+                      "shared memory": sm["shared_bytes"] // (smem + sm["reserved_per_block"]),
+                      "warps": sm["warps"] // (threads // 32), "blocks": sm["blocks"]}
+            blocks = min(limits.values())
+            limiting = " = ".join(k for k, v in limits.items() if v == blocks)
+            regs = f"{use['registers']}" + (f" ({split[0]}/{split[1]})" if None not in split else "")
+            lines.append(f"cuda:{name:19s} {d:4d} {tiles['BLOCK_N']:5d} {tiles['STAGES']:6d} {threads:7d} {regs:>12s} "
+                         f"{smem / 1024:5.0f} {blocks:9d}  {limiting:26s} {blocks * 4 * consumers:17d} {rows:12d}")
+    lines.append(f"(an sm_90 SM: {sm['registers']:,} registers, {sm['shared_bytes'] // 1024} KiB of shared memory, "
+                 f"{sm['reserved_per_block']} B of it kept per block; registers: the compiler's, "
+                 "(producer/consumer) after setmaxnreg)")
+    return "\n".join(lines)
+
+
+def _python_code_lines(obj) -> int:
+    """Lines of a function's code, neither blank nor comment, its docstring left out."""
+    import ast
+    import textwrap
+    text = textwrap.dedent(code(obj))
+    node = ast.parse(text).body[0]
+    doc = node.body[0] if node.body and isinstance(node.body[0], ast.Expr) and isinstance(
+        getattr(node.body[0], "value", None), ast.Constant) and isinstance(node.body[0].value.value, str) else None
+    kept = text.splitlines()
+    if doc is not None:
+        del kept[doc.lineno - 1:doc.end_lineno]
+    return lines_of_code("\n".join(kept))
+
+
+def attention_kernel_lines(label: str) -> tuple[int, int, str]:
+    """(lines of the rung's own code, lines of the shared code it also runs, what was counted) for an attention
+    rung: CUDA, its .cu file and the earlier rungs' files it includes, then the headers (.cuh) they include, each
+    once; Triton, its @triton.jit kernel, then `attend` (the loop rungs 3-7 share); docstrings, comments, blank
+    lines and launchers not counted."""
+    from ladder import cuda
+    backend, name = label.split(":", 1)
+    if backend == "cuda":
+        files = cuda._expand(f"attention/{name}.cu")[1]
+        own = [f for f in files if f.suffix == ".cu"]
+        shared = [f for f in files if f.suffix != ".cu"]
+        count = lambda fs: sum(lines_of_code(f.read_text(), "//") for f in fs)  # noqa: E731
+        return count(own), count(shared), " + ".join(f.name for f in own) + "; " + " + ".join(f.name for f in shared)
+    from kernels.triton import attention as ta
+    kernel = ta.flash_tma_kernel if name == "7_tma" else ta.flash_kernel
+    return _python_code_lines(kernel), _python_code_lines(ta.attend), f"{kernel.__name__}; attend"
+
+
+def attention_lines_vs_speed(rows: list[dict], shapes: list[tuple], labels: list[str],
+                             anchor: str = "torch:sdpa") -> str:
+    """Each rung's lines of kernel code (attention_kernel_lines) beside its TFLOP/s at each shape in `rows` (a
+    lesson's measured rows, or the recording's) and its speed as a fraction of `anchor`'s in the same rows."""
+    from ladder.verdicts import shape_label
+    by = {(f"{r['backend']}:{r['rung']}", tuple(r["shape"])): r for r in rows}
+    lines = [f"{'rung':24s} {'lines':>5s} {'+ shared':>8s}  "
+             + "".join(f"{shape_label('attention', s):>16s}" for s in shapes)
+             + "   (TFLOP/s, x " + anchor.split(":", 1)[1] + ")"]
+    counted = []
+    for label in labels + [anchor]:
+        own, shared, what = attention_kernel_lines(label) if label != anchor else (None, None, "")
+        cells = []
+        for s in shapes:
+            row, ref = by.get((label, tuple(s))), by.get((anchor, tuple(s)))
+            cells.append(f"{'-':>16s}" if row is None else
+                         f"{row['tflops']:7.1f} ({ref['ms'] / row['ms']:.2f}x)" if ref and label != anchor else
+                         f"{row['tflops']:16.1f}")
+        lines.append(f"{label:24s} {own if own is not None else '':>5} {shared if shared is not None else '':>8}  "
+                     + "".join(f"{c:>16s}" for c in cells))
+        if what:
+            counted.append(f"  {label}: {what}")
+    return "\n".join(lines + ["lines: neither blank nor comment (docstrings left out); + shared: headers or helpers "
+                               "other rungs run too; launchers not counted"] + counted)
 
 
 def attention_checks(problem) -> str:

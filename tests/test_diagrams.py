@@ -27,6 +27,7 @@ VARIANTS = [(fn.__name__, ()) for fn in diagrams.ALL] + [
 # Diagrams drawn for lessons whose owners insert them (the cell to add is in the commit that added the diagram):
 # the test below fails once one of them is in its lesson, so that it leaves this list.
 AWAITING_A_LESSON: dict[str, str] = {  # a diagram drawn by no lesson yet: its name and where it will go
+    "attention_wgmma_tma_ring": "04e_attention_hopper, rung 7",
     "attention_warp_specialized_ring": "04e_attention_hopper, rung 8", "attention_pingpong": "04e_attention_hopper, rung 9"}
 
 
@@ -430,6 +431,20 @@ def test_tma_store_epilogue_overlaps_the_next_tile_only_in_rung_11():
     fig = diagrams.matmul_tma_store_epilogue()
     assert figcheck.collisions(fig) == []
     assert "the TMA stores C" in texts(fig)
+
+
+def test_attention_rung_7s_ring_follows_its_constants(monkeypatch):
+    """Rung 7's ring: its STAGES (kernels/attention.py WGMMA_TMA at D = 128), its producer warp(s) and consumer
+    warpgroups (7_wgmma_tma.cu's PRODUCER_THREADS and CONSUMERS defaults)."""
+    from kernels import attention as at
+    fig = diagrams.attention_wgmma_tma_ring()
+    assert figcheck.collisions(fig) == []
+    assert f"{at.WGMMA_TMA[128]['STAGES']} stages, 1 producer warp issuing TMA" in joined(fig)
+    assert "1 consumer warpgroup on wgmma" in joined(fig)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()][-1] == "consumer 0"
+    monkeypatch.setitem(at.WGMMA_TMA, 128, dict(at.WGMMA_TMA[128], STAGES=3))
+    edited_source(monkeypatch, diagrams.WGMMA_TMA_RUNG, "#define PRODUCER_THREADS 32", "#define PRODUCER_THREADS 64")
+    assert "3 stages, 2 producer warps issuing TMA 2 K/V tiles ahead" in joined(diagrams.attention_wgmma_tma_ring())
 
 
 def test_attention_hopper_pictures_follow_rung_8s_constants(monkeypatch):

@@ -1,4 +1,4 @@
-"""Lessons 04a-04d: within LESSONS.md's budgets, and the helpers of ladder.lesson they call."""
+"""Lessons 04a-04e: within LESSONS.md's budgets, and the helpers of ladder.lesson they call."""
 from __future__ import annotations
 
 import re
@@ -12,7 +12,7 @@ from ladder import autotune, lesson
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 ATTENTION = ["04a_attention_cuda.ipynb", "04b_attention_cuda_tensor_cores.ipynb", "04c_attention_triton.ipynb",
-             "04d_attention_backward.ipynb"]
+             "04d_attention_backward.ipynb", "04e_attention_hopper.ipynb"]
 
 
 def test_traffic_counts_the_score_passes():
@@ -75,3 +75,91 @@ def test_backward_problem_times_live_at_s4096_only(monkeypatch):
     assert lesson.backward_problem().bench_shapes == ab.HEADLINE   # no GPU: every shape, from the recording
     monkeypatch.setattr(world, "WORLD", dataclasses.replace(world.WORLD, gpu=True))
     assert {s[2] for s in lesson.backward_problem().bench_shapes} == {4096}
+
+
+# ------------------------------------------------------------- lesson 04e: the Hopper rungs 7-9
+
+HOPPER = at.PROBLEM.only("cuda", "torch", "triton:7_tma").span("cuda", "6_autotuned", "9_pingpong")
+
+
+def test_hopper_count_gives_the_least_time_under_both_ceilings():
+    roofs = {"copy_TBps": 3.0, "fp16_tc_TFLOPs": 500.0, "mma_sync_TFLOPs": 600.0, "wgmma_TFLOPs": 1000.0}
+    text = lesson.hopper_attention_count(at.PROBLEM, at.HEADLINE[:1], roofs, "model")
+    assert "mma.sync 600 TFLOP/s, wgmma 1000 TFLOP/s" in text
+    assert text.splitlines()[-1].split()[-2:] == ["1.100", "0.550"]   # 549.8 GFLOP at 500 and at 1000 TFLOP/s
+    no_wgmma = {k: v for k, v in roofs.items() if k != "wgmma_TFLOPs"}
+    assert "wgmma not measured" in lesson.hopper_attention_count(at.PROBLEM, at.HEADLINE[:1], no_wgmma, "model")
+
+
+def test_hopper_rungs_compile_with_the_launchers_tiles():
+    """The SASS tables build rungs 7-9 as kernels/attention.py launches them (rung 8 at D128: 128-key tiles, 8 HGMMA
+    for Q·Kᵀ and 8 for P·V; rung 7 there: 64-key tiles, 8 and 4), Triton's rung 7 with its recorded search's
+    winner; the turns (BAR.ARV) and setmaxnreg are CUDA's alone."""
+    assert lesson.cuda_attention_tiles("8_warp_specialized", 128) == at.WARP_SPECIALIZED[128]
+    assert lesson.cuda_attention_tiles("6_autotuned", 64) == {}
+    hgmma = {name: lesson.attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", 128).count("HGMMA")
+             for name in ("7_wgmma_tma", "8_warp_specialized")}
+    assert hgmma == {"7_wgmma_tma": 12, "8_warp_specialized": 16}
+    both = at.PROBLEM.only("cuda:9_pingpong", "triton:7_tma")
+    table = lesson.attention_signatures(both, archs=("sm_90a",), families=("HGMMA", "USETMAXREG", "BAR.ARV"),
+                                        recorded_winners=True)
+    rows = {line.split()[0]: line.split()[1:] for line in table.splitlines()[2:]}
+    assert rows == {"cuda:9_pingpong": ["x", "x", "x"], "triton:7_tma": ["x", "-", "-"]}
+    # without recorded winners a searched Triton rung has no fixed build: left out (lesson 04c's table)
+    plain = lesson.attention_signatures(both, archs=("sm_90a",), families=("HGMMA",))
+    assert [line.split()[0] for line in plain.splitlines()[2:]] == ["cuda:9_pingpong"]
+
+
+def _blocks(line: str) -> tuple[int, int]:
+    """(blocks an SM, consumer warps an SM) of a line of hopper_attention_blocks."""
+    found = re.search(r"(\d+)\s+(?:registers|shared memory|warps|blocks)[a-z =]*\s+(\d+)\s+\d+$", line)
+    return int(found.group(1)), int(found.group(2))
+
+
+def test_blocks_table_holds_what_ncu_recorded():
+    """At D64 ncu recorded rung 7's theoretical occupancy as 15 of 64 warps (3 blocks of 5) and rung 8's as 12 (one
+    block): the table, computed from the compile, agrees; rung 7 fits 2 blocks at D128. A smaller SM holds fewer."""
+    table = lesson.hopper_attention_blocks().splitlines()[1:-1]
+    rows = {(line.split()[0], int(line.split()[1])): line for line in table}
+    assert _blocks(rows["cuda:7_wgmma_tma", 64]) == (3, 12)
+    assert _blocks(rows["cuda:7_wgmma_tma", 128]) == (2, 8)
+    assert _blocks(rows["cuda:8_warp_specialized", 64]) == (1, 8)
+    assert "(24/240)" in rows["cuda:9_pingpong", 128] and "(24/240)" not in rows["cuda:7_wgmma_tma", 64]
+    small = lesson.hopper_attention_blocks((64,), dict(lesson.SM90, shared_bytes=100 * 1024)).splitlines()[1]
+    assert _blocks(small) == (1, 4) and "shared memory" in small
+
+
+def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys):
+    lesson.show_cuda_rung(HOPPER, 9)
+    out = capsys.readouterr().out
+    assert "#define PINGPONG 1" in out and "wait_turn(group);" in out and "pass_turn(group);" in out
+    assert "setmaxnreg" not in out                 # rung 8's lines: not what rung 9's define changes
+    lesson.show_cuda_rung(HOPPER, 8)
+    out = capsys.readouterr().out
+    assert "setmaxnreg.dec" in out and "setmaxnreg.inc" in out and "#define BLOCK_M (64 * CONSUMERS)" in out
+    assert "#define CONSUMERS 1" not in out and "wait_turn" not in out   # rung 7's default, rung 9's turns
+    lesson.show_cuda_rung(HOPPER, 6)               # includes rung 5's file but defines nothing
+    assert "the lines of" not in capsys.readouterr().out
+
+
+def test_switched_on_keeps_whole_blocks_and_leaves_out_the_defaults():
+    lines = lesson.switched_on("kernels/cuda/attention/7_wgmma_tma.cu", {"PINGPONG"}, context=0)
+    assert lines[0] == "#if PINGPONG" and lines.count("#if PINGPONG") == 3 and lines.count("#endif") == 4
+    assert lesson.switched_on("kernels/cuda/attention/7_wgmma_tma.cu", set()) == []
+
+
+def test_lines_vs_speed_counts_code_and_reads_the_rows():
+    from kernels.triton import attention as ta
+    own7, shared7, what7 = lesson.attention_kernel_lines("cuda:7_wgmma_tma")
+    own9, shared9, what9 = lesson.attention_kernel_lines("cuda:9_pingpong")
+    assert shared9 == shared7 and own9 > own7 and "tma.cuh" in what7 and "8_warp_specialized.cu" in what9
+    own, shared, what = lesson.attention_kernel_lines("triton:7_tma")
+    assert 0 < own < lesson.lines_of_code(lesson.code(ta.flash_tma_kernel))   # its docstring left out
+    assert what == "flash_tma_kernel; attend"
+    shape = at.HEADLINE[0]
+    rows = [{"backend": "cuda", "rung": "7_wgmma_tma", "shape": list(shape), "ms": 2.0, "tflops": 100.0},
+            {"backend": "torch", "rung": "sdpa", "shape": list(shape), "ms": 1.0, "tflops": 200.0}]
+    text = lesson.attention_lines_vs_speed(rows, at.HEADLINE[:2], ["cuda:7_wgmma_tma", "triton:7_tma"])
+    line7 = next(line for line in text.splitlines() if line.startswith("cuda:7_wgmma_tma "))
+    assert "100.0 (0.50x)" in line7 and line7.split()[-1] == "-"
+    assert next(line for line in text.splitlines() if line.startswith("torch:sdpa")).split()[1] == "200.0"
