@@ -38,7 +38,9 @@ LESSON_LADDERS = {"01": (problems.get("vector_add"), ("cuda", "triton")),
                   "03": (mm.PROBLEM.only("triton", "torch"), "triton"),
                   "04a": (CUDA_ATTENTION.span("cuda", "1_naive", "3_fused"), "cuda"),
                   "04b": (CUDA_ATTENTION.span("cuda", "3_fused", "6_autotuned"), "cuda"),
-                  "04c": (at.PROBLEM.only("triton", "torch"), "triton")}
+                  "04c": (at.PROBLEM.only("triton", "torch"), "triton"),
+                  "04e": (at.PROBLEM.only("cuda", "torch", "triton:7_tma").span("cuda", "6_autotuned", "9_pingpong"),
+                          "cuda")}
 
 
 def _ladder(lesson: str) -> verdicts.Ladder:
@@ -123,6 +125,8 @@ LESSON_FIGURES = [
     ("04d_attention_backward", "backward_roofline", lambda: figures.backward_roofline(
         rec.runs("attention_backward"), ab.PROBLEM, ab.HEADLINE[0], rec.ceilings, rec.data.get("datasheet"),
         rec.label)),
+    ("04e_attention_hopper", "ladder_roofline", lambda: _roofline(
+        "04e", rec.profiles("attention"), at.HEADLINE[0], "CUDA attention B4 H32 S4096 D64, rungs 6–9")),
     ("06_shipping_a_kernel", "host_timeline", lambda: figures.host_timeline(
         rec.data["launch"], f"one matmul call's host time, {rec.label_for(rec.data['launch'])}")),
     ("06_shipping_a_kernel", "shape_grid", lambda: figures.shape_grid(
