@@ -232,11 +232,15 @@ def verdicts(problem, backend, rows: list[dict], ceilings: dict | None = None, r
              rung: str | None = None) -> list[Verdict]:
     """Hit or miss of every prediction of the ladder (`backend`: one or several) at every headline shape.
     `rows`: the recording's runs or a live run's (the anchors among them); `ceilings`: a live run's
-    (recorded rows are judged against their own run's). `rung`: only that rung's ('2_coalesced' or a label)."""
+    (recorded rows are judged against their own run's). `rung`: only that rung's ('2_coalesced' or a label).
+    A problem narrowed to some rungs (Problem.only, Problem.span) is judged on those: a prediction about a rung
+    outside it, or measured over one, is left out."""
     name = _problem_name(problem)
     shapes = headline_shapes(problem)
+    shown = None if isinstance(problem, str) else {r.label for r in problem.rungs}
     chosen = [p for p in predictions(name, backend)
-              if rung is None or rung in (p.rung, p.name)]
+              if (rung is None or rung in (p.rung, p.name))
+              and (shown is None or (p.rung in shown and (p.over is None or p.over in shown)))]
     return [judge(p, shape, rows, name, ceilings, recording) for p in chosen for shape in shapes]
 
 

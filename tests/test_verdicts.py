@@ -249,3 +249,17 @@ def test_kernel_times_split_a_rung_into_its_kernels_and_say_which_are_not_profil
     assert "triton:4_autotuned: 1000 µs in 3 kernels" in text
     assert "dkdv" in text and " 600 µs   60%" in text and "torch:sdpa: not profiled" in text
     assert text.endswith("recorded on H100, 2026-11-26: each kernel run once, clocks as found)")
+
+
+def test_a_narrowed_ladder_is_judged_on_its_own_rungs():
+    """A lesson's span of the ladder (04e: CUDA rungs 6-9) shows no line for a rung outside it, nor for a speed-up
+    measured over one (rung 6 over rung 5); the whole problem keeps every prediction."""
+    import kernels.attention as at
+    rec = results.load()
+    narrowed = at.PROBLEM.only("cuda", "torch").span("cuda", "6_autotuned", "9_pingpong")
+    found = verdicts.verdicts(narrowed, "cuda", rec.runs("attention"), recording=rec)
+    rungs = {(v.prediction.rung, v.prediction.over) for v in found}
+    assert {r for r, _ in rungs} == {"cuda:6_autotuned", "cuda:7_wgmma_tma", "cuda:8_warp_specialized", "cuda:9_pingpong"}
+    assert ("cuda:6_autotuned", "cuda:5_pipelined") not in rungs
+    everything = verdicts.verdicts("attention", "cuda", rec.runs("attention"), recording=rec)
+    assert {v.prediction.rung for v in everything} >= {"cuda:1_naive", "cuda:5_pipelined"}
