@@ -15,6 +15,7 @@ torch:sdpa_flash (its FlashAttention backend, forced). The CUDA ladder:
 7_wgmma_tma    (Hopper) both products on wgmma, P from registers; Q, K, V through the TMA into an mbarrier ring
 8_warp_specialized  (Hopper) a producer warpgroup (setmaxnreg) feeds two consumer warpgroups one K/V ring
 9_pingpong     (Hopper) rung 8's consumer warpgroups take turns at Q·Kᵀ: one's softmax under the other's product
+10_intra_overlap  (Hopper) rung 9, each warpgroup's softmax under its own P·V of the tile before
 
 Every launcher takes (q, k, v, causal, out=None) and returns out; a bad argument raises a ValueError
 that names it. The CUDA launchers check that the tensors are on the GPU before anything else, so a
@@ -267,6 +268,9 @@ WGMMA_TMA_THREADS = 128 + 32
 WARP_SPECIALIZED = {64: dict(BLOCK_N=128, STAGES=3), 128: dict(BLOCK_N=128, STAGES=2)}
 WARP_SPECIALIZED_ROWS = 128
 WARP_SPECIALIZED_THREADS = 256 + 128
+# Rung 10 releases a K/V stage a tile later than rung 9 (after the P·V that runs under the next softmax): a ring of
+# 3 at both D keeps the next tile's copy in flight (at D = 128: 225 KiB of shared memory, one block an SM).
+INTRA_OVERLAP = {64: dict(BLOCK_N=128, STAGES=3), 128: dict(BLOCK_N=128, STAGES=3)}
 
 
 def wgmma_tma_shared_bytes(head_dim: int, tiles: dict | None = None, rows: int = WGMMA_TMA_ROWS) -> int:
@@ -301,6 +305,12 @@ def cuda_wgmma_tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> to
 def cuda_pingpong(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 9: rung 8, its two consumer warpgroups taking turns at Q·Kᵀ (named barriers)."""
     return _hopper_attention("attention/9_pingpong.cu", WARP_SPECIALIZED, WARP_SPECIALIZED_ROWS,
+                             WARP_SPECIALIZED_THREADS, q, k, v, causal, out)
+
+
+def cuda_intra_overlap(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 10: rung 9, each consumer warpgroup exponentiating tile t while its P·V of tile t - 1 runs."""
+    return _hopper_attention("attention/10_intra_overlap.cu", INTRA_OVERLAP, WARP_SPECIALIZED_ROWS,
                              WARP_SPECIALIZED_THREADS, q, k, v, causal, out)
 
 
@@ -375,6 +385,7 @@ PROBLEM = register(Problem(
         _cuda("7_wgmma_tma", cuda_wgmma_tma, needs="wgmma"),
         _cuda("8_warp_specialized", cuda_warp_specialized, needs="wgmma"),
         _cuda("9_pingpong", cuda_pingpong, needs="wgmma"),
+        _cuda("10_intra_overlap", cuda_intra_overlap, needs="wgmma"),
         *triton_attention.rungs(),
         Rung("torch", "sdpa", sdpa),
         Rung("torch", "sdpa_flash", sdpa_flash, needs="flash_attention"),

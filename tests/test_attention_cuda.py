@@ -23,7 +23,8 @@ def defines(rung: str, head_dim: int) -> dict | None:
             "6_autotuned": dict(HEAD_DIM=head_dim, **at.PIPELINED),
             "7_wgmma_tma": dict(HEAD_DIM=head_dim, **at.WGMMA_TMA[head_dim]),
             "8_warp_specialized": dict(HEAD_DIM=head_dim, **at.WARP_SPECIALIZED[head_dim]),
-            "9_pingpong": dict(HEAD_DIM=head_dim, **at.WARP_SPECIALIZED[head_dim])}[rung]
+            "9_pingpong": dict(HEAD_DIM=head_dim, **at.WARP_SPECIALIZED[head_dim]),
+            "10_intra_overlap": dict(HEAD_DIM=head_dim, **at.INTRA_OVERLAP[head_dim])}[rung]
 
 
 def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
@@ -32,9 +33,10 @@ def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
 
 def test_the_cuda_ladder_comes_first():
     assert [r.name for r in CUDA_RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined",
-                                            "6_autotuned", "7_wgmma_tma", "8_warp_specialized", "9_pingpong"]
-    assert at.PROBLEM.rungs[:9] == CUDA_RUNGS   # before the Triton rungs of the same names
-    assert [r.slow for r in CUDA_RUNGS] == [True, True] + [False] * 7
+                                            "6_autotuned", "7_wgmma_tma", "8_warp_specialized", "9_pingpong",
+                                            "10_intra_overlap"]
+    assert at.PROBLEM.rungs[:10] == CUDA_RUNGS   # before the Triton rungs of the same names
+    assert [r.slow for r in CUDA_RUNGS] == [True, True] + [False] * 8
     assert all(r.source == f"kernels/cuda/attention/{r.name}.cu" for r in CUDA_RUNGS)
 
 
@@ -203,7 +205,7 @@ def test_wgmma_rung_fits_two_or_three_blocks_per_sm(wgmma_tma):
     assert blocks * (at.wgmma_tma_shared_bytes(D) + usage["shared_bytes"] + 1024) <= 228 * 1024
 
 
-@pytest.mark.parametrize("name", ["7_wgmma_tma", "8_warp_specialized", "9_pingpong"])
+@pytest.mark.parametrize("name", ["7_wgmma_tma", "8_warp_specialized", "9_pingpong", "10_intra_overlap"])
 def test_wgmma_rungs_are_hopper_only(name):
     with pytest.raises(CompileError, match="sm_90a"):
         sass.cuda_sass(f"attention/{name}.cu", "sm_90", defines(name, 64))
@@ -228,34 +230,47 @@ def test_wgmma_rung_maps_each_head_as_one_matrix_of_a_stack():
 
 # ------------------------------------------------------------- rung 8 (sm_90a): warp specialization
 
-@pytest.fixture(scope="module", params=[(name, D) for name in ("8_warp_specialized", "9_pingpong") for D in HEAD_DIMS],
+@pytest.fixture(scope="module", params=[(name, D) for name in ("8_warp_specialized", "9_pingpong", "10_intra_overlap")
+                        for D in HEAD_DIMS],
                 ids=lambda p: f"{p[0]}-D{p[1]}")
 def warp_specialized(request):
-    """(head_dim, SASS, resource usage, rung) of rungs 8 and 9, compiled once per head dimension."""
+    """(head_dim, SASS, resource usage, rung, tiles) of rungs 8-10, compiled once per head dimension."""
     name, D = request.param
     cubin = cuda.compile_cubin(f"attention/{name}.cu", "sm_90a", tuple(sorted(defines(name, D).items())))
-    return D, sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin), name
+    tiles = (at.INTRA_OVERLAP if name == "10_intra_overlap" else at.WARP_SPECIALIZED)[D]
+    return D, sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin), name, tiles
 
 
 def test_warp_specialized_rung_moves_registers_to_its_two_consumer_warpgroups(warp_specialized):
     """Rung 7's instructions (both products on HGMMA, Q, K and V by UTMALDG, mbarriers) plus the two setmaxnreg;
     nothing spilled; one block's registers (as launched, before setmaxnreg moves them) and shared memory fit an
     SM (an H100's 64 Ki registers and 228 KiB, 1 KiB of it reserved per block)."""
-    D, s, usage, _ = warp_specialized
-    BN = at.WARP_SPECIALIZED[D]["BLOCK_N"]
+    D, s, usage, name, tiles = warp_specialized
+    BN = tiles["BLOCK_N"]
+    copies = 2 if name == "10_intra_overlap" else 1    # rung 10: the first S and the last P·V outside the loop too
     assert s.count("USETMAXREG") == 2                  # the producer's decrease, the consumers' increase
-    assert s.count("HGMMA") == D // 16 + BN // 16
+    assert s.count("HGMMA") == copies * (D // 16 + BN // 16)
     assert s.count("UTMALDG") == 3 * D // 64           # Q's box is 128 rows: still one copy a 64-column block
     assert s.count("SYNCS.PHASECHK") > 0 and s.count("SYNCS.ARRIVE") > 0
     assert s.count("HMMA") == s.count("LDSM") == s.count("LDGSTS") == 0
     assert s.count("LDL") == s.count("STL") == 0 and usage["stack_bytes"] == usage["local_bytes"] == 0
     assert usage["registers"] * at.WARP_SPECIALIZED_THREADS <= 64 * 1024, usage
-    shared = at.wgmma_tma_shared_bytes(D, at.WARP_SPECIALIZED[D], at.WARP_SPECIALIZED_ROWS)
+    shared = at.wgmma_tma_shared_bytes(D, tiles, at.WARP_SPECIALIZED_ROWS)
     assert shared + usage["shared_bytes"] + 1024 <= 228 * 1024
 
 
 def test_pingpong_rung_takes_turns_on_named_barriers(warp_specialized):
     """Rung 9 adds its turns to rung 8: a wait (BAR.SYNC, beside __syncthreads') and the passes (BAR.ARV: the
     first, before the loop, and one a tile); rung 8 has neither."""
-    D, s, _, name = warp_specialized
-    assert (s.count("BAR.SYNC"), s.count("BAR.ARV")) == ((2, 2) if name == "9_pingpong" else (1, 0))
+    D, s, _, name, _ = warp_specialized
+    turns = {"8_warp_specialized": (1, 0), "9_pingpong": (2, 2), "10_intra_overlap": (4, 4)}[name]
+    assert (s.count("BAR.SYNC"), s.count("BAR.ARV")) == turns   # rung 10: its first and last turns outside the loop
+
+
+def test_intra_overlap_rung_waits_for_the_scores_alone(warp_specialized):
+    """Rung 10's loop issues S of tile t and P·V of tile t - 1 behind one fence and waits twice (wait_group 1:
+    S alone, then 0), plus the first S's fence and wait and the last P·V's; rungs 8 and 9 fence and wait once a
+    product. A pipeline that ptxas serialized (note C7514) would fence and wait at every HGMMA."""
+    D, s, _, name, _ = warp_specialized
+    fences_waits = (3, 4) if name == "10_intra_overlap" else (2, 2)
+    assert (s.count("WARPGROUP.ARRIVE"), s.count("WARPGROUP.DEPBAR")) == fences_waits

@@ -1,4 +1,4 @@
-"""Attention rungs 7-9 (Hopper only: wgmma and the TMA; rung 8 warp-specialized, rung 9 ping-pong) on an H100 or H200: ragged S (1, 100, 1000, 4097), causal or not,
+"""Attention rungs 7-10 (Hopper only: wgmma and the TMA; rung 8 warp-specialized, rung 9 ping-pong, rung 10 the softmax under its own P·V) on an H100 or H200: ragged S (1, 100, 1000, 4097), causal or not,
 D 64 and 128, several heads, fresh inputs into a NaN-poisoned output against the fp32 reference; a NaN in an input
 reaches exactly the outputs it should (never a neighbouring head's: the TMA reads zeros past a head's last row); Q
 scaled x30 stays finite; bad inputs are named; no local memory; and timed beside rung 6 and SDPA at the headline
@@ -15,8 +15,10 @@ from ladder import cuda, hardware
 from ladder.check import compare
 from ladder.runner import time_rung, unavailable
 
-RUNGS = {name: at.PROBLEM.rung("cuda", name) for name in ("7_wgmma_tma", "8_warp_specialized", "9_pingpong")}
-TILES = {"7_wgmma_tma": at.WGMMA_TMA, "8_warp_specialized": at.WARP_SPECIALIZED, "9_pingpong": at.WARP_SPECIALIZED}
+RUNGS = {name: at.PROBLEM.rung("cuda", name)
+         for name in ("7_wgmma_tma", "8_warp_specialized", "9_pingpong", "10_intra_overlap")}
+TILES = {"7_wgmma_tma": at.WGMMA_TMA, "8_warp_specialized": at.WARP_SPECIALIZED, "9_pingpong": at.WARP_SPECIALIZED,
+         "10_intra_overlap": at.INTRA_OVERLAP}
 
 
 @pytest.fixture(params=list(RUNGS))
@@ -109,8 +111,10 @@ def test_loads_without_local_memory(rung, D):
 def test_timed_beside_rung_6_and_sdpa():
     shown = [at.PROBLEM.rung("cuda", "6_autotuned"), *RUNGS.values(), at.PROBLEM.rung("torch", "sdpa")]
     rows = {(r.name, shape): time_rung(at.PROBLEM, r, shape) for shape in at.HEADLINE for r in shown}
-    print(f"\n{'shape (B, H, S, D, causal)':28s}" + "".join(f"{r.name:>20s}" for r in shown) + "  8/7  9/8  9/sdpa")
+    print(f"\n{'shape (B, H, S, D, causal)':28s}" + "".join(f"{r.name:>20s}" for r in shown)
+          + "  8/7  9/8 10/9 10/sdpa")
     for shape in at.HEADLINE:
         t = [rows[r.name, shape]["tflops"] for r in shown]
-        print(f"{str(shape):28s}" + "".join(f"{x:11.1f} TFLOP/s" for x in t) + f" {t[2] / t[1]:5.2f} {t[3] / t[2]:5.2f} {t[3] / t[4]:6.2f}")
+        print(f"{str(shape):28s}" + "".join(f"{x:11.1f} TFLOP/s" for x in t)
+              + f" {t[2] / t[1]:5.2f} {t[3] / t[2]:5.2f} {t[4] / t[3]:5.2f} {t[4] / t[5]:6.2f}")
     assert all(r["correct"] for r in rows.values())

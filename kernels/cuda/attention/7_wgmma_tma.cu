@@ -25,7 +25,8 @@
 // HEAD_DIM (64 or 128), BLOCK_N (keys a tile: 64 or 128) and STAGES are defines. Dynamic shared memory: the Q tile
 // and STAGES K and V tiles, unpadded (the swizzle avoids bank conflicts), + 1 KiB to align the swizzle atoms.
 // Rung 8 includes this file with CONSUMERS 2 and a producer warpgroup (PRODUCER_THREADS 128, setmaxnreg); rung 9
-// with PINGPONG too (the two consumer warpgroups take turns issuing Q·Kᵀ).
+// with PINGPONG too (the two consumer warpgroups take turns issuing Q·Kᵀ); rung 10 with INTRA_OVERLAP too (each
+// warpgroup's softmax of a tile runs under its own P·V of the tile before).
 #ifndef CONSUMERS
 #define CONSUMERS 1           // consumer warpgroups, 64 queries each
 #endif
@@ -68,6 +69,27 @@ template <int ROWS>
 __device__ __forceinline__ void load_tile(half* dst, const TensorMap& map, int y, int z, unsigned long long* bar) {
 #pragma unroll
     for (int c = 0; c < HEAD_DIM / 64; ++c) tma_load(dst + c * ROWS * 64, map, c * 64, y, z, bar);
+}
+
+// S = Q·Kᵀ of one key tile (k: its K-major tile), 16 dimensions a wgmma, committed as one group, not waited for.
+__device__ __forceinline__ void issue_scores(float (&scores)[1][NJ][4], const half* Qg, const half* k) {
+#pragma unroll
+    for (int kk = 0; kk < HEAD_DIM / 16; ++kk)
+        wgmma_m64k16<NJ, false>(scores, k_major<BLOCK_M>(Qg, kk), k_major<BLOCK_N>(k, kk));
+    wgmma_commit();
+}
+
+// O += P·V of one key tile, 16 keys a wgmma (16 rows down V's column blocks), committed as one group.
+__device__ __forceinline__ void issue_pv(float (&acc)[1][DJ][4], const unsigned (&p)[NJ / 2][4], const half* v) {
+#pragma unroll
+    for (int kj = 0; kj < NJ; kj += 2) wgmma_m64k16(acc, p[kj / 2], descriptor(v + kj * 8 * 64, BLOCK_N * 128));
+    wgmma_commit();
+}
+
+// P's A fragments, all of them before the next fence: one written between wgmmas would need its own (C7519).
+__device__ __forceinline__ void p_fragments(unsigned (&p)[NJ / 2][4], const float (&scores)[1][NJ][4]) {
+#pragma unroll
+    for (int kj = 0; kj < NJ; kj += 2) FlashWarp::p_fragment(p[kj / 2], scores, 0, kj);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS + PRODUCER_THREADS, MIN_BLOCKS)
@@ -117,6 +139,55 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
     if (group == 1) pass_turn(1);  // warpgroup 0 goes first
 #endif
     mbarrier_wait(&q_full, 0);
+#if INTRA_OVERLAP  // rung 10: tile t's softmax runs while the tensor cores do tile t - 1's P·V
+    float scores[1][NJ][4] = {}, alpha[1][2];
+    unsigned p[NJ / 2][4];
+    const auto softmax_of = [&](int t) {  // scores become P of tile t; acc's rescale is left to the caller
+        if (keys.masked(t * BLOCK_N)) warp.mask(scores, t * BLOCK_N, row0, S, causal);
+        warp.softmax<false>(scores, scale_log2, alpha);
+    };
+    mbarrier_wait(&full[0], 0);  // tile 0: its S alone, then its softmax
+#if PINGPONG
+    wait_turn(group);
+#endif
+    wgmma_fence();
+    issue_scores(scores, Qg, Ks);
+#if PINGPONG
+    pass_turn(group);
+#endif
+    wgmma_wait<0>();
+    softmax_of(0);
+    p_fragments(p, scores);  // acc is zero: nothing to rescale
+    for (int t = 1; t < tiles; ++t) {  // S of tile t and P·V of tile t - 1 in one turn, tile t's softmax under P·V
+        const int s = t % STAGES;
+        mbarrier_wait(&full[s], (t / STAGES) & 1);
+#if PINGPONG
+        wait_turn(group);
+#endif
+        wgmma_fence();  // acc and P were written by ordinary instructions
+        issue_scores(scores, Qg, Ks + s * KV_TILE);
+        issue_pv(warp.acc, p, Vs + (t - 1) % STAGES * KV_TILE);
+#if PINGPONG
+        pass_turn(group);
+#endif
+        wgmma_wait<1>();  // S of tile t landed; P·V of tile t - 1 may still run
+        softmax_of(t);
+        wgmma_wait<0>();
+        if (threadIdx.x % 32 == 0) mbarrier_arrive(&empty[(t - 1) % STAGES]);  // tile t - 1 read
+        warp.rescale(alpha);
+        p_fragments(p, scores);
+    }
+#if PINGPONG
+    wait_turn(group);
+#endif
+    wgmma_fence();  // the last tile's P·V
+    issue_pv(warp.acc, p, Vs + (tiles - 1) % STAGES * KV_TILE);
+#if PINGPONG
+    if (group == 0) pass_turn(group);  // group 1's last turn grants none
+#endif
+    wgmma_wait<0>();
+    if (threadIdx.x % 32 == 0) mbarrier_arrive(&empty[(tiles - 1) % STAGES]);
+#else
     for (int t = 0; t < tiles; ++t) {
         const int s = t % STAGES, n0 = t * BLOCK_N;
         const half *k = Ks + s * KV_TILE, *v = Vs + s * KV_TILE;
@@ -126,26 +197,20 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
         wait_turn(group);
 #endif
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < HEAD_DIM / 16; ++kk)  // S = Q·Kᵀ, 16 dimensions a step
-            wgmma_m64k16<NJ, false>(scores, k_major<BLOCK_M>(Qg, kk), k_major<BLOCK_N>(k, kk));
-        wgmma_commit();
+        issue_scores(scores, Qg, k);
 #if PINGPONG  // the other warpgroup's Q·Kᵀ goes next, under this one's softmax (group 1's last turn grants none)
         if (group == 0 || t + 1 < tiles) pass_turn(group);
 #endif
         wgmma_wait<0>();
         if (keys.masked(n0)) warp.mask(scores, n0, row0, S, causal);
         warp.softmax(scores, scale_log2);  // scores become P; acc rescaled
-        unsigned p[NJ / 2][4];  // all of P before the fence: one written between wgmmas would need its own (C7519)
-#pragma unroll
-        for (int kj = 0; kj < NJ; kj += 2) FlashWarp::p_fragment(p[kj / 2], scores, 0, kj);
+        unsigned p[NJ / 2][4];
+        p_fragments(p, scores);
         wgmma_fence();  // acc and P were written by ordinary instructions
-#pragma unroll
-        for (int kj = 0; kj < NJ; kj += 2)  // O += P·V, 16 keys a step: 16 rows down V's column blocks
-            wgmma_m64k16(warp.acc, p[kj / 2], descriptor(v + kj * 8 * 64, BLOCK_N * 128));
-        wgmma_commit();
+        issue_pv(warp.acc, p, v);
         wgmma_wait<0>();
         if (threadIdx.x % 32 == 0) mbarrier_arrive(&empty[s]);  // this warp has read the stage
     }
+#endif
     warp.store(O + (size_t)head * S * HEAD_DIM, S, row0);
 }

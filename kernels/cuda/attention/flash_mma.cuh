@@ -90,8 +90,10 @@ struct FlashWarp {
     }
 
     // The online softmax of one key tile's scores s: new running max, l and acc rescaled by exp2(m_old - m_new),
-    // and s becomes p = exp2(s·scale - m_new).
-    __device__ void softmax(float (&s)[MI][NJ][4], float scale_log2) {
+    // and s becomes p = exp2(s·scale - m_new). RESCALE_NOW false (rung 10, whose P·V still writes acc): the factors
+    // go to alpha instead, for rescale once that P·V is done.
+    template <bool RESCALE_NOW = true>
+    __device__ void softmax(float (&s)[MI][NJ][4], float scale_log2, float (&alpha_out)[MI][2]) {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -103,6 +105,7 @@ struct FlashWarp {
                 top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
                 const float m_new = fmaxf(m[mi][h], top * scale_log2);
                 const float alpha = exp2f(m[mi][h] - m_new);
+                if (!RESCALE_NOW) alpha_out[mi][h] = alpha;
                 m[mi][h] = m_new;
                 float sum = 0.0f;
 #pragma unroll
@@ -113,9 +116,25 @@ struct FlashWarp {
                         sum += s[mi][nj][e];
                     }
                 l[mi][h] = l[mi][h] * alpha + sum;
-#pragma unroll
-                for (int dj = 0; dj < DJ; ++dj) acc[mi][dj][2 * h] *= alpha, acc[mi][dj][2 * h + 1] *= alpha;
+                if (RESCALE_NOW) rescale_row(alpha, mi, h);
             }
+    }
+
+    __device__ void softmax(float (&s)[MI][NJ][4], float scale_log2) {
+        float unused[MI][2];
+        softmax(s, scale_log2, unused);
+    }
+
+    __device__ void rescale_row(float alpha, int mi, int h) {
+#pragma unroll
+        for (int dj = 0; dj < DJ; ++dj) acc[mi][dj][2 * h] *= alpha, acc[mi][dj][2 * h + 1] *= alpha;
+    }
+
+    __device__ void rescale(const float (&alpha)[MI][2]) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) rescale_row(alpha[mi][h], mi, h);
     }
 
     // P's fp16 A fragment (m16k16) for keys kj*8 .. kj*8 + 15 of row tile mi: the two 8-key accumulator fragments
