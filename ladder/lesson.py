@@ -22,11 +22,12 @@ def _header_and_body(path: str) -> tuple[list[str], list[str]]:
     return lines[:start], lines[start:]
 
 
-def show_source(path: str) -> None:
-    """A kernel file's code, after its header comment (a student reads the idea in the lesson's prose)."""
+def show_source(path: str, off: set[str] = frozenset()) -> None:
+    """A kernel file's code, after its header comment (a student reads the idea in the lesson's prose); `off`: the
+    macros the file leaves off (switched_off), whose `#if NAME ... #else` versions of its code are folded."""
     header, body = _header_and_body(path)
     note = f"  (its {len(header)}-line header comment left out: the lesson's prose says it)" if header else ""
-    print(f"// {path}{note}\n" + "\n".join(body))
+    print(f"// {path}{note}\n" + "\n".join(_folded(body, off, path)))
 
 
 def _unified_diff(old: list[str], new: list[str], before: str, after: str, context: int = 2) -> list[str]:
@@ -46,13 +47,14 @@ def _unified_diff(old: list[str], new: list[str], before: str, after: str, conte
     return lines
 
 
-def show_diff(before: str, after: str) -> None:
+def show_diff(before: str, after: str, off: set[str] = frozenset()) -> None:
     """The diff between two rungs' code (header comments left out): the one idea the second rung adds.
-    Where a rung rewrites more than it keeps, the diff would be longer than the file: the file instead."""
-    old, new = _header_and_body(before)[1], _header_and_body(after)[1]
+    Where a rung rewrites more than it keeps, the diff would be longer than the file: the file instead (`off` as
+    show_source's)."""
+    old, new = _header_and_body(before)[1], _folded(_header_and_body(after)[1], off, after)
     diff = _unified_diff(old, new, before, after)
     if len(diff) > len(new):
-        show_source(after)
+        show_source(after, off)
     else:
         print("\n".join(diff))
 
@@ -261,6 +263,17 @@ def _quoted_includes(path: str) -> list[str]:
             for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', (ROOT / path).read_text(), re.M)]
 
 
+def _include_chain(path: str) -> list[str]:
+    """Every file `path` includes with #include "...", directly or through another, relative to the repository."""
+    chain, todo = [], _quoted_includes(path)
+    while todo:
+        name = todo.pop(0)
+        if name not in chain:
+            chain.append(name)
+            todo += _quoted_includes(name)
+    return chain
+
+
 def _directive(line: str) -> tuple[str, str]:
     """('if', condition), ('ifndef', name), ('endif', '') ... of a preprocessor line; ('', '') for code."""
     import re
@@ -268,13 +281,92 @@ def _directive(line: str) -> tuple[str, str]:
     return (m.group(1), m.group(2).split("//")[0].strip()) if m else ("", "")
 
 
-def switched_on(path: str, macros: set[str], context: int = 1) -> list[str]:
+def _if_blocks(lines: list[str]) -> list[tuple[int, int | None, int]]:
+    """(its #if line, its own #else or #elif line or None, its #endif line) of each #if/#ifdef/#ifndef block of
+    `lines`, nested ones included, outermost first."""
+    stack, found = [], []
+    for i, line in enumerate(lines):
+        kind = _directive(line)[0]
+        if kind in ("if", "ifdef", "ifndef"):
+            stack.append([i, None])
+        elif kind in ("else", "elif") and stack and stack[-1][1] is None:
+            stack[-1][1] = i
+        elif kind == "endif" and stack:
+            start, other = stack.pop()
+            found.append((start, other, i))
+    return sorted(found)
+
+
+def _bare_if(line: str) -> str | None:
+    """NAME of an `#if NAME` line (a macro tested alone), else None."""
+    import re
+    kind, condition = _directive(line)
+    return condition if kind == "if" and re.fullmatch(r"\w+", condition) else None
+
+
+def switched_off(path: str) -> set[str]:
+    """The macros rung file `path` (its includes inlined) tests alone (`#if NAME`) and leaves off: never #defined,
+    or #defined as 0 first (the preprocessor reads both as 0): the switches of later rungs that include it."""
+    import re
+
+    from ladder import cuda
+    first: dict[str, str] = {}
+    for name, value in re.findall(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]*(\S*)", cuda.source(ROOT / path), re.M):
+        first.setdefault(name, value)
+    tested = {name for line in cuda.source(ROOT / path).splitlines() if (name := _bare_if(line))}
+    return {name for name in tested if first.get(name, "0") == "0"}
+
+
+def _defined_by(path: str, name: str) -> str:
+    """The rung file beside `path` that #defines `name` ("10_intra_overlap.cu"), or "a later rung"."""
+    import re
+    for other in sorted((ROOT / path).parent.glob("*.cu")):
+        if re.search(rf"^\s*#\s*define\s+{name}\b", other.read_text(), re.M):
+            return other.name
+    return "a later rung"
+
+
+def _folded(lines: list[str], off: set[str], path: str) -> list[str]:
+    """`lines` with the first version of each `#if NAME ... #else` block whose NAME is `off` folded to one line:
+    the code a later rung switches on in place of this rung's, which that rung's section shows."""
+    if not off:
+        return lines
+    folds, covered = [], -1
+    for start, other, end in _if_blocks(lines):   # outermost first; a block inside a folded one goes with it
+        if start > covered and _bare_if(lines[start]) in off and other is not None and other > start + 1:
+            folds.append((start, other))
+            covered = other
+    out = list(lines)
+    for start, other in reversed(folds):
+        name, first = _bare_if(lines[start]), lines[start + 1]
+        out[start + 1:other] = [f"{first[:len(first) - len(first.lstrip())]}// ... {other - start - 1} lines compiled "
+                                f"with {name} ({_defined_by(path, name)}), shown with that rung"]
+    return out
+
+
+def switched_on(path: str, macros: set[str], context: int = 1, off: set[str] = frozenset()) -> list[str]:
     """The lines of rung file `path` (its header comment left out) that the #defines `macros` of a rung including
     it change: every #if/#ifdef block whose condition names one of them, and every other line whose code reads
-    one; an `#ifndef NAME` default of one of them is left out (the rung replaces it). `context` lines of the file
-    around each, "..." between runs that are not adjacent."""
+    one; an `#ifndef NAME` default of one of them is left out (the rung replaces it). An `#if NAME ... #else`
+    block with NAME among `macros` shows its first version, the #else one (the earlier rungs') folded to one line.
+    `off`: macros the rung leaves off (switched_off): their `#if NAME` versions are not what it compiles, left out
+    (an #else's lines kept as code). `context` lines of the file around each, "..." between runs that are not
+    adjacent."""
     import re
     lines = _header_and_body(path)[1]
+    hidden: set[int] = set()
+    notes: dict[int, str] = {}
+    for start, other, end in _if_blocks(lines):
+        name = _bare_if(lines[start])
+        if name in off:    # this rung compiles the #else version (if any), as plain code
+            hidden.update(range(start, (other if other is not None else end) + 1), [end])
+        elif name in macros and other is not None and end > other + 1:
+            hidden.update(range(other + 1, end))
+            indent = lines[other + 1][:len(lines[other + 1]) - len(lines[other + 1].lstrip())]
+            notes[other + 1] = (f"{indent}// ... {end - other - 1} lines compiled without {name}: the earlier rungs' "
+                                "version, shown with them")
+    kept = [i for i in range(len(lines)) if i not in hidden or i in notes]
+    lines = [notes.get(i, lines[i]) for i in kept]
     names = re.compile(r"\b(" + "|".join(map(re.escape, sorted(macros))) + r")\b") if macros else None
     shown, skipped, i = set(), set(), 0
     while names and i < len(lines):
@@ -306,16 +398,18 @@ def switched_on(path: str, macros: set[str], context: int = 1) -> list[str]:
 
 def _show_switched_on(source: str) -> None:
     """For a rung file that #defines macros and includes an earlier rung's file: what those defines change in
-    the files it includes (the earlier rungs' code, shown above, is not repeated)."""
+    the files it includes (the earlier rungs' code, shown above, is not repeated; a later rung's, off here, is
+    left out)."""
     import re
     macros = set(re.findall(r"^\s*#\s*define\s+(\w+)", "\n".join(_header_and_body(source)[1]), re.M))
+    off = switched_off(source)
     chain, todo = [], [p for p in _quoted_includes(source) if p.endswith(".cu")]
     while todo:
         path = todo.pop(0)
         chain.append(path)
         todo += [p for p in _quoted_includes(path) if p.endswith(".cu") and p not in chain]
     for path in chain:
-        changed = switched_on(path, macros)
+        changed = switched_on(path, macros, off=off)
         if macros and changed:
             print(f"\n// the lines of {path} that read {', '.join(sorted(macros))}: "
                   "what this rung's defines change there")
@@ -326,10 +420,20 @@ def show_cuda_rung(problem, number: int) -> None:
     """CUDA rung `number` of `problem`: its diff from the CUDA rung before when that is shorter than the file,
     else the file; for a rung that #defines macros and includes an earlier rung's file, the lines those defines
     change there; then the headers beside it that it includes, each once per session."""
+    from ladder import problems
     cuda = [r for r in problem.rungs if r.backend == "cuda"]
     mine = [r for r in cuda if r.name.split("_")[0] == str(number)]
     if not mine:
         print(f"no CUDA rung {number} in {problem.name} yet")
+    try:
+        ladder = [r for r in problems.get(problem.name).rungs if r.backend == "cuda"]
+    except problems.UnknownName:   # a problem made for one lesson (lesson.backward_problem): no earlier lessons
+        ladder = cuda
+    # the rungs before this lesson's (an earlier lesson's): a header one of them includes was shown with it
+    earlier = ladder[:ladder.index(cuda[0])] if cuda and cuda[0] in ladder else []
+
+    def shown_with(path: Path):
+        return next((r for r in earlier if str(path) in _include_chain(r.source)), None)
 
     def includes(source: str) -> None:
         here = (ROOT / source).parent
@@ -338,7 +442,10 @@ def show_cuda_rung(problem, number: int) -> None:
             if path.suffix == ".cu" or path in _SHOWN_INCLUDES:   # a rung file: its diff was shown
                 continue
             _SHOWN_INCLUDES.add(path)
-            if (ROOT / path).parent == here:
+            if (ROOT / path).parent == here and shown_with(path):
+                print(f"// {source} includes {path} (its declarations are shown with rung {shown_with(path).name}, "
+                      "in an earlier lesson)\n")
+            elif (ROOT / path).parent == here:
                 print(f"// ===== {path}, included by {source}\n")
                 show_declarations(str(path))
                 includes(str(path))
@@ -348,10 +455,11 @@ def show_cuda_rung(problem, number: int) -> None:
 
     for rung in mine:
         i = cuda.index(rung)
+        off = switched_off(rung.source)   # later rungs' switches: their versions of this file's code are folded
         if i:
-            show_diff(cuda[i - 1].source, rung.source)
+            show_diff(cuda[i - 1].source, rung.source, off)
         else:
-            show_source(rung.source)
+            show_source(rung.source, off)
         _show_switched_on(rung.source)
         includes(rung.source)
 
@@ -424,11 +532,11 @@ def _materialized_triton(ta) -> dict:
 
 def cuda_attention_tiles(name: str, head_dim: int) -> dict:
     """The defines kernels/attention.py compiles CUDA attention rung `name` with at `head_dim` where they are fixed:
-    rung 3's tiles (FUSED_TILES), rungs 7-9's key tile and stages (WGMMA_TMA, WARP_SPECIALIZED); {} for rungs 4-6
-    (rung 6's are searched: the files' defaults)."""
+    rung 3's tiles (FUSED_TILES), rungs 7-10's key tile and stages (WGMMA_TMA, WARP_SPECIALIZED, INTRA_OVERLAP); {}
+    for rungs 4-6 (rung 6's are searched: the files' defaults)."""
     import kernels.attention as at
     table = {"3_fused": at.FUSED_TILES, "7_wgmma_tma": at.WGMMA_TMA, "8_warp_specialized": at.WARP_SPECIALIZED,
-             "9_pingpong": at.WARP_SPECIALIZED}.get(name, {})
+             "9_pingpong": at.WARP_SPECIALIZED, "10_intra_overlap": at.INTRA_OVERLAP}.get(name, {})
     return dict(table.get(head_dim, {}))
 
 
@@ -479,13 +587,14 @@ def attention_signatures(problem, archs=("sm_80", "sm_90"), families=ATTENTION_F
     return "\n".join(out)
 
 
-# ---- Lesson 04e (attention on Hopper, CUDA rungs 7-9): what its cells print ----
+# ---- Lesson 04e (attention on Hopper, CUDA rungs 7-10): what its cells print ----
 
 # An sm_90 SM (H100, H200): what the blocks resident on it share.
 SM90 = dict(registers=65536, shared_bytes=228 * 1024, reserved_per_block=1024, warps=64, blocks=32)
 HOPPER_ATTENTION = {"7_wgmma_tma": ("WGMMA_TMA_ROWS", "WGMMA_TMA_THREADS"),
                     "8_warp_specialized": ("WARP_SPECIALIZED_ROWS", "WARP_SPECIALIZED_THREADS"),
-                    "9_pingpong": ("WARP_SPECIALIZED_ROWS", "WARP_SPECIALIZED_THREADS")}
+                    "9_pingpong": ("WARP_SPECIALIZED_ROWS", "WARP_SPECIALIZED_THREADS"),
+                    "10_intra_overlap": ("WARP_SPECIALIZED_ROWS", "WARP_SPECIALIZED_THREADS")}
 
 
 def hopper_attention_count(problem, shapes: list[tuple], roofs: dict, label: str) -> str:
@@ -518,7 +627,7 @@ def _cu_define_or_none(path: str, name: str) -> int | None:
 
 
 def hopper_attention_blocks(head_dims=(64, 128), sm: dict | None = None) -> str:
-    """Rungs 7-9 compiled here for sm_90a with the launcher's tiles (no GPU needed): per head dimension the key
+    """Rungs 7-10 compiled here for sm_90a with the launcher's tiles (no GPU needed): per head dimension the key
     tile and stages, threads, registers a thread (the compiler's; setmaxnreg's split after it), shared memory a
     block, and so how many blocks an SM holds and what limits it, the consumer warps an SM runs and the queries each
     K/V tile the TMA brings serves (a block's)."""
@@ -566,18 +675,36 @@ def _python_code_lines(obj) -> int:
     return lines_of_code("\n".join(kept))
 
 
+def compiled_lines(lines: list[str], off: set[str]) -> list[str]:
+    """`lines` without the versions of code a rung does not compile: the first version of each `#if NAME` block
+    whose NAME is `off` (with its directives), the #else version of one whose NAME is on (its #if and #endif kept,
+    as a block's the rung compiles)."""
+    dropped: set[int] = set()
+    for start, other, end in _if_blocks(lines):
+        name = _bare_if(lines[start])
+        if name is None:
+            continue
+        if name in off:
+            dropped.update(range(start, (other if other is not None else end) + 1), [end])
+        elif other is not None:
+            dropped.update(range(other, end))
+    return [line for i, line in enumerate(lines) if i not in dropped]
+
+
 def attention_kernel_lines(label: str) -> tuple[int, int, str]:
     """(lines of the rung's own code, lines of the shared code it also runs, what was counted) for an attention
     rung: CUDA, its .cu file and the earlier rungs' files it includes, then the headers (.cuh) they include, each
-    once; Triton, its @triton.jit kernel, then `attend` (the loop rungs 3-7 share); docstrings, comments, blank
-    lines and launchers not counted."""
+    once, the versions of code a later rung switches on left out (compiled_lines); Triton, its @triton.jit kernel,
+    then `attend` (the loop rungs 3-7 share); docstrings, comments, blank lines and launchers not counted."""
     from ladder import cuda
     backend, name = label.split(":", 1)
     if backend == "cuda":
         files = cuda._expand(f"attention/{name}.cu")[1]
         own = [f for f in files if f.suffix == ".cu"]
         shared = [f for f in files if f.suffix != ".cu"]
-        count = lambda fs: sum(lines_of_code(f.read_text(), "//") for f in fs)  # noqa: E731
+        off = switched_off(f"kernels/cuda/attention/{name}.cu")
+        count = lambda fs: sum(lines_of_code("\n".join(compiled_lines(f.read_text().splitlines(), off)), "//")  # noqa: E731
+                               for f in fs)
         return count(own), count(shared), " + ".join(f.name for f in own) + "; " + " + ".join(f.name for f in shared)
     from kernels.triton import attention as ta
     kernel = ta.flash_tma_kernel if name == "7_tma" else ta.flash_kernel

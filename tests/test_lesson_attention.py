@@ -77,9 +77,9 @@ def test_backward_problem_times_live_at_s4096_only(monkeypatch):
     assert {s[2] for s in lesson.backward_problem().bench_shapes} == {4096}
 
 
-# ------------------------------------------------------------- lesson 04e: the Hopper rungs 7-9
+# ------------------------------------------------------------- lesson 04e: the Hopper rungs 7-10
 
-HOPPER = at.PROBLEM.only("cuda", "torch", "triton:7_tma").span("cuda", "6_autotuned", "9_pingpong")
+HOPPER = at.PROBLEM.only("cuda", "torch", "triton:7_tma").span("cuda", "6_autotuned", "10_intra_overlap")
 
 
 def test_hopper_count_gives_the_least_time_under_both_ceilings():
@@ -96,6 +96,7 @@ def test_hopper_rungs_compile_with_the_launchers_tiles():
     for Q·Kᵀ and 8 for P·V; rung 7 there: 64-key tiles, 8 and 4), Triton's rung 7 with its recorded search's
     winner; the turns (BAR.ARV) and setmaxnreg are CUDA's alone."""
     assert lesson.cuda_attention_tiles("8_warp_specialized", 128) == at.WARP_SPECIALIZED[128]
+    assert lesson.cuda_attention_tiles("10_intra_overlap", 128) == at.INTRA_OVERLAP[128]
     assert lesson.cuda_attention_tiles("6_autotuned", 64) == {}
     hgmma = {name: lesson.attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", 128).count("HGMMA")
              for name in ("7_wgmma_tma", "8_warp_specialized")}
@@ -125,15 +126,38 @@ def test_blocks_table_holds_what_ncu_recorded():
     assert _blocks(rows["cuda:7_wgmma_tma", 128]) == (2, 8)
     assert _blocks(rows["cuda:8_warp_specialized", 64]) == (1, 8)
     assert "(24/240)" in rows["cuda:9_pingpong", 128] and "(24/240)" not in rows["cuda:7_wgmma_tma", 64]
+    # rung 10: a ring of 3 at both D (at D128 all but 2 KiB of the SM's shared memory), still one block an SM
+    for d in (64, 128):
+        assert _blocks(rows["cuda:10_intra_overlap", d]) == (1, 8)
+        assert rows["cuda:10_intra_overlap", d].split()[3] == str(at.INTRA_OVERLAP[d]["STAGES"]) == "3"
     small = lesson.hopper_attention_blocks((64,), dict(lesson.SM90, shared_bytes=100 * 1024)).splitlines()[1]
     assert _blocks(small) == (1, 4) and "shared memory" in small
 
 
-def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys):
+def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys, monkeypatch):
+    monkeypatch.setattr(lesson, "_SHOWN_INCLUDES", set())   # as in a fresh notebook
     lesson.show_cuda_rung(HOPPER, 9)
     out = capsys.readouterr().out
     assert "#define PINGPONG 1" in out and "wait_turn(group);" in out and "pass_turn(group);" in out
     assert "setmaxnreg" not in out                 # rung 8's lines: not what rung 9's define changes
+    assert "wgmma_wait<1>" not in out and "INTRA_OVERLAP" not in out   # rung 10's loop: off in rung 9
+    lesson.show_cuda_rung(HOPPER, 10)
+    out = capsys.readouterr().out
+    assert "#define INTRA_OVERLAP 1" in out and "#if INTRA_OVERLAP" in out
+    assert "issue_pv(warp.acc, p, Vs + (t - 1) % STAGES * KV_TILE);" in out and "wgmma_wait<1>();" in out
+    assert "warp.rescale(alpha);" in out and "lines compiled without INTRA_OVERLAP: the earlier rungs'" in out
+    assert "warp.softmax(scores, scale_log2);" not in out   # rungs 7-9's loop, folded
+    lesson.show_cuda_rung(HOPPER, 7)
+    out = capsys.readouterr().out
+    assert "lines compiled with INTRA_OVERLAP (10_intra_overlap.cu), shown with that rung" in out
+    assert "warp.softmax(scores, scale_log2);" in out and "wgmma_wait<1>" not in out
+    assert "wait_turn(group);" in out              # rung 9's lines stay in place (no #else: nothing to fold)
+    # flash_mma.cuh: rung 4's header, shown in that lesson (04b), named here; tma.cuh: 02b's building blocks
+    assert "includes kernels/cuda/attention/flash_mma.cuh (its declarations are shown with rung 4_tensor_core" in out
+    assert "struct FlashWarp" not in out and "tma.cuh (lesson 02b's building blocks)" in out
+    monkeypatch.setattr(lesson, "_SHOWN_INCLUDES", set())
+    lesson.show_cuda_rung(at.PROBLEM.only("cuda").span("cuda", "3_fused", "6_autotuned"), 4)   # lesson 04b
+    assert "struct FlashWarp { ... }" in capsys.readouterr().out
     lesson.show_cuda_rung(HOPPER, 8)
     out = capsys.readouterr().out
     assert "setmaxnreg.dec" in out and "setmaxnreg.inc" in out and "#define BLOCK_M (64 * CONSUMERS)" in out
@@ -143,16 +167,36 @@ def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys):
 
 
 def test_switched_on_keeps_whole_blocks_and_leaves_out_the_defaults():
-    lines = lesson.switched_on("kernels/cuda/attention/7_wgmma_tma.cu", {"PINGPONG"}, context=0)
+    rung7, rung9 = "kernels/cuda/attention/7_wgmma_tma.cu", "kernels/cuda/attention/9_pingpong.cu"
+    assert lesson.switched_off(rung9) == {"INTRA_OVERLAP"}
+    assert lesson.switched_off(rung7) == {"INTRA_OVERLAP", "PINGPONG"}
+    assert lesson.switched_off("kernels/cuda/attention/10_intra_overlap.cu") == set()
+    lines = lesson.switched_on(rung7, {"PINGPONG"}, context=0, off={"INTRA_OVERLAP"})
     assert lines[0] == "#if PINGPONG" and lines.count("#if PINGPONG") == 3 and lines.count("#endif") == 4
-    assert lesson.switched_on("kernels/cuda/attention/7_wgmma_tma.cu", set()) == []
+    # without `off`, rung 10's #if INTRA_OVERLAP version reads PINGPONG too: six more blocks
+    assert lesson.switched_on(rung7, {"PINGPONG"}, context=0).count("#if PINGPONG") == 9
+    assert lesson.switched_on(rung7, set()) == []
+
+
+def test_compiled_lines_leave_out_the_versions_a_rung_does_not_compile():
+    lines = ["a", "#if X", "x1", "x2", "#else", "y", "#endif", "#if Z", "z", "#endif", "#if N == 1", "n", "#endif"]
+    assert lesson.compiled_lines(lines, {"X", "Z"}) == ["a", "y", "#if N == 1", "n", "#endif"]
+    assert lesson.compiled_lines(lines, set()) == ["a", "#if X", "x1", "x2", "#endif", "#if Z", "z", "#endif",
+                                                   "#if N == 1", "n", "#endif"]
+    folded = lesson._folded(lines, {"X"}, "kernels/cuda/attention/7_wgmma_tma.cu")
+    assert folded[:4] == ["a", "#if X", "// ... 2 lines compiled with X (a later rung), shown with that rung", "#else"]
 
 
 def test_lines_vs_speed_counts_code_and_reads_the_rows():
     from kernels.triton import attention as ta
     own7, shared7, what7 = lesson.attention_kernel_lines("cuda:7_wgmma_tma")
     own9, shared9, what9 = lesson.attention_kernel_lines("cuda:9_pingpong")
-    assert shared9 == shared7 and own9 > own7 and "tma.cuh" in what7 and "8_warp_specialized.cu" in what9
+    own10, shared10, what10 = lesson.attention_kernel_lines("cuda:10_intra_overlap")
+    assert shared9 == shared7 == shared10 and own7 < own9 < own10
+    assert "tma.cuh" in what7 and "8_warp_specialized.cu" in what9 and what10.startswith("10_intra_overlap.cu + 9_")
+    # each counts the version of the key loop it compiles: rung 10's own, the others' without it
+    rung7 = (lesson.ROOT / "kernels/cuda/attention/7_wgmma_tma.cu").read_text()
+    assert own7 < lesson.lines_of_code(rung7, "//") - 40 and own10 < lesson.lines_of_code(rung7, "//") + 4
     own, shared, what = lesson.attention_kernel_lines("triton:7_tma")
     assert 0 < own < lesson.lines_of_code(lesson.code(ta.flash_tma_kernel))   # its docstring left out
     assert what == "flash_tma_kernel; attend"
