@@ -1225,7 +1225,7 @@ def attention_kv_ring(tiles: int = 6):
     return fig
 
 
-# ------------------------------------------------------------- attention: the Hopper rungs 7-9
+# ------------------------------------------------------------- attention: the Hopper rungs 7-10
 
 WGMMA_TMA_RUNG = "attention/7_wgmma_tma.cu"
 WARP_SPECIALIZED_RUNG = "attention/8_warp_specialized.cu"
@@ -1289,6 +1289,120 @@ def attention_pingpong(tiles: int = 2):
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
 
+
+INTRA_OVERLAP_RUNG = "attention/10_intra_overlap.cu"
+
+
+def consumer_programs(tiles: int, overlap: bool, softmax: float = 2.0, rescale: float = 0.25) -> list[tuple]:
+    """One consumer warpgroup's key loop as 7_wgmma_tma.cu writes it, as a list of steps: ("turn", products) issues
+    products inside a ping-pong turn (wait_turn ... pass_turn), ("issue", products) outside one, ("wait", product)
+    is wgmma_wait, ("exp", t) the softmax of tile t (`softmax` units), ("rescale", t) rung 10's rescale of O by
+    alpha (`rescale` units). Rung 9 (overlap False): per tile, S in a turn, its softmax (O rescaled inside it),
+    then P·V. Rung 10 (INTRA_OVERLAP): S of tile 0 alone and its softmax; per tile t >= 1, S of t and P·V of t - 1
+    in one turn, wait for S alone, the softmax of t, wait for P·V, the rescale; the last P·V in a turn of its own."""
+    steps = []
+    if not overlap:
+        for t in range(tiles):
+            steps += [("turn", (f"S{t}",)), ("wait", f"S{t}"), ("exp", t), ("issue", (f"PV{t}",)), ("wait", f"PV{t}")]
+        return steps
+    steps += [("turn", ("S0",)), ("wait", "S0"), ("exp", 0)]
+    for t in range(1, tiles):
+        steps += [("turn", (f"S{t}", f"PV{t - 1}")), ("wait", f"S{t}"), ("exp", t), ("wait", f"PV{t - 1}"),
+                  ("rescale", t)]
+    return steps + [("turn", (f"PV{tiles - 1}",)), ("wait", f"PV{tiles - 1}")]
+
+
+def play_consumers(programs: list[list[tuple]], softmax: float = 2.0, rescale: float = 0.25) -> list[tuple]:
+    """Play consumer warpgroups' programs (consumer_programs) against one set of tensor cores: each product one
+    unit, run in the order issued; turns strictly alternate, warpgroup 0 first (9_pingpong.cu's named barriers);
+    whichever warpgroup can act soonest acts first. Returns boxes (row, start, end, label, kind): row "tensor
+    cores" or "warpgroup g", kind "product" (on a warpgroup's row: its own product running while it waits for
+    it), "softmax" or "rescale". Units, not measured times."""
+    pc, now, done, boxes = [0] * len(programs), [0.0] * len(programs), {}, []
+    started: dict[tuple[int, str], float] = {}
+    tc_free, turn, turn_at = 0.0, 0, 0.0
+
+    def ready(g: int) -> float:
+        kind, arg = programs[g][pc[g]]
+        if kind == "turn":
+            return max(now[g], turn_at) if turn == g else float("inf")
+        return max(now[g], done[g, arg]) if kind == "wait" else now[g]
+
+    while any(pc[g] < len(programs[g]) for g in range(len(programs))):
+        g = min((g for g in range(len(programs)) if pc[g] < len(programs[g])), key=lambda g: (ready(g), g))
+        at, (kind, arg) = ready(g), programs[g][pc[g]]
+        if kind in ("turn", "issue"):
+            for product in arg:
+                start = max(at, tc_free)
+                tc_free = done[g, product] = start + 1.0
+                started[g, product] = start
+                boxes.append(("tensor cores", start, tc_free, f"g{g} {product}", "product"))
+            if kind == "turn":
+                turn, turn_at = (g + 1) % len(programs), at
+        elif kind == "wait":
+            if done[g, arg] > now[g]:
+                boxes.append((f"warpgroup {g}", max(now[g], started[g, arg]), done[g, arg], arg, "product"))
+        else:
+            length = softmax if kind == "exp" else rescale
+            boxes.append((f"warpgroup {g}", at, at + length, f"exp{arg}" if kind == "exp" else "",
+                          "softmax" if kind == "exp" else kind))
+            at += length
+        now[g], pc[g] = at, pc[g] + 1
+    return boxes
+
+
+def _timeline(ax, boxes: list[tuple], rows: list[str], end: float, title: str):
+    colors = {"product": TENSOR_CORES, "softmax": CUDA, "rescale": _shade(CUDA, 0.45)}
+    for row, start, stop, label, kind in boxes:
+        y = rows.index(row)
+        ax.add_patch(Rectangle((start, y + 0.1), stop - start, 0.8, facecolor=colors[kind], edgecolor="white",
+                               lw=1.0, zorder=2))
+        if label:
+            ax.text((start + stop) / 2, y + 0.5, label, ha="center", va="center", fontsize=8,
+                    color="white" if kind == "product" else "k", zorder=3)
+    ax.vlines(np.arange(int(np.ceil(end)) + 1), -0.05, len(rows) + 0.05, color="0.85", lw=0.6, zorder=1)
+    ax.set_xlim(0, np.ceil(end))
+    ax.set_ylim(len(rows), 0)
+    ax.set_yticks(np.arange(len(rows)) + 0.5, rows, fontsize=9)
+    ax.set_xticks(np.arange(int(np.ceil(end)) + 1), [str(u) for u in range(int(np.ceil(end)) + 1)], fontsize=8)
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_title(title, fontsize=10, loc="left")
+
+
+def tile_period(boxes: list[tuple]) -> float:
+    """Units between warpgroup 0's last two Q·Kᵀ on the tensor cores (play_consumers' boxes): how often a key tile
+    starts once the loop runs (needs 3 tiles or more: the first tile's prologue differs)."""
+    starts = sorted(start for row, start, _, label, _ in boxes if row == "tensor cores" and label.startswith("g0 S"))
+    return starts[-1] - starts[-2]
+
+
+def attention_intra_overlap(tiles: int = 3, softmax: float = 2.5, rescale: float = 0.25):
+    """Rungs 9 and 10's consumer warpgroups (10_intra_overlap.cu's CONSUMERS) over `tiles` key tiles, played by
+    play_consumers from the loops consumer_programs writes down: each product one unit, a softmax `softmax`
+    units, rung 10's rescale `rescale` (units, not measured times). With the default, a softmax longer than the
+    other warpgroup's two products: rung 9's tensor cores wait for it, rung 10's do not."""
+    consumers = cu_define(INTRA_OVERLAP_RUNG, "CONSUMERS")
+    rows = ["tensor cores"] + [f"warpgroup {g}" for g in range(consumers)]
+    played = {overlap: play_consumers([consumer_programs(tiles, overlap, softmax, rescale)] * consumers, softmax,
+                                      rescale) for overlap in (False, True)}
+    end = max(stop for boxes in played.values() for _, _, stop, _, _ in boxes)
+    fig = _figure(12, 1.4 + 0.5 * 2 * (len(rows) + 1.5))
+    axes = fig.subplots(2, 1)
+    for ax, overlap in zip(axes, (False, True)):
+        period = tile_period(played[overlap])
+        what = ("rung 9: S, softmax, P·V in turn, the softmax under the other warpgroup's products only"
+                if not overlap else "rung 10: S of tile t and P·V of t−1 in one turn, the softmax of t under that "
+                                    "P·V, O rescaled after it")
+        _timeline(ax, played[overlap], rows, end, f"{what}: a tile every {period:g} units, the tensor cores idle "
+                                                  f"{period - 2 * consumers:g}")
+    fig.suptitle(f"{consumers} consumer warpgroups, one set of tensor cores: a product 1 unit, a softmax {softmax:g}, "
+                 f"rung 10's rescale {rescale:g} (units, not measured times)", fontsize=12)
+    _key(fig, [("a product on the tensor cores (gN: whose)", TENSOR_CORES), ("the softmax, on the warpgroup's threads", CUDA),
+               ("rung 10: O rescaled once its P·V is done", _shade(CUDA, 0.45)), ("idle or waiting", "white")], y=0.0)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
 
 def _search_report(tuner: str, shape: tuple):
     from ladder import autotune
@@ -1482,4 +1596,4 @@ ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_registe
        matmul_triton_lanes, matmul_triton_dot, matmul_wgmma, tma_tile_copy, matmul_tma_ring, matmul_cluster_multicast,
        matmul_tma_store_epilogue, matmul_hopper_search, attention_tensor_core_tile, attention_kv_ring, attention_search,
        attention_backward_programs, attention_backward_atomics, attention_wgmma_tma_ring,
-       attention_warp_specialized_ring, attention_pingpong)
+       attention_warp_specialized_ring, attention_pingpong, attention_intra_overlap)

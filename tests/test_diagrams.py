@@ -26,7 +26,8 @@ VARIANTS = [(fn.__name__, ()) for fn in diagrams.ALL] + [
     ("matmul_tile_order", ("cuda", (8192, 8192, 8192), "9_persistent"))]
 # Diagrams drawn for lessons whose owners insert them (the cell to add is in the commit that added the diagram):
 # the test below fails once one of them is in its lesson, so that it leaves this list.
-AWAITING_A_LESSON: dict[str, str] = {}  # a diagram drawn by no lesson yet: its name and where it will go
+AWAITING_A_LESSON: dict[str, str] = {  # a diagram drawn by no lesson yet: its name and where it will go
+    "attention_intra_overlap": "04e, rung 10's picture"}
 
 
 def texts(fig) -> list[str]:
@@ -456,3 +457,42 @@ def test_attention_hopper_pictures_follow_rung_8s_constants(monkeypatch):
     plain, turns = diagrams.pingpong_timeline(3, False), diagrams.pingpong_timeline(3, True)
     assert (len(plain), len(turns)) == (15, 12)
     assert all("tensor cores" in step for step in turns) and sum("tensor cores" not in s for s in plain) == 3
+
+
+def test_intra_overlap_timeline_plays_the_kernels_loops(monkeypatch):
+    """Rung 10's picture: the loop consumer_programs writes down is 7_wgmma_tma.cu's under INTRA_OVERLAP (S of tile
+    t and P·V of tile t-1 in one turn, the wait for S alone, the softmax, the wait for P·V, the rescale); played,
+    the tensor cores run one product at a time, rung 9 starts a tile every max(4, 2 + softmax) units, rung 10 every
+    max(4, 1 + softmax + rescale), each softmax of rung 10 under its own P·V; the figure follows CONSUMERS."""
+    source = cuda.source(diagrams.INTRA_OVERLAP_RUNG)
+    loop = source[source.index("for (int t = 1; t < tiles; ++t)"):]
+    order = ["wait_turn(group);", "issue_scores(scores, Qg, Ks + s * KV_TILE);",
+             "issue_pv(warp.acc, p, Vs + (t - 1) % STAGES * KV_TILE);", "pass_turn(group);", "wgmma_wait<1>();",
+             "softmax_of(t);", "wgmma_wait<0>();", "warp.rescale(alpha);"]
+    found = [loop.index(line) for line in order]
+    assert found == sorted(found)
+    assert diagrams.consumer_programs(3, True)[3:8] == [("turn", ("S1", "PV0")), ("wait", "S1"), ("exp", 1),
+                                                        ("wait", "PV0"), ("rescale", 1)]
+    assert diagrams.consumer_programs(2, False)[:5] == [("turn", ("S0",)), ("wait", "S0"), ("exp", 0),
+                                                        ("issue", ("PV0",)), ("wait", "PV0")]
+    for softmax in (1, 2, 2.5, 3, 4):
+        for overlap, period in ((False, max(4, 2 + softmax)), (True, max(4, 1 + softmax + 0.25))):
+            boxes = diagrams.play_consumers([diagrams.consumer_programs(6, overlap, softmax)] * 2, softmax)
+            assert diagrams.tile_period(boxes) == period
+            products = sorted((start, stop) for row, start, stop, _, _ in boxes if row == "tensor cores")
+            assert len(products) == 2 * 2 * 6 and all(a[1] <= b[0] for a, b in zip(products, products[1:]))
+            if overlap:
+                for g in (0, 1):
+                    for t in range(1, 6):
+                        exp = next(b for b in boxes if b[0] == f"warpgroup {g}" and b[3] == f"exp{t}")
+                        pv = next(b for b in boxes if b[0] == "tensor cores" and b[3] == f"g{g} PV{t - 1}")
+                        assert exp[1] < pv[2] and pv[1] < exp[2]   # the softmax of t under P·V of t - 1
+    fig = diagrams.attention_intra_overlap()
+    assert figcheck.collisions(fig) == []
+    text = joined(fig)
+    assert "a tile every 4.5 units, the tensor cores idle 0.5" in text
+    assert "a tile every 4 units, the tensor cores idle 0" in text and "a softmax 2.5" in text
+    edited_source(monkeypatch, diagrams.INTRA_OVERLAP_RUNG, "#define CONSUMERS 2", "#define CONSUMERS 3")
+    fig = diagrams.attention_intra_overlap()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["tensor cores"] + [f"warpgroup {g}" for g in range(3)]
+    assert "3 consumer warpgroups" in joined(fig) and figcheck.collisions(fig) == []
