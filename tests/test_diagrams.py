@@ -26,8 +26,7 @@ VARIANTS = [(fn.__name__, ()) for fn in diagrams.ALL] + [
     ("matmul_tile_order", ("cuda", (8192, 8192, 8192), "9_persistent"))]
 # Diagrams drawn for lessons whose owners insert them (the cell to add is in the commit that added the diagram):
 # the test below fails once one of them is in its lesson, so that it leaves this list.
-AWAITING_A_LESSON: dict[str, str] = {  # a diagram drawn by no lesson yet: its name and where it will go
-    "attention_intra_overlap": "04e, rung 10's picture"}
+AWAITING_A_LESSON: dict[str, str] = {}  # a diagram drawn by no lesson yet: its name and where it will go
 
 
 def texts(fig) -> list[str]:
