@@ -273,23 +273,32 @@ WARP_SPECIALIZED_THREADS = 256 + 128
 INTRA_OVERLAP = {64: dict(BLOCK_N=128, STAGES=3), 128: dict(BLOCK_N=128, STAGES=3)}
 
 
+# Each Hopper rung's launch: its key tiles and stages per D, queries a block, threads a block.
+HOPPER = {"7_wgmma_tma": (WGMMA_TMA, WGMMA_TMA_ROWS, WGMMA_TMA_THREADS),
+          "8_warp_specialized": (WARP_SPECIALIZED, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
+          "9_pingpong": (WARP_SPECIALIZED, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
+          "10_intra_overlap": (INTRA_OVERLAP, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS)}
+
+
 def wgmma_tma_shared_bytes(head_dim: int, tiles: dict | None = None, rows: int = WGMMA_TMA_ROWS) -> int:
-    """Rungs 7 and 8's dynamic shared memory: the Q tile (rows queries) and STAGES K and V tiles, unpadded, + 1 KiB
+    """Rungs 7-9's dynamic shared memory: the Q tile (rows queries) and STAGES K and V tiles, unpadded, + 1 KiB
     to align the swizzle (tiles: rung 7's by default)."""
     c = tiles or WGMMA_TMA[head_dim]
     return 2 * head_dim * (rows + 2 * c["STAGES"] * c["BLOCK_N"]) + 1024
 
 
-def _hopper_attention(source: str, tiles: dict, rows: int, threads: int, q, k, v, causal: bool, out) -> torch.Tensor:
-    """Rungs 7 and 8 (Hopper, sm_90a): Q·Kᵀ and P·V on wgmma, Q, K and V brought by the TMA through 3-D tensor maps
-    (a head's rows: zeros past S); the tensor maps need 16-byte aligned tensors, the stores 4-byte pairs."""
+def _hopper_attention(name: str, q, k, v, causal: bool, out) -> torch.Tensor:
+    """Hopper rung `name` (sm_90a, its launch in HOPPER): Q·Kᵀ and P·V on wgmma, Q, K and V brought by the TMA
+    through 3-D tensor maps (a head's rows: zeros past S); the tensor maps need 16-byte aligned tensors, the stores
+    4-byte pairs."""
+    tiles, rows, threads = HOPPER[name]
     B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
     if out.numel():
         _grid_fits(BH=B * H)
         c = tiles[D]
         maps = tuple(tma.encode(t.view(B * H, S, D), (box_rows, 64))
                      for t, box_rows in ((q, rows), (k, c["BLOCK_N"]), (v, c["BLOCK_N"])))
-        module = cuda.load(source, dict(HEAD_DIM=D, **c), arch="sm_90a")
+        module = cuda.load(f"attention/{name}.cu", dict(HEAD_DIM=D, **c), arch="sm_90a")
         cuda.launch(module, "attention", (cuda.cdiv(S, rows), B * H), threads,
                     maps + (out,) + cuda.int32s(S) + (np.float32(triton_attention.LOG2E / math.sqrt(D)),)
                     + cuda.int32s(causal), wgmma_tma_shared_bytes(D, c, rows))
@@ -298,26 +307,22 @@ def _hopper_attention(source: str, tiles: dict, rows: int, threads: int, q, k, v
 
 def cuda_wgmma_tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 7: one consumer warpgroup (64 queries) and a producer warp a block."""
-    return _hopper_attention("attention/7_wgmma_tma.cu", WGMMA_TMA, WGMMA_TMA_ROWS, WGMMA_TMA_THREADS, q, k, v,
-                             causal, out)
-
-
-def cuda_pingpong(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 9: rung 8, its two consumer warpgroups taking turns at Q·Kᵀ (named barriers)."""
-    return _hopper_attention("attention/9_pingpong.cu", WARP_SPECIALIZED, WARP_SPECIALIZED_ROWS,
-                             WARP_SPECIALIZED_THREADS, q, k, v, causal, out)
+    return _hopper_attention("7_wgmma_tma", q, k, v, causal, out)
 
 
 def cuda_intra_overlap(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 10: rung 9, each consumer warpgroup exponentiating tile t while its P·V of tile t - 1 runs."""
-    return _hopper_attention("attention/10_intra_overlap.cu", INTRA_OVERLAP, WARP_SPECIALIZED_ROWS,
-                             WARP_SPECIALIZED_THREADS, q, k, v, causal, out)
+    return _hopper_attention("10_intra_overlap", q, k, v, causal, out)
 
 
 def cuda_warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 8: two consumer warpgroups (128 queries) and a producer warpgroup a block, registers moved by setmaxnreg."""
-    return _hopper_attention("attention/8_warp_specialized.cu", WARP_SPECIALIZED, WARP_SPECIALIZED_ROWS,
-                             WARP_SPECIALIZED_THREADS, q, k, v, causal, out)
+    return _hopper_attention("8_warp_specialized", q, k, v, causal, out)
+
+
+def cuda_pingpong(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 9: rung 8, its two consumer warpgroups taking turns at Q·Kᵀ (named barriers)."""
+    return _hopper_attention("9_pingpong", q, k, v, causal, out)
 
 
 def _cuda(name: str, run, **kw) -> Rung:

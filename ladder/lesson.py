@@ -532,11 +532,10 @@ def _materialized_triton(ta) -> dict:
 
 def cuda_attention_tiles(name: str, head_dim: int) -> dict:
     """The defines kernels/attention.py compiles CUDA attention rung `name` with at `head_dim` where they are fixed:
-    rung 3's tiles (FUSED_TILES), rungs 7-10's key tile and stages (WGMMA_TMA, WARP_SPECIALIZED, INTRA_OVERLAP); {}
-    for rungs 4-6 (rung 6's are searched: the files' defaults)."""
+    rung 3's tiles (FUSED_TILES), rungs 7-10's key tile and stages (their launch in HOPPER); {} for rungs 4-6
+    (rung 6's are searched: the files' defaults)."""
     import kernels.attention as at
-    table = {"3_fused": at.FUSED_TILES, "7_wgmma_tma": at.WGMMA_TMA, "8_warp_specialized": at.WARP_SPECIALIZED,
-             "9_pingpong": at.WARP_SPECIALIZED, "10_intra_overlap": at.INTRA_OVERLAP}.get(name, {})
+    table = at.HOPPER[name][0] if name in at.HOPPER else {"3_fused": at.FUSED_TILES}.get(name, {})
     return dict(table.get(head_dim, {}))
 
 
@@ -591,10 +590,6 @@ def attention_signatures(problem, archs=("sm_80", "sm_90"), families=ATTENTION_F
 
 # An sm_90 SM (H100, H200): what the blocks resident on it share.
 SM90 = dict(registers=65536, shared_bytes=228 * 1024, reserved_per_block=1024, warps=64, blocks=32)
-HOPPER_ATTENTION = {"7_wgmma_tma": ("WGMMA_TMA_ROWS", "WGMMA_TMA_THREADS"),
-                    "8_warp_specialized": ("WARP_SPECIALIZED_ROWS", "WARP_SPECIALIZED_THREADS"),
-                    "9_pingpong": ("WARP_SPECIALIZED_ROWS", "WARP_SPECIALIZED_THREADS"),
-                    "10_intra_overlap": ("WARP_SPECIALIZED_ROWS", "WARP_SPECIALIZED_THREADS")}
 
 
 def hopper_attention_count(problem, shapes: list[tuple], roofs: dict, label: str) -> str:
@@ -636,9 +631,8 @@ def hopper_attention_blocks(head_dims=(64, 128), sm: dict | None = None) -> str:
     sm = sm or SM90
     lines = [f"{'rung':24s} {'D':>4s} {'keys':>5s} {'stages':>6s} {'threads':>7s} {'registers':>12s} {'KiB':>5s} "
              f"{'blocks/SM':>9s}  {'limited by':26s} {'consumer warps/SM':>17s} {'queries/tile':>12s}"]
-    for name, (rows_key, threads_key) in HOPPER_ATTENTION.items():
+    for name, (_, rows, threads) in at.HOPPER.items():
         path = f"attention/{name}.cu"
-        rows, threads = getattr(at, rows_key), getattr(at, threads_key)
         consumers = _cu_define_or_none(path, "CONSUMERS")
         split = [_cu_define_or_none(path, k) for k in ("PRODUCER_REGISTERS", "CONSUMER_REGISTERS")]
         for d in head_dims:

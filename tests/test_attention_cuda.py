@@ -15,16 +15,13 @@ HEAD_DIMS = (64, 128)
 
 
 def defines(rung: str, head_dim: int) -> dict | None:
-    """What the launcher passes: rung 1 takes D at run time, rung 2 HEAD_DIM, rungs 3-7 HEAD_DIM and tiles."""
+    """What the launcher passes: rung 1 takes D at run time, rung 2 HEAD_DIM, rungs 3-9 HEAD_DIM and tiles."""
     return {"1_naive": None, "2_coalesced": dict(HEAD_DIM=head_dim),
             "3_fused": dict(HEAD_DIM=head_dim, **at.FUSED_TILES[head_dim]),
             "4_tensor_core": dict(HEAD_DIM=head_dim, **at.TENSOR_CORE),
             "5_pipelined": dict(HEAD_DIM=head_dim, **at.PIPELINED),
             "6_autotuned": dict(HEAD_DIM=head_dim, **at.PIPELINED),
-            "7_wgmma_tma": dict(HEAD_DIM=head_dim, **at.WGMMA_TMA[head_dim]),
-            "8_warp_specialized": dict(HEAD_DIM=head_dim, **at.WARP_SPECIALIZED[head_dim]),
-            "9_pingpong": dict(HEAD_DIM=head_dim, **at.WARP_SPECIALIZED[head_dim]),
-            "10_intra_overlap": dict(HEAD_DIM=head_dim, **at.INTRA_OVERLAP[head_dim])}[rung]
+            **{name: dict(HEAD_DIM=head_dim, **tiles[head_dim]) for name, (tiles, _, _) in at.HOPPER.items()}}[rung]
 
 
 def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
@@ -237,7 +234,7 @@ def warp_specialized(request):
     """(head_dim, SASS, resource usage, rung, tiles) of rungs 8-10, compiled once per head dimension."""
     name, D = request.param
     cubin = cuda.compile_cubin(f"attention/{name}.cu", "sm_90a", tuple(sorted(defines(name, D).items())))
-    tiles = (at.INTRA_OVERLAP if name == "10_intra_overlap" else at.WARP_SPECIALIZED)[D]
+    tiles = at.HOPPER[name][0][D]
     return D, sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin), name, tiles
 
 

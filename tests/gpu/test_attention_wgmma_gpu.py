@@ -15,10 +15,7 @@ from ladder import cuda, hardware
 from ladder.check import compare
 from ladder.runner import time_rung, unavailable
 
-RUNGS = {name: at.PROBLEM.rung("cuda", name)
-         for name in ("7_wgmma_tma", "8_warp_specialized", "9_pingpong", "10_intra_overlap")}
-TILES = {"7_wgmma_tma": at.WGMMA_TMA, "8_warp_specialized": at.WARP_SPECIALIZED, "9_pingpong": at.WARP_SPECIALIZED,
-         "10_intra_overlap": at.INTRA_OVERLAP}
+RUNGS = {name: at.PROBLEM.rung("cuda", name) for name in at.HOPPER}
 
 
 @pytest.fixture(params=list(RUNGS))
@@ -103,7 +100,7 @@ def test_bad_inputs_are_named(rung):
 
 @pytest.mark.parametrize("D", HEAD_DIMS)
 def test_loads_without_local_memory(rung, D):
-    module = cuda.load(f"attention/{rung.name}.cu", dict(HEAD_DIM=D, **TILES[rung.name][D]), "sm_90a")
+    module = cuda.load(f"attention/{rung.name}.cu", dict(HEAD_DIM=D, **at.HOPPER[rung.name][0][D]), "sm_90a")
     attributes = module.get_function("attention").attributes
     assert attributes["local_size_bytes"] == 0, attributes
 
