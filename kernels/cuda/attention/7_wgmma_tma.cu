@@ -160,11 +160,14 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
     p_fragments(p, scores);  // acc is zero: nothing to rescale
     for (int t = 1; t < tiles; ++t) {  // S of tile t and P·V of tile t - 1 in one turn, tile t's softmax under P·V
         const int s = t % STAGES;
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)  // wgmma adds to its accumulators: tile t's S starts from zero, not P of t - 1
+            scores[0][j][0] = scores[0][j][1] = scores[0][j][2] = scores[0][j][3] = 0.f;
         mbarrier_wait(&full[s], (t / STAGES) & 1);
 #if PINGPONG
         wait_turn(group);
 #endif
-        wgmma_fence();  // acc and P were written by ordinary instructions
+        wgmma_fence();  // acc, P and S were written by ordinary instructions
         issue_scores(scores, Qg, Ks + s * KV_TILE);
         issue_pv(warp.acc, p, Vs + (t - 1) % STAGES * KV_TILE);
 #if PINGPONG
