@@ -30,6 +30,7 @@ def test_lesson_within_budgets(name):
     prose = "\n".join(re.sub(r"<!--.*?-->", "", c.source, flags=re.S) for c in nb.cells if c.cell_type == "markdown")
     lines = [code_lines(c.source) for c in nb.cells if c.cell_type == "code"]
     assert len(prose.split()) <= 3500
+    assert lesson.reading_minutes(nb)["total"] <= 45  # prose, code, printed text, kernel text and figures
     assert sum(lines) <= 200 and max(lines) <= 25
     for cell in nb.cells:
         if cell.cell_type == "code" and not SOURCE_CELL.search(cell.source):
