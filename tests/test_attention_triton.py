@@ -146,3 +146,24 @@ def test_anchors_give_an_empty_output_at_s_0(rung, monkeypatch):
     monkeypatch.setattr(at.F, "scaled_dot_product_attention", None)  # SDPA is not called (it raises a TypeError)
     empty = torch.empty(1, 2, 0, 64).half()
     assert rung.run(empty, empty, empty, False).shape == (1, 2, 0, 64)
+
+
+def test_rung_7_keeps_an_allocator_the_caller_set():
+    """Triton has one allocator per context: rung 7 provides its descriptors' scratch only where none is set."""
+    import contextvars
+
+    import triton
+    from triton.runtime import _allocation
+
+    def callers(size, alignment, stream):
+        return torch.empty(size, dtype=torch.int8)
+
+    def allocator_after_a_call(allocator):
+        if allocator is not None:
+            triton.set_allocator(allocator)
+        q, k, v = (torch.randn(1, 1, 16, 64).half() for _ in range(3))
+        ta.tma(q, k, v, False)
+        return _allocation._allocator.get()
+
+    assert contextvars.copy_context().run(allocator_after_a_call, callers) is callers
+    assert contextvars.copy_context().run(allocator_after_a_call, None) is ta.descriptor_scratch

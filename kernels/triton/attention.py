@@ -24,6 +24,7 @@ import math
 import torch
 import triton
 import triton.language as tl
+from triton.runtime import _allocation
 
 from ladder import autotune, validate
 from ladder.problems import Rung
@@ -450,6 +451,14 @@ def descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.T
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
+def provide_descriptor_scratch() -> None:
+    """Make descriptor_scratch Triton's allocator where the calling context has none: a new context (a thread)
+    starts without one, and an allocator the caller set is kept (Triton has one per context, not per launch)."""
+    current = getattr(_allocation, "_allocator", None)   # a private ContextVar: where a Triton lacks it, set ours
+    if current is None or isinstance(current.get(), _allocation.NullAllocator):
+        triton.set_allocator(descriptor_scratch)
+
+
 def tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 7: the first call at each new (S, D, causal) runs the search (see TMA_SEARCHES.reports). A TMA copy
     starts on 16 bytes: so must every tensor."""
@@ -457,7 +466,7 @@ def tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
         validate.tensor(name, t, dtype=torch.float16, ndim=4, device=device(), align_bytes=16)
     if out.numel():
-        triton.set_allocator(descriptor_scratch)   # the caller's context may be new (a thread): set at each call
+        provide_descriptor_scratch()
         launch_searched(TMA_SEARCHES, tma_kernel, S, B * H, q, k, v, out, S, LOG2E / math.sqrt(D), D,
                         CAUSAL=causal)
     return out
