@@ -689,7 +689,7 @@ def attention_kernel_lines(label: str) -> tuple[int, int, str]:
     """(lines of the rung's own code, lines of the shared code it also runs, what was counted) for an attention
     rung: CUDA, its .cu file and the earlier rungs' files it includes, then the headers (.cuh) they include, each
     once, the versions of code a later rung switches on left out (compiled_lines); Triton, its @triton.jit kernel,
-    then `attend` (the loop rungs 3-7 share); docstrings, comments, blank lines and launchers not counted."""
+    then `attend` and `key_passes` (the loop and its split, which rungs 3-7 share); docstrings, comments, blank lines and launchers not counted."""
     from ladder import cuda
     backend, name = label.split(":", 1)
     if backend == "cuda":
@@ -702,7 +702,8 @@ def attention_kernel_lines(label: str) -> tuple[int, int, str]:
         return count(own), count(shared), " + ".join(f.name for f in own) + "; " + " + ".join(f.name for f in shared)
     from kernels.triton import attention as ta
     kernel = ta.flash_tma_kernel if name == "7_tma" else ta.flash_kernel
-    return _python_code_lines(kernel), _python_code_lines(ta.attend), f"{kernel.__name__}; attend"
+    return (_python_code_lines(kernel), _python_code_lines(ta.attend) + _python_code_lines(ta.key_passes),
+            f"{kernel.__name__}; attend + key_passes")
 
 
 def attention_lines_vs_speed(rows: list[dict], shapes: list[tuple], labels: list[str],

@@ -199,7 +199,7 @@ def test_lines_vs_speed_counts_code_and_reads_the_rows():
     assert own7 < lesson.lines_of_code(rung7, "//") - 40 and own10 < lesson.lines_of_code(rung7, "//") + 4
     own, shared, what = lesson.attention_kernel_lines("triton:7_tma")
     assert 0 < own < lesson.lines_of_code(lesson.code(ta.flash_tma_kernel))   # its docstring left out
-    assert what == "flash_tma_kernel; attend"
+    assert what == "flash_tma_kernel; attend + key_passes"
     shape = at.HEADLINE[0]
     rows = [{"backend": "cuda", "rung": "7_wgmma_tma", "shape": list(shape), "ms": 2.0, "tflops": 100.0},
             {"backend": "torch", "rung": "sdpa", "shape": list(shape), "ms": 1.0, "tflops": 200.0}]

@@ -178,10 +178,19 @@ def attend(q, m, l, acc, k_ptr, v_ptr, stride_ks, stride_kd, stride_vs, stride_v
     return m, l, acc
 
 
+@triton.jit
+def key_passes(start_m, S, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """(unmasked_end, end) of the two passes over the keys of the queries start_m..: keys before unmasked_end
+    need no mask (wholly before the diagonal if causal, wholly inside S), keys unmasked_end..end do (the diagonal
+    block(s), or S's ragged last block), keys from end on are never loaded. Rungs 3-7 and the backward's dQ."""
+    if CAUSAL:
+        return start_m, tl.minimum(S, start_m + BLOCK_M)   # no key after the last query
+    return (S // BLOCK_N) * BLOCK_N, S
+
+
 def causal_key_range(start_m: int, block_m: int, S: int) -> tuple[int, int]:
-    """(unmasked_end, end) of flash_kernel's two key passes for the queries start_m.. (causal), in Python: keys
-    before start_m need no mask, keys start_m..end are masked, keys from end on are never loaded (the diagram
-    and assignment 08 use it; tests/test_diagrams.py holds it to the kernel's line)."""
+    """key_passes's causal (unmasked_end, end) in Python (the diagram and assignment 08 use it;
+    tests/test_diagrams.py holds it to the kernel's line)."""
     return start_m, min(S, start_m + block_m)
 
 
@@ -207,12 +216,8 @@ def flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, S, H, qk_scale,
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
-    # Two passes over the keys: blocks that need no mask (wholly before the diagonal if causal, wholly
-    # inside S), then the rest with masks: the diagonal block(s), or S's ragged last block.
-    if CAUSAL:
-        unmasked_end, end = start_m, tl.minimum(S, start_m + BLOCK_M)   # no key after the last query
-    else:
-        unmasked_end, end = (S // BLOCK_N) * BLOCK_N, S
+    # Two passes over the keys: blocks that need no mask, then the rest with masks (key_passes)
+    unmasked_end, end = key_passes(start_m, S, BLOCK_M, BLOCK_N, CAUSAL)
     k_head, v_head = k_ptr + b * stride_kb + h * stride_kh, v_ptr + b * stride_vb + h * stride_vh
     m, l, acc = attend(q, m, l, acc, k_head, v_head, stride_ks, stride_kd, stride_vs, stride_vd, rows, S, qk_scale,
                        0, unmasked_end, HEAD_DIM, BLOCK_N, False, CAUSAL, TENSOR_CORES)
@@ -431,11 +436,7 @@ def flash_tma_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, qk_scale, HEAD_DIM: tl.const
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
-    # rung 6's two passes: unmasked blocks (before the diagonal if causal, inside S), then the masked rest
-    if CAUSAL:
-        unmasked_end, end = start_m, tl.minimum(S, start_m + BLOCK_M)
-    else:
-        unmasked_end, end = (S // BLOCK_N) * BLOCK_N, S
+    unmasked_end, end = key_passes(start_m, S, BLOCK_M, BLOCK_N, CAUSAL)   # rung 6's two passes
     m, l, acc = attend(q, m, l, acc, k_desc, v_desc, 0, 0, 0, 0, rows, S, qk_scale, 0, unmasked_end, HEAD_DIM,
                        BLOCK_N, False, CAUSAL, True, True)
     m, l, acc = attend(q, m, l, acc, k_desc, v_desc, 0, 0, 0, 0, rows, S, qk_scale, unmasked_end, end, HEAD_DIM,

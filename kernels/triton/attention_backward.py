@@ -48,6 +48,7 @@ import triton.language as tl
 from torch.library import wrap_triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from kernels.triton.attention import key_passes
 from ladder import autotune, validate
 from ladder.hardware import detect
 from ladder.world import WORLD
@@ -275,12 +276,7 @@ def dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, S, H, sca
     lse2 = tl.load(lse_ptr + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0) * LOG2E
     delta = tl.load(delta_ptr + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
     dq = tl.zeros((BLOCK_M, HEAD_DIM), acc)
-    # the forward's two passes over the keys: causal, keys before start_m unmasked, the diagonal masked, none
-    # after it; else the whole key blocks unmasked and S's ragged last block masked
-    if CAUSAL:
-        unmasked_end, end = start_m, tl.minimum(S, start_m + BLOCK_M)
-    else:
-        unmasked_end, end = (S // BLOCK_N) * BLOCK_N, S
+    unmasked_end, end = key_passes(start_m, S, BLOCK_M, BLOCK_N, CAUSAL)   # the forward's two passes over the keys
     k_head, v_head = k_ptr + b * stride_kb + h * stride_kh, v_ptr + b * stride_vb + h * stride_vh
     qk_scale = scale * LOG2E
     dq = dq_steps(dq, q, do, lse2, delta, rows, k_head, v_head, stride_ks, stride_kd, stride_vs, stride_vd, S,
