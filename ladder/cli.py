@@ -142,11 +142,15 @@ def cmd_record(args) -> None:
         kinds = {"warp_states": profile.warp_states} if args.warp_states_only else \
             {"profiles": profile.profile, "warp_states": profile.warp_states}
         for kind, measure in kinds.items():
-            todo = [(p, r, s) for p, r, _ in jobs for s in p.bench_shapes] if args.every_shape and \
-                kind == "warp_states" else jobs
-            record[kind] = [{"problem": p.name, "backend": r.backend, "rung": r.name, "shape": list(shape),
-                             "metrics": measure(p.name, r.backend, r.name, shape)}
-                            for p, r, shape in tqdm(todo, desc=f"ncu {kind}")]
+            todo = [(p, r, s) for p, r, _ in jobs for s in p.bench_shapes] if args.every_shape else jobs
+            rows = [{"problem": p.name, "backend": r.backend, "rung": r.name, "shape": list(shape),
+                     "metrics": measure(p.name, r.backend, r.name, shape)}
+                    for p, r, shape in tqdm(todo, desc=f"ncu {kind}")]
+            if kind == "profiles":  # one a rung at its problem's profiled shape; the other shapes' apart
+                profiled = {p.name: list(p.bench_shapes[0]) for p in chosen}
+                record["shape_profiles"] = [x for x in rows if x["shape"] != profiled[x["problem"]]]
+                rows = [x for x in rows if x["shape"] == profiled[x["problem"]]]
+            record[kind] = rows
     if not args.no_time:
         print(res.table())
     print(f"wrote {results_mod.save(results_mod.merge(old, record))} in {time.time() - start:.0f} s")
@@ -318,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warp-states-only", action="store_true",
                    help="ncu's warp states (stall reasons, occupancy) only, added to the recording")
     p.add_argument("--every-shape", action="store_true",
-                   help="warp states at every headline shape, not only the profiled one (choose the rungs with --backends)")
+                   help="profiles and warp states at every headline shape, not only the profiled one (choose the "
+                        "rungs with --backends)")
     p.add_argument("--backends", nargs="+", default=None,
                    help="record only these backends' rungs, or these rungs (e.g. triton:6_autotuned torch); "
                         "the others' recorded rows are kept")

@@ -4,7 +4,9 @@
  "gpu": {...}, "datasheet": {...}, "ceilings": {"copy_TBps", "fp32_TFLOPs", "fp16_tc_TFLOPs"},
  "runs": [{"problem", "backend", "rung", "shape", "ms", "ms_p20", "ms_p80", "tflops", "tbps",
            "correct", "rel_error"}],
- "profiles": [{"problem", "backend", "rung", "shape", "metrics": {...}}],
+ "profiles": [{"problem", "backend", "rung", "shape", "metrics": {...}}] (ncu, one per rung at its problem's
+   profiled shape), "shape_profiles": [the same] (at other shapes: `record --every-shape`),
+ "warp_states": [{"problem", "backend", "rung", "shape", "metrics": {...}}] (ncu's stall reasons and occupancy),
  "autotune": [{"problem", "tuner", ...}], "power": [{"problem", "backend", "rung", "shape", "W", "MHz", ...}],
  "capstone": [{"model", "config", "ceilings", "variants", "profiles", "ops", "swaps", ...}] (lesson 05's model),
  "launch": [{"op", "shape", "call", "us", "anchor", "anchor_us", "ratio", "kernel_us", ...}] (host cost per call:
@@ -101,6 +103,10 @@ class Recording:
     def profiles(self, problem: str | None = None) -> list[dict]:
         return [p for p in self.data.get("profiles", []) if problem is None or p["problem"] == problem]
 
+    def shape_profiles(self, problem: str | None = None) -> list[dict]:
+        """ncu profiles at shapes other than the one each rung is profiled at (`record --every-shape`)."""
+        return [p for p in self.data.get("shape_profiles", []) if problem is None or p["problem"] == problem]
+
     def warp_states(self, problem: str | None = None) -> list[dict]:
         """ncu's warp states (stall reasons, occupancy, launch) of each rung profiled: ladder.profile.warp_states."""
         return [p for p in self.data.get("warp_states", []) if problem is None or p["problem"] == problem]
@@ -159,12 +165,12 @@ def _key(kind: str, row: dict) -> tuple:
         return (row["model"],)
     if kind == "launch":
         return (row["op"], row["call"])
-    if kind in ("warp_states", "shape_sweep", "memory"):  # recorded at more than one shape per rung
+    if kind in ("warp_states", "shape_profiles", "shape_sweep", "memory"):  # more than one shape per rung
         return (row["problem"], row["backend"], row["rung"], tuple(row["shape"]))
     return (row["problem"], row["tuner"]) if kind == "autotune" else (row["problem"], row["backend"], row["rung"])
 
 
-ROW_KINDS = ("runs", "profiles", "warp_states", "autotune", "power", "capstone", "launch", "shape_sweep", "memory")
+ROW_KINDS = ("runs", "profiles", "shape_profiles", "warp_states", "autotune", "power", "capstone", "launch", "shape_sweep", "memory")
 ANCHOR_BACKEND = "torch"   # the library rungs a run times beside ours: cuBLAS, SDPA, torch.add
 
 

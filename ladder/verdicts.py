@@ -446,9 +446,10 @@ COUNTERS = {
 }
 
 
-def counters(problem, labels: list[str], names: list[str], recording=None) -> str:
-    """The recorded Nsight Compute counters `names` (keys of COUNTERS) of the rungs `labels`, one line each."""
-    profiles, rec = _profiles(problem, recording)
+def counters(problem, labels: list[str], names: list[str], recording=None, shape: tuple | None = None) -> str:
+    """The recorded Nsight Compute counters `names` (keys of COUNTERS) of the rungs `labels`, one line each (at
+    the profiled shape, or `shape`)."""
+    profiles, rec = _profiles(problem, recording, shape)
     widths = [max(9, len(n) + 1) for n in names]
     lines = [f"{'rung':26s}" + "".join(f"{n:>{w}s}" for n, w in zip(names, widths))]
     for label in labels:
@@ -461,15 +462,20 @@ def counters(problem, labels: list[str], names: list[str], recording=None) -> st
     return "\n".join(lines)
 
 
-def _profiles(problem, recording=None) -> tuple[dict, object]:
-    """The recorded ncu profiles of `problem`'s rungs by label, and the recording."""
+def _profiles(problem, recording=None, shape: tuple | None = None) -> tuple[dict, object]:
+    """The recorded ncu profiles of `problem`'s rungs by label (at the profiled shape, or `shape`), and the
+    recording."""
+    from ladder import problems
     rec = recording or results_mod.load()
-    return {_label(p): p for p in rec.profiles(_problem_name(problem))}, rec
+    name = _problem_name(problem)
+    if shape is None or tuple(shape) == tuple(problems.get(name).bench_shapes[0]):
+        return {_label(p): p for p in rec.profiles(name)}, rec
+    return {_label(p): p for p in rec.shape_profiles(name) if tuple(p["shape"]) == tuple(shape)}, rec
 
 
 def _profiled_at(problem, profiles: dict, labels: list[str], rec) -> str:
     """Where and when the profiles shown were taken: "ncu at <shape>, recorded on <GPU>, <dates>"."""
-    shape = next(iter(profiles.values()))["shape"] if profiles else None
+    shape = next((profiles[label]["shape"] for label in labels if label in profiles), None)
     shown = rec.label_for([profiles[label] for label in labels if label in profiles])
     return f"ncu at {shape_label(problem, shape) if shape else '-'}, {shown}"
 

@@ -251,6 +251,27 @@ def test_kernel_times_split_a_rung_into_its_kernels_and_say_which_are_not_profil
     assert text.endswith("recorded on H100, 2026-11-26: each kernel run once, clocks as found)")
 
 
+def test_counters_at_another_shape_read_that_shapes_profiles_and_a_merge_keeps_each_shape():
+    """`record --every-shape` keeps one profile a rung at the profiled shape ("profiles") and the others apart
+    ("shape_profiles"): counters(shape=...) reads those, and a later recording at one shape leaves the rest."""
+    def row(shape, pct, date):
+        return {"problem": "attention", "backend": "cuda", "rung": "7_wgmma_tma", "shape": list(shape),
+                "recorded": date, "metrics": {"tensor_pipe_pct": pct}}
+    d64, d128, d128c = (4, 32, 4096, 64, 0), (4, 32, 4096, 128, 0), (4, 32, 4096, 128, 1)
+    old = {"provenance": {"gpu": "H100", "date": "2026-11-25T00:00"}, "ceilings": {}, "runs": [],
+           "profiles": [row(d64, 40.0, "2026-11-25")],
+           "shape_profiles": [row(d128, 50.0, "2026-11-25"), row(d128c, 45.0, "2026-11-25")]}
+    new = {"provenance": {"gpu": "H100", "date": "2026-11-26T00:00"}, "runs": [],
+           "shape_profiles": [row(d128, 55.0, "2026-11-26")]}
+    rec = results.Recording(None, results.merge(old, new))
+    at_d128 = verdicts.counters("attention", ["cuda:7_wgmma_tma"], ["tensor pipe %"], rec, shape=d128)
+    assert "55" in at_d128 and "ncu at D128," in at_d128 and at_d128.endswith("2026-11-26)")
+    assert "45" in verdicts.counters("attention", ["cuda:7_wgmma_tma"], ["tensor pipe %"], rec, shape=d128c)
+    assert "40" in verdicts.counters("attention", ["cuda:7_wgmma_tma"], ["tensor pipe %"], rec)
+    assert "not profiled" in verdicts.counters("attention", ["cuda:7_wgmma_tma"], ["tensor pipe %"], rec,
+                                               shape=(4, 32, 4096, 64, 1))
+
+
 def test_a_narrowed_ladder_is_judged_on_its_own_rungs():
     """A lesson's span of the ladder (04e: CUDA rungs 6-9) shows no line for a rung outside it, nor for a speed-up
     measured over one (rung 6 over rung 5); the whole problem keeps every prediction."""
