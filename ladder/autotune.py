@@ -191,14 +191,23 @@ class Tuner:
         _store(gpu.slug, report)
         return report
 
+    def nearest(self, shape: tuple) -> Report | None:
+        """The search report of the tuned shape nearest to `shape` on this GPU (cache, then recording), or None."""
+        gpu = detect()
+        key = ("report", gpu.slug if gpu else None, self.problem, self.name, tuple(shape))
+        if key not in _BEST:  # launchers ask on every call: read the cache once per shape
+            reports = cached_reports(key[1], self.problem, self.name)
+            _BEST[key] = min(reports, key=lambda r: _distance(r.shape, shape)) if reports else None
+        return _BEST[key]
+
     def best(self, shape: tuple) -> dict:
-        """The winner for the tuned shape nearest to `shape` on this GPU (cache, then recording), else this GPU's
-        default; also the default where that winner is pruned now (a prune rule added since it was searched)."""
+        """The winner for the tuned shape nearest to `shape` on this GPU (`nearest`), else this GPU's default; also
+        the default where that winner is pruned now (a prune rule added since it was searched)."""
         gpu = detect()
         key = (gpu.slug if gpu else None, self.problem, self.name, tuple(shape))
-        if key not in _BEST:  # launchers ask on every call: read the cache once per shape
-            reports = cached_reports(key[0], self.problem, self.name)
-            winner = min(reports, key=lambda r: _distance(r.shape, shape)).best if reports else None
+        if key not in _BEST:
+            report = self.nearest(shape)
+            winner = report.best if report else None
             _BEST[key] = winner if winner and self.prune(winner, gpu) is None else self.default(gpu)
         return _BEST[key]
 

@@ -1205,13 +1205,14 @@ def backward_saved_table(shapes=((4, 32, 4096, 64, 0), (4, 32, 16384, 64, 0), (4
     return "\n".join(lines)
 
 
-BACKWARD_SASS_FAMILIES = ("HGMMA", "MUFU.EX2", "UTMALDG", "REDG", "STL", "LDL")
+BACKWARD_SASS_FAMILIES = ("HGMMA", "MUFU.EX2", "UTMALDG", "REDG", "UTMAREDG", "STL", "LDL")
 
 
 def backward_sass(arch: str = "sm_90", head_dims=(64, 128), families=BACKWARD_SASS_FAMILIES) -> str:
     """Static opcode counts of rung 2's two kernels and rung 3's one, as their launchers compile them
-    (non-causal), per head size: tensor-core instructions, exponentials, TMA loads, atomic reductions, spills.
-    The K/V kernels as an eager launch on a GPU with the TMA takes them (Q and dO through it, on sm_90)."""
+    (non-causal), per head size: tensor-core instructions, exponentials, TMA loads, atomic reductions (element
+    REDG, the TMA's bulk UTMAREDG), spills. The K/V kernels as an eager launch on a GPU with the TMA takes them
+    (Q and dO through it on sm_90, and rung 3's dQ where its tiles say DQ_BY_TMA)."""
     from kernels.triton import attention_backward as tab
     lines = [f"{arch} SASS, instructions in the code (not executed counts); tiles BLOCK_M x BLOCK_N, warps"]
     tma = int(arch.removeprefix("sm_").rstrip("a")) >= 90
@@ -1227,33 +1228,49 @@ def backward_sass(arch: str = "sm_90", head_dims=(64, 128), families=BACKWARD_SA
 
 
 def backward_atomic_traffic(shapes=((4, 32, 4096, 64, 0), (4, 32, 4096, 128, 0))) -> str:
-    """Rung 3's dQ atomics, counted: every K/V program adds a BLOCK_M x D fp32 tile per query step, so
-    S / BLOCK_N programs add into each dQ row (non-causal)."""
+    """Rung 3's dQ additions, counted: every K/V program adds a BLOCK_M x D fp32 tile per query step, so
+    S / BLOCK_N programs add into each dQ row (non-causal); and the instructions that carry them, on a GPU
+    with the TMA: one bulk reduction a tile (DQ_BY_TMA), else one REDG per four elements a thread."""
     from kernels.triton import attention_backward as tab
     lines = []
     for B, H, S, D, _ in shapes:
-        n = tab.GPU_TILES[D]["dkdv_atomic"]["BLOCK_N"]
+        tile = tab.GPU_TILES[D]["dkdv_atomic"]
+        n, m = tile["BLOCK_N"], tile["BLOCK_M"]
         adds = B * H * S * D * (S // n)
-        lines.append(f"D{D}: BLOCK_N {n}: {S // n} programs add into each dQ row: {adds:.2e} fp32 atomic adds, "
-                     f"{4 * adds / 1e9:.1f} GB into L2 (dQ itself: {4 * B * H * S * D / 1e9:.2f} GB)")
+        how = (f"{adds // (m * D):.2e} bulk reductions of {m}x{D}" if tile.get("DQ_BY_TMA") else
+               f"{adds // 4:.2e} REDG.F32x4")
+        lines.append(f"D{D}: BLOCK_N {n}: {S // n} programs add into each dQ row: {adds:.2e} fp32 adds, "
+                     f"{4 * adds / 1e9:.1f} GB into L2 (dQ itself: {4 * B * H * S * D / 1e9:.2f} GB), as {how}")
     return "\n".join(lines)
 
 
 def backward_tiles(reports) -> str:
-    """Rung 4's recorded winners per kernel and (S, D, causal) beside rung 2's fixed tiles (GPU_TILES), with the
-    winner's speed-up over rung 2's tiles in the same search ("-" where the search did not time those)."""
+    """Rung 4's recorded winners per kernel and (S, D, causal) beside the fixed tiles (GPU_TILES: rung 2's, rung
+    3's for dkdv_atomic, "tma": its dQ by the TMA's bulk reductions), with the winner's speed-up over the fixed
+    tiles in the same search ("-" where the search did not time those); then, per (S, D, causal), which way rung 4
+    runs: rung 3's one kernel where its winner beat rung 2's two winners together."""
     from kernels.triton import attention_backward as tab
-    fmt = lambda c: f"{c['BLOCK_M']:3d}x{c['BLOCK_N']:<3d} w{c['num_warps']} s{c['num_stages']}"  # noqa: E731
-    lines = [f"{'kernel':6s} {'S':>6s} {'D':>4s} {'causal':>6s}  {'rung 2 (fixed)':16s} {'rung 4 (searched)':18s}"
+    fmt = lambda c: (f"{c['BLOCK_M']:3d}x{c['BLOCK_N']:<3d} w{c['num_warps']} s{c['num_stages']}"  # noqa: E731
+                     + (" tma" if c.get("DQ_BY_TMA") else ""))
+    lines = [f"{'kernel':11s} {'S':>6s} {'D':>4s} {'causal':>6s}  {'fixed':16s} {'searched':18s}"
              f"{'gain':>6s} {'timed':>6s} {'pruned':>7s}"]
+    by_shape: dict = {}
     for r in sorted(reports, key=lambda r: (r.tuner, r.shape)):
         kernel = r.tuner.rsplit(":", 1)[1]
         S, D, causal = r.shape
+        by_shape.setdefault(tuple(r.shape), {})[kernel] = r
         fixed = tab.GPU_TILES[D][kernel]
         fixed_ms = next((t["ms"] for t in r.timed if t["config"] == fixed), None)
         gain = f"{fixed_ms / r.best_ms:5.2f}x" if fixed_ms else f"{'-':>6s}"
-        lines.append(f"{kernel:6s} {S:6d} {D:4d} {causal:6d}  {fmt(fixed):16s} {fmt(r.best):18s}{gain} "
+        lines.append(f"{kernel:11s} {S:6d} {D:4d} {causal:6d}  {fmt(fixed):16s} {fmt(r.best):18s}{gain} "
                      f"{len(r.timed):6d} {len(r.pruned):7d}")
+    lines.append("rung 4 runs, per (S, D, causal): rung 3's one kernel against rung 2's two (their searched best ms)")
+    for (S, D, causal), got in sorted(by_shape.items()):
+        if not {"dkdv", "dq", "dkdv_atomic"} <= set(got):
+            continue
+        split, one = got["dkdv"].best_ms + got["dq"].best_ms, got["dkdv_atomic"].best_ms
+        lines.append(f"  S{S:<6d} D{D:<4d} causal {causal}: {'rung 3' if one < split else 'rung 2'}"
+                     f"  ({one:.3f} ms against {got['dkdv'].best_ms:.3f} + {got['dq'].best_ms:.3f} = {split:.3f})")
     return "\n".join(lines)
 
 

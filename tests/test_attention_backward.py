@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from kernels.triton import attention_backward as ab
-from ladder import ops, sass
+from ladder import autotune, ops, sass
 from ladder.check import compare
 
 
@@ -271,23 +271,60 @@ def test_rungs_3_and_4_write_every_element_and_nan_propagates(rung):
 
 
 def test_rung_4_takes_interpreter_tiles_without_a_search():
-    """No GPU: nothing searched or cached, rung 4 runs the interpreter's tiles; its search space's prune rule
-    keeps the causal diagonal whole and drops what would spill."""
+    """No GPU: nothing searched or cached, rung 4 runs the interpreter's tiles, rung 2's way; its search space's
+    prune rule keeps the causal diagonal whole, drops what would spill (rung 3's: its dQ tile counted too) and
+    the TMA's reductions where there is no TMA."""
     assert ab.tuned_tiles(40, 64, True) == {"delta": ab.INTERPRETER_TILES[64]["delta"],
                                             "dkdv": ab.INTERPRETER_TILES[64]["dkdv"],
-                                            "dq": ab.INTERPRETER_TILES[64]["dq"]}
+                                            "dq": ab.INTERPRETER_TILES[64]["dq"], "one_kernel": None}
     dkdv = ab.tuner("dkdv", 128)
     reasons = [dkdv.prune(c, None) for c in dkdv.configs()]
     assert ab.prune_reason("dkdv", dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2), None, 64).startswith("32 rows")
     assert any(r and "spill" in r for r in reasons) and any(r is None for r in reasons)
     assert ab.prune_reason("dq", ab.GPU_TILES[64]["dq"], None, 64) is None   # rung 2's tiles are candidates
+    tile = dict(BLOCK_M=32, BLOCK_N=128, num_warps=4, num_stages=2)
+    assert ab.prune_reason("dkdv", tile, None, 64) is None and "spill" in ab.prune_reason("dkdv_atomic", tile, None, 64)
+    assert "no TMA" in ab.prune_reason("dkdv_atomic", ab.GPU_TILES[64]["dkdv_atomic"], None, 64)
+
+
+def _report(kernel: str, ms: float, best: dict, S: int = 4096):
+    return autotune.Report("attention_backward", f"triton:4_autotuned:{kernel}", (S, 64, 1), "a GPU", best, ms, 1.0)
+
+
+@pytest.mark.parametrize("one_ms, picked", [(2.9, True), (3.1, False)])
+def test_rung_4_runs_rung_3_where_its_search_beat_rung_2s_two_kernels(monkeypatch, one_ms, picked):
+    """Rung 4 takes rung 3's searched tiles only where, searched at the same S, rung 3 ran faster than rung 2's two
+    kernels together (here 2 + 1 ms); and runs rung 2 anyway where torch.use_deterministic_algorithms asks for
+    results that repeat bit for bit, which rung 3's atomic sums do not."""
+    one = dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1)
+    reports = {"dkdv": _report("dkdv", 2.0, ab.INTERPRETER_TILES[64]["dkdv"]),
+               "dq": _report("dq", 1.0, ab.INTERPRETER_TILES[64]["dq"]), "dkdv_atomic": _report("dkdv_atomic", one_ms, one)}
+    for kernel, report in reports.items():
+        monkeypatch.setattr(ab.TUNERS[kernel, 64], "nearest", lambda shape, report=report: report)
+    assert ab.tuned_tiles(4000, 64, True)["one_kernel"] == (one if picked else None)
+    monkeypatch.setattr(ab.TUNERS["dkdv", 64], "nearest", lambda shape: _report("dkdv", 0.5, {}, S=16384))
+    assert ab.tuned_tiles(4000, 64, True)["one_kernel"] is None   # searched at another S: not compared
+    monkeypatch.setattr(ab.TUNERS["dkdv", 64], "nearest", lambda shape: reports["dkdv"])
+    ran = []
+    monkeypatch.setattr(ab, "atomic_dq_backward", lambda *args, config, **kw: ran.append(config))
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = packed(gen, 1, 1, 40, 64)
+    o, lse = torch.ops.ladder.attention(q, k, v, True)
+    ab.autotuned_backward(q, k, v, o, lse, q, True)
+    assert ran == ([one] if picked else [])
+    monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: True)
+    ab.autotuned_backward(q, k, v, o, lse, q, True)
+    assert ran == ([one] if picked else [])
 
 
 def test_rung_3_compiles_for_hopper_with_atomics_and_no_spills():
-    """Rung 3's kernel as it launches on a GPU (D = 64, causal): red.global adds for dQ (REDG), its products on
-    wgmma, and nothing in local memory with its own tiles (rung 2's spill there)."""
-    code = str(sass.triton_sass(**ab.sass_case("dkdv_atomic"), arch="sm_90"))
-    assert "REDG" in code and "HGMMA" in code and " STL" not in code
+    """Rung 3's kernel as it launches on a GPU (D = 64, causal): its products on wgmma, nothing in local memory
+    with its own tiles (rung 2's spill there), and dQ added by red.global adds (REDG) where the launch is traced
+    (no TMA), by the TMA's bulk reductions (UTMAREDG) where it is eager on sm_90."""
+    for qdo_tma, adds in ((False, "REDG"), (True, "UTMAREDG")):
+        code = str(sass.triton_sass(**ab.sass_case("dkdv_atomic", qdo_tma=qdo_tma), arch="sm_90"))
+        assert adds in code and "HGMMA" in code and " STL" not in code
+    assert "REDG" not in code.replace("UTMAREDG", "")
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -401,10 +438,15 @@ def test_rung_4s_search_times_checks_and_caches_each_kernel(monkeypatch, tmp_pat
     monkeypatch.setattr(ab, "SEARCH_KEYS", 40)
     monkeypatch.setattr(ab, "GPU_TILES", ab.INTERPRETER_TILES)
     monkeypatch.setattr(ab, "SEARCH_SPACE", {"dkdv": dict(BLOCK_M=[16, 32], BLOCK_N=[64], num_warps=[4], num_stages=[1]),
-                                             "dq": dict(BLOCK_M=[64], BLOCK_N=[16, 32], num_warps=[4], num_stages=[1])})
+                                             "dq": dict(BLOCK_M=[64], BLOCK_N=[16, 32], num_warps=[4], num_stages=[1]),
+                                             "dkdv_atomic": dict(BLOCK_M=[16], BLOCK_N=[32, 64], num_warps=[2],
+                                                                 num_stages=[1], DQ_BY_TMA=[False])})
     reports = ab.tune([(40, 64, 1)], problem_module.exact_grads, device="cpu")
     assert [(r.tuner, r.shape, len(r.timed), len(r.failed)) for r in reports] == [
-        ("triton:4_autotuned:dkdv", (40, 64, 1), 2, 0), ("triton:4_autotuned:dq", (40, 64, 1), 2, 0)]
+        ("triton:4_autotuned:dkdv", (40, 64, 1), 2, 0), ("triton:4_autotuned:dq", (40, 64, 1), 2, 0),
+        ("triton:4_autotuned:dkdv_atomic", (40, 64, 1), 2, 0)]
     want = {"dkdv": dict(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=1),
-            "dq": dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=1)}
+            "dq": dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=1),
+            # timed last, so fastest: 5 "ms" against rung 2's 9 + 7
+            "one_kernel": dict(BLOCK_M=16, BLOCK_N=64, num_warps=2, num_stages=1, DQ_BY_TMA=False)}
     assert {k: ab.tuned_tiles(4000, 64, True)[k] for k in want} == want   # the nearest S searched

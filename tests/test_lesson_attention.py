@@ -64,6 +64,14 @@ def test_backward_tiles_show_the_search_gain_over_rung_2s_tiles():
     assert "gain" in lines[0]
     assert lines[1].startswith("dkdv") and lines[1].split()[-3] == "-"
     assert lines[2].startswith("dq") and lines[2].split()[-3] == "1.25x"
+    assert len(lines) == 4   # no rung 3 search at that shape: no line saying which way rung 4 runs
+    one = dict(tab.GPU_TILES[64]["dkdv_atomic"], num_stages=2)
+    atomic = Report("attention_backward", "triton:4_autotuned:dkdv_atomic", (4096, 64, 0), "gpu", one, 1.9, 1.0,
+                    timed=[{"config": one, "ms": 1.9}])
+    lines = lesson.backward_tiles([timed, pruned, atomic]).splitlines()
+    assert lines[2].startswith("dkdv_atomic") and lines[2].split()[-3] == "-" and " tma" in lines[2]
+    assert lines[-1].split() == ["S4096", "D64", "causal", "0:", "rung", "3", "(1.900", "ms", "against", "1.000", "+",
+                                 "1.000", "=", "2.000)"]
 
 
 def test_backward_problem_times_live_at_s4096_only(monkeypatch):

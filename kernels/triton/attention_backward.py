@@ -108,12 +108,15 @@ def delta_kernel(o_ptr, do_ptr, dlse_ptr, delta_ptr, S, H,
 @triton.jit
 def dkdv_steps(dk, dv, k, v, keys, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, b, h, stride_qs, stride_qd,
                stride_dos, stride_dod, S, scale, qk_scale, lo, hi, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-               MASKED: tl.constexpr, CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr, QDO_BY_TMA: tl.constexpr):
+               MASKED: tl.constexpr, CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr, QDO_BY_TMA: tl.constexpr,
+               DQ_BY_TMA: tl.constexpr):
     """Queries lo..hi (BLOCK_M at a time) into the dK and dV of the keys `keys` (K, V: their tiles). The tiles
     are transposed, Pᵀ and dPᵀ (keys down, queries across), so that each step's products land on rows that
     belong to this program's keys. MASKED: steps that may hold queries past S or (causal) before a key.
     ATOMIC_DQ (rung 3): each step also adds this program's share of the queries' dQ, scale·dS·K, into dq_ptr
-    (the head's fp32 (S, D) rows, contiguous), where every other K/V program of the head adds its own.
+    (the head's fp32 (S, D) rows, contiguous), where every other K/V program of the head adds its own;
+    DQ_BY_TMA: dq_ptr is a tensor descriptor of all of the sums, (B, H, S, D) in boxes of BLOCK_M rows, and the
+    TMA adds each step's tile in one bulk reduction (rows past S dropped) instead of an atomic per element.
     QDO_BY_TMA: q_ptr and do_ptr are tensor descriptors of all of Q and dO, (B, H, S, D) in boxes of BLOCK_M rows
     of head (b, h), and the TMA brings each step's two tiles (rows past S as zeros); else they point at the
     head's rows, and the threads load them."""
@@ -154,11 +157,11 @@ def dkdv_steps(dk, dv, k, v, keys, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, b,
         dk = tl.dot(dst, q, dk, out_dtype=dk.dtype)
         if ATOMIC_DQ:  # dQ's rows belong to no K/V program: S / BLOCK_N of them add into each, in any order
             dq = tl.dot(tl.trans(dst), k, out_dtype=dk.dtype) * scale     # scaled here: the sum is then final
-            dq_ptrs = dq_ptr + rows[:, None] * HEAD_DIM + dims[None, :]
-            if MASKED:
-                tl.atomic_add(dq_ptrs, dq, mask=rows[:, None] < S, sem="relaxed")
-            else:
-                tl.atomic_add(dq_ptrs, dq, sem="relaxed")   # relaxed: a sum, no ordering with other memory
+            if DQ_BY_TMA:
+                dq_ptr.atomic_add([b, h, start_m, 0], dq.reshape(1, 1, BLOCK_M, HEAD_DIM))
+            else:  # an atomic per element; relaxed: a sum, no ordering with other memory
+                dq_ptrs = dq_ptr + rows[:, None] * HEAD_DIM + dims[None, :]
+                tl.atomic_add(dq_ptrs, dq, mask=(rows[:, None] < S) if MASKED else None, sem="relaxed")
     return dk, dv
 
 
@@ -168,12 +171,12 @@ def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
                 stride_vb, stride_vh, stride_vs, stride_vd, stride_dob, stride_doh, stride_dos, stride_dod,
                 stride_dkb, stride_dkh, stride_dks, stride_dkd, stride_dvb, stride_dvh, stride_dvs, stride_dvd,
                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                ATOMIC_DQ: tl.constexpr, QDO_BY_TMA: tl.constexpr = False):
+                ATOMIC_DQ: tl.constexpr, QDO_BY_TMA: tl.constexpr = False, DQ_BY_TMA: tl.constexpr = False):
     """dK and dV of keys BLOCK_N·program_id(0).. of head program_id(1) = b·H + h. The log-sum-exp and D are
     (B, H, S) contiguous, in the sums' dtype (fp32; float64 for float64 inputs). Causal: BLOCK_N is a multiple
     of BLOCK_M, so that the diagonal is whole query steps. ATOMIC_DQ (rung 3): dQ too, added into dq_ptr,
     (B, H, S, D) contiguous in the sums' dtype and zeroed (rung 2 passes None). QDO_BY_TMA: q_ptr and do_ptr
-    are tensor descriptors of Q and dO (dkdv_steps)."""
+    are tensor descriptors of Q and dO; DQ_BY_TMA: dq_ptr is one of the sums (dkdv_steps)."""
     start_n, bh = tl.program_id(0) * BLOCK_N, tl.program_id(1)
     b32, h32 = bh // H, bh % H   # a descriptor's coordinates (32-bit)
     b, h = b32.to(tl.int64), h32.to(tl.int64)
@@ -193,8 +196,8 @@ def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
     else:
         q_head, do_head = q_ptr + b * stride_qb + h * stride_qh, do_ptr + b * stride_dob + h * stride_doh
     lse_head, delta_head = lse_ptr + bh.to(tl.int64) * S, delta_ptr + bh.to(tl.int64) * S
-    dq_head = dq_ptr  # rung 2: None
-    if ATOMIC_DQ:
+    dq_head = dq_ptr  # rung 2: None; rung 3 with DQ_BY_TMA: a tensor descriptor of all of the sums
+    if ATOMIC_DQ and not DQ_BY_TMA:
         dq_head += bh.to(tl.int64) * S * HEAD_DIM
     qk_scale = scale * LOG2E
     # Causal: queries before start_n see none of these keys and are skipped; queries start_n..start_n + BLOCK_N
@@ -204,17 +207,17 @@ def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
         dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, dq_head, b32, h32,
                             stride_qs, stride_qd, stride_dos, stride_dod, S, scale, qk_scale, start_n,
                             tl.minimum(S, start_n + BLOCK_N), HEAD_DIM, BLOCK_M, True, CAUSAL, ATOMIC_DQ,
-                            QDO_BY_TMA)
+                            QDO_BY_TMA, DQ_BY_TMA)
         lo = start_n + BLOCK_N
     else:
         lo = 0
     whole = (S // BLOCK_M) * BLOCK_M
     dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, dq_head, b32, h32, stride_qs,
                         stride_qd, stride_dos, stride_dod, S, scale, qk_scale, lo, whole, HEAD_DIM, BLOCK_M, False,
-                        CAUSAL, ATOMIC_DQ, QDO_BY_TMA)
+                        CAUSAL, ATOMIC_DQ, QDO_BY_TMA, DQ_BY_TMA)
     dk, dv = dkdv_steps(dk, dv, k, v, keys, q_head, do_head, lse_head, delta_head, dq_head, b32, h32, stride_qs,
                         stride_qd, stride_dos, stride_dod, S, scale, qk_scale, tl.maximum(lo, whole), S, HEAD_DIM,
-                        BLOCK_M, True, CAUSAL, ATOMIC_DQ, QDO_BY_TMA)
+                        BLOCK_M, True, CAUSAL, ATOMIC_DQ, QDO_BY_TMA, DQ_BY_TMA)
     dk *= scale
     tl.store(dk_ptr + b * stride_dkb + h * stride_dkh + keys[:, None] * stride_dks + dims[None, :] * stride_dkd,
              dk.to(dk_ptr.dtype.element_ty), mask=keys[:, None] < S)
@@ -298,14 +301,19 @@ GPU_TILES = {
     64: dict(delta=dict(BLOCK_M=64, num_warps=4),
              dkdv=dict(BLOCK_M=32, BLOCK_N=128, num_warps=4, num_stages=3),
              dq=dict(BLOCK_M=128, BLOCK_N=32, num_warps=4, num_stages=3),
-             # rung 3: its step's dQ tile (BLOCK_M x D fp32) on top of dK and dV, the fastest of six tiles
-             # timed on the H100 (B4 H32 S4096, Q and dO by pointer loads). At D 64 they do not spill (sm_90
-             # SASS); at D 128 they do (how much depends on Triton's version, and grows several times with the
-             # TMA's loads of Q and dO), and the 32 x 64 tile that does not ran 2.2-2.4x slower
-             dkdv_atomic=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3)),
+             # rung 3: its step's dQ tile (BLOCK_M x D fp32) on top of dK and dV. With dQ added by the TMA's
+             # bulk reductions, the fastest of nine tiles timed on the H100 at B4 H32, S 4096 and 16384, causal
+             # and not: 0.86-0.91x cuDNN's backward, where the element atomics in their best tile (64 x 128, 8
+             # warps) ran 0.76-0.80x. No spills (sm_90 SASS)
+             dkdv_atomic=dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3, DQ_BY_TMA=True)),
     128: dict(delta=dict(BLOCK_M=64, num_warps=4),
               dkdv=dict(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=2),
               dq=dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2),
+              # rung 3 at D 128: the fastest of six tiles timed on the H100 (B4 H32 S4096, Q and dO by pointer
+              # loads), though it spills (how much depends on Triton's version, and grows several times with the
+              # TMA's loads of Q and dO); the 32 x 64 tile that does not ran 2.2-2.4x slower. dQ by element
+              # atomics: the bulk reductions ran 0.61-0.65x cuDNN's backward against their 0.77x (S 4096 and
+              # 16384, causal)
               dkdv_atomic=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2)),
 }
 # tl.dot's smallest tiles, the step half the tile: every pass (unmasked, diagonal, ragged) runs at small S
@@ -379,15 +387,26 @@ def _q_do(q, do, config: dict, by_tma: bool) -> tuple:
     return TensorDescriptor.from_tensor(q, box), TensorDescriptor.from_tensor(do, box)
 
 
-def _launch_dkdv(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, causal, config, by_tma=None) -> None:
-    """dkdv_kernel, a program per BLOCK_N keys of each head; dq_sums: rung 3's fp32 dQ (else None). by_tma:
-    Q and dO through the TMA (None: where qdo_by_tma says)."""
+def _dkdv_args(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, config: dict, by_tma=None) -> tuple:
+    """dkdv_kernel's grid, arguments, launch configuration and constexprs (all but CAUSAL): a program per BLOCK_N
+    keys of each head. dq_sums: rung 3's fp32 dQ (else None), added through the TMA where config asks for it
+    (DQ_BY_TMA) and Q and dO come that way. by_tma: Q and dO through the TMA (None: where qdo_by_tma says)."""
     B, H, S, D = q.shape
     by_tma = qdo_by_tma(q, do) if by_tma is None else by_tma
     q_arg, do_arg = _q_do(q, do, config, by_tma)
-    _launch(dkdv_kernel, (triton.cdiv(S, config["BLOCK_N"]), B * H),
+    config = dict(config)
+    dq_by_tma = bool(config.pop("DQ_BY_TMA", False)) and by_tma and dq_sums is not None
+    if dq_by_tma:
+        dq_sums = TensorDescriptor.from_tensor(dq_sums, [1, 1, config["BLOCK_M"], D])
+    return ((triton.cdiv(S, config["BLOCK_N"]), B * H),
             (q_arg, k, v, do_arg, lse, delta, dk, dv, dq_sums, S, H, scale, *strides(q, k, v, do, dk, dv), D), config,
-            CAUSAL=causal, ATOMIC_DQ=dq_sums is not None, QDO_BY_TMA=by_tma)
+            dict(ATOMIC_DQ=dq_sums is not None, QDO_BY_TMA=by_tma, DQ_BY_TMA=dq_by_tma))
+
+
+def _launch_dkdv(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, causal, config, by_tma=None) -> None:
+    """dkdv_kernel (_dkdv_args)."""
+    grid, args, config, constexprs = _dkdv_args(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, config, by_tma)
+    _launch(dkdv_kernel, grid, args, config, CAUSAL=causal, **constexprs)
 
 
 def _launch_dq(q, k, v, do, lse, delta, dq, scale, causal, config) -> None:
@@ -414,78 +433,95 @@ def backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse
 # ------------------------------------------------------------- rung 3: one kernel, dQ by atomics
 
 def atomic_dq_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse=None,
-                       out=None) -> tuple:
+                       out=None, config: dict | None = None) -> tuple:
     """Rung 3: rung 2's arguments and results, from one kernel: the K/V programs (rung 2's kernel with its own
-    tiles, TILES[D]["dkdv_atomic"]) add dQ into a zeroed fp32 buffer with atomics, cast to q's dtype at the end.
-    P is computed once, not twice; the price is
-    B·H·S·D fp32 atomic adds from each of S / BLOCK_N programs, the buffer's zeroing and cast (4 + 4 + 2 bytes
-    an element), and a dQ whose sums come in a different order from run to run (not bit-reproducible)."""
+    tiles, TILES[D]["dkdv_atomic"], or config: rung 4's searched ones) add dQ into a zeroed fp32 buffer, cast to
+    q's dtype at the end. P is computed once, not twice; the price is B·H·S·D fp32 additions from each of
+    S / BLOCK_N programs, the buffer's zeroing and cast (4 + 4 + 2 bytes an element), and a dQ whose sums come in a
+    different order from run to run (not bit-reproducible). Where the tiles say DQ_BY_TMA and the launch has the
+    TMA (qdo_by_tma), each step's dQ tile goes as one bulk reduction, not an atomic per element."""
     dq, dk, dv, delta, scale, tiles = _prepare(q, k, v, o, lse, do, causal, scale, dlse, out, None)
     if delta is not None:
-        sums = torch.zeros(q.shape, dtype=delta.dtype, device=q.device)
-        _launch_dkdv(q, k, v, do, lse, delta, dk, dv, sums, scale, causal, tiles["dkdv_atomic"])
-        dq.copy_(sums)
+        _atomic_dq(q, k, v, do, lse, delta, dq, dk, dv, scale, causal, config or tiles["dkdv_atomic"])
     return dq, dk, dv
 
 
-# ------------------------------------------------------------- rung 4: rung 2, its tiles searched
+def _atomic_dq(q, k, v, do, lse, delta, dq, dk, dv, scale, causal, config) -> None:
+    """Rung 3's kernel with what it needs around it: the zeroed fp32 dQ buffer before, its cast into dq after."""
+    sums = torch.zeros(q.shape, dtype=delta.dtype, device=q.device)
+    _launch_dkdv(q, k, v, do, lse, delta, dk, dv, sums, scale, causal, config)
+    dq.copy_(sums)
 
-# Rung 4 tunes rung 2, not rung 3: rung 2's two kernels own disjoint outputs, so each is searched alone (its own
-# tiles: the K/V program wants many keys, the Q program many queries) and a configuration can be run again and
-# again to be timed; rung 3's kernel adds into dQ, so each timed run would need its buffer zeroed again, and its
-# best tiles are bounded by the extra dQ tile it holds. Rung 3 is timed beside it in the same recording: where it
-# wins, the search would gain it as a candidate dimension (its kernel is dkdv_kernel with ATOMIC_DQ).
+
+# ------------------------------------------------------------- rung 4: rungs 2 and 3, their tiles searched
+
+# Rung 4 searches rung 2's two kernels and rung 3's one, each alone at each (S, D, causal), and runs the faster
+# way there: rung 3's configuration where its time (the dQ buffer's zeroing and cast included) beat the sum of
+# rung 2's two best. Rung 2's kernels own disjoint outputs, so each is searched in its own tiles (the K/V program
+# wants many keys, the Q program many queries); rung 3's search zeroes its dQ buffer before every timed run, and
+# also tries each tile with dQ by the TMA's bulk reductions (DQ_BY_TMA) and by element atomics.
 SEARCH_SPACE = {"dkdv": dict(BLOCK_M=[32, 64], BLOCK_N=[64, 128], num_warps=[4, 8], num_stages=[2, 3]),
-                "dq": dict(BLOCK_M=[64, 128], BLOCK_N=[32, 64], num_warps=[4, 8], num_stages=[2, 3])}
+                "dq": dict(BLOCK_M=[64, 128], BLOCK_N=[32, 64], num_warps=[4, 8], num_stages=[2, 3]),
+                "dkdv_atomic": dict(BLOCK_M=[32, 64], BLOCK_N=[64, 128], num_warps=[4, 8], num_stages=[2, 3],
+                                    DQ_BY_TMA=[False, True])}
 MAX_REGISTERS = 192   # fp32 values a thread holds for the accumulators and the two score tiles; more spill
-SEARCH_WARMUP_MS, SEARCH_REP_MS = 50, 150   # shorter than ladder.autotune's: 16 searches fit `record`'s minutes
+SEARCH_WARMUP_MS, SEARCH_REP_MS = 50, 150   # shorter than ladder.autotune's: 24 searches fit `record`'s minutes
 SEARCH_KEYS = 2**19   # B·H·S of a search's inputs: B·H = 128 at S 4096, 32 at S 16384; thousands of programs
 
 
 def prune_reason(kernel: str, c: dict, gpu, head_dim: int) -> str | None:
-    """Why rung 4 does not time configuration `c` of "dkdv" or "dq" for `head_dim` on `gpu` (None: timed)."""
-    own, step = (c["BLOCK_N"], c["BLOCK_M"]) if kernel == "dkdv" else (c["BLOCK_M"], c["BLOCK_N"])
+    """Why rung 4 does not time configuration `c` of "dkdv", "dq" or "dkdv_atomic" (rung 3's) for `head_dim` on
+    `gpu` (None: timed)."""
+    own, step = (c["BLOCK_M"], c["BLOCK_N"]) if kernel == "dq" else (c["BLOCK_N"], c["BLOCK_M"])
     if own % step:
         return f"{own} rows a program, steps of {step}: the causal diagonal must be whole steps"
     if gpu is not None and own < 16 * c["num_warps"]:  # it runs (rung 3's D 128 tile does): a shorter search
         return f"{own} rows a program over {c['num_warps']} warps: under 16 rows a warp, not searched"
-    held = (2 if kernel == "dkdv" else 1) * own * head_dim + 2 * own * step   # dK, dV (or dQ); P and dP
+    if c.get("DQ_BY_TMA") and (gpu is None or not gpu.has("tma")):
+        return "dQ by the TMA's bulk reductions: this GPU has no TMA"
+    # dK, dV (or dQ); P and dP; rung 3's step's dQ tile
+    held = (1 if kernel == "dq" else 2) * own * head_dim + 2 * own * step + (kernel == "dkdv_atomic") * step * head_dim
     if held // (32 * c["num_warps"]) > MAX_REGISTERS:
         return f"{held // (32 * c['num_warps'])} fp32 values per thread (> {MAX_REGISTERS}): registers spill"
     return None
 
 
 def _search_args(kernel: str, c: dict, q, k, v, do, lse, delta, out, scale: float) -> tuple:
-    """The kernel's positional arguments for a search's inputs and configuration c (dkdv: out is (dK, dV)
-    stacked; Q and dO as _launch_dkdv passes them), and its constexprs besides c's."""
+    """The kernel's positional arguments for a search's inputs and configuration c (the K/V kernel: out ends with
+    (dK, dV); Q, dO and rung 3's dQ sums, new zeros, as _launch_dkdv passes them), its launch configuration and
+    its constexprs besides those."""
     B, H, S, D = q.shape
-    if kernel == "dkdv":
-        by_tma = qdo_by_tma(q, do)
-        q_arg, do_arg = _q_do(q, do, c, by_tma)
-        return ((q_arg, k, v, do_arg, lse, delta, out[0], out[1], None, S, H, scale,
-                 *strides(q, k, v, do, out[0], out[1]), D), dict(ATOMIC_DQ=False, QDO_BY_TMA=by_tma))
-    return (q, k, v, do, lse, delta, out, S, H, scale, *strides(q, k, v, do, out), D), {}
+    if kernel == "dq":
+        return (q, k, v, do, lse, delta, out, S, H, scale, *strides(q, k, v, do, out), D), c, {}
+    sums = torch.zeros(q.shape, dtype=delta.dtype, device=q.device) if kernel == "dkdv_atomic" else None
+    _, args, config, constexprs = _dkdv_args(q, k, v, do, lse, delta, out[-2], out[-1], sums, scale, c)
+    return args, config, constexprs
 
 
 def run_config(kernel: str, c: dict, q, k, v, do, lse, delta, causal: bool, scale: float, out=None):
-    """One configuration of rung 4's `kernel` ("dkdv": out = (dK, dV) stacked, or "dq"): what the search times."""
-    out = out if out is not None else torch.empty((2, *q.shape) if kernel == "dkdv" else q.shape, dtype=q.dtype,
-                                                  device=q.device)
+    """One configuration of rung 4's `kernel` (out: "dkdv" (dK, dV) stacked, "dq" dQ, "dkdv_atomic" (dQ, dK, dV)
+    stacked): what the search times."""
+    planes = {"dkdv": 2, "dkdv_atomic": 3}
+    out = out if out is not None else torch.empty((planes[kernel], *q.shape) if kernel in planes else q.shape,
+                                                  dtype=q.dtype, device=q.device)
+    if kernel == "dkdv_atomic":
+        _atomic_dq(q, k, v, do, lse, delta, *out, scale, causal, c)
+        return out
     B, H, S, D = q.shape
     fn, own = (dkdv_kernel, c["BLOCK_N"]) if kernel == "dkdv" else (dq_kernel, c["BLOCK_M"])
-    args, constexprs = _search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
-    _launch(fn, (triton.cdiv(S, own), B * H), args, c, CAUSAL=causal, **constexprs)
+    args, config, constexprs = _search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
+    _launch(fn, (triton.cdiv(S, own), B * H), args, config, CAUSAL=causal, **constexprs)
     return out
 
 
 def _no_spills(kernel: str, c: dict, inputs: tuple, out, causal: bool) -> None:
     """Compile configuration `c` (cached by then: tune() compiles them all at once) and rule it out
     (autotune.Spills: pruned) if it keeps values in local memory. inputs: run_config's."""
-    fn = dkdv_kernel if kernel == "dkdv" else dq_kernel
+    fn = dq_kernel if kernel == "dq" else dkdv_kernel
     q, k, v, do, lse, delta, _, scale = inputs
-    args, constexprs = _search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
+    args, config, constexprs = _search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
     try:
-        compiled = fn.warmup(*args, grid=(1,), CAUSAL=causal, **constexprs, **c)
+        compiled = fn.warmup(*args, grid=(1,), CAUSAL=causal, **constexprs, **config)
         compiled._init_handles()
     except Exception:  # noqa: BLE001 -- not this check's to judge: the search's run of it fails, and says why
         return
@@ -496,7 +532,7 @@ def _no_spills(kernel: str, c: dict, inputs: tuple, out, causal: bool) -> None:
 def tuner(kernel: str, head_dim: int, compile=lambda c: None) -> autotune.Tuner:
     """Rung 4's search of `kernel` at one head size; its winners are cached per GPU (ladder.autotune) by
     (S, D, causal): a call takes the winner of the nearest S searched, the S-bucket. Without a search on this
-    GPU (and in the interpreter), rung 2's tiles."""
+    GPU (and in the interpreter), rung 2's tiles (rung 3's for "dkdv_atomic")."""
     return autotune.Tuner(problem="attention_backward", name=f"triton:4_autotuned:{kernel}", space=SEARCH_SPACE[kernel],
                           prune=lambda c, gpu: prune_reason(kernel, c, gpu, head_dim), compile=compile,
                           run=lambda c, *inputs, out=None: run_config(kernel, c, *inputs, out=out),
@@ -507,17 +543,30 @@ TUNERS = {(kernel, D): tuner(kernel, D) for kernel in SEARCH_SPACE for D in (64,
 
 
 def tuned_tiles(S: int, D: int, causal: bool) -> dict:
-    """Rung 4's tiles at (S, D, causal): each kernel's searched winner for the nearest S (rung 2's without one)."""
+    """Rung 4's tiles at (S, D, causal): each of rung 2's kernels' searched winner for the nearest S (rung 2's
+    tiles without one), and "one_kernel": rung 3's searched winner where, searched at that same S, it ran faster
+    than rung 2's two winners together (else None)."""
     key = (S, D, int(causal))
-    return {"delta": TILES[D]["delta"], "dkdv": TUNERS["dkdv", D].best(key), "dq": TUNERS["dq", D].best(key)}
+    split = [TUNERS[kernel, D].nearest(key) for kernel in ("dkdv", "dq")]
+    one = TUNERS["dkdv_atomic", D].nearest(key)
+    faster = (one is not None and all(r is not None and tuple(r.shape) == tuple(one.shape) for r in split)
+              and one.best_ms < sum(r.best_ms for r in split))
+    return {"delta": TILES[D]["delta"], "dkdv": TUNERS["dkdv", D].best(key), "dq": TUNERS["dq", D].best(key),
+            "one_kernel": TUNERS["dkdv_atomic", D].best(key) if faster else None}
 
 
 def autotuned_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse=None,
                        out=None) -> tuple:
-    """Rung 4: rung 2 with the tiles, warps and stages searched on this GPU for the nearest (S, D, causal)."""
+    """Rung 4: at the nearest (S, D, causal) searched on this GPU, rung 3 in its searched tiles where it ran faster
+    there, else rung 2 in its. Rung 2 also where torch.use_deterministic_algorithms asks for results that repeat
+    bit for bit (rung 3's sums do not), and where rung 3's tiles add dQ through the TMA and this launch has none
+    (a traced one, or operands a tensor map does not take: qdo_by_tma)."""
     B, H, S, D = q.shape
-    return backward(q, k, v, o, lse, do, causal, scale, dlse, out,
-                    tiles=tuned_tiles(S, D, causal) if D in TILES else None)
+    tiles = tuned_tiles(S, D, causal) if D in TILES else None
+    one = tiles and tiles["one_kernel"]
+    if one and not torch.are_deterministic_algorithms_enabled() and (not one.get("DQ_BY_TMA") or qdo_by_tma(q, do)):
+        return atomic_dq_backward(q, k, v, o, lse, do, causal, scale, dlse, out, config=one)
+    return backward(q, k, v, o, lse, do, causal, scale, dlse, out, tiles=tiles)
 
 
 def tune(buckets: list[tuple], reference, device: str = "cuda") -> list[autotune.Report]:
@@ -536,14 +585,16 @@ def tune(buckets: list[tuple], reference, device: str = "cuda") -> list[autotune
         delta = _prepare(q, k, v, o, lse, do, bool(causal), scale, None, None, None)[3]
         inputs = (q, k, v, do, lse, delta, bool(causal), scale)
         flop = 2.5 * 4 * H * S * S * D * (0.5 if causal else 1.0)
-        for kernel, want in (("dkdv", torch.stack((dk, dv))), ("dq", dq)):
+        for kernel, want in (("dkdv", torch.stack((dk, dv))), ("dq", dq), ("dkdv_atomic", torch.stack((dq, dk, dv)))):
             out = run_config(kernel, GPU_TILES[D][kernel], *inputs)
             search = tuner(kernel, D, compile=lambda c, kernel=kernel, out=out: _no_spills(kernel, c, inputs, out, causal))
             kept = [c for c in search.configs() if search.prune(c, detect()) is None]
-            fn = dkdv_kernel if kernel == "dkdv" else dq_kernel
-            for block_m in sorted({c["BLOCK_M"] for c in kept}):   # the descriptors' boxes are BLOCK_M rows
-                group = [c for c in kept if c["BLOCK_M"] == block_m]
-                args, constexprs = _search_args(kernel, group[0], q, k, v, do, lse, delta, out, scale)
+            fn = dq_kernel if kernel == "dq" else dkdv_kernel
+            # one compile-ahead per kind of arguments: the descriptors' boxes are BLOCK_M rows; dQ's sums a pointer
+            # or a descriptor
+            for kind in sorted({(c["BLOCK_M"], c.get("DQ_BY_TMA", False)) for c in kept}):
+                group = [c for c in kept if (c["BLOCK_M"], c.get("DQ_BY_TMA", False)) == kind]
+                args, _, constexprs = _search_args(kernel, group[0], q, k, v, do, lse, delta, out, scale)
                 autotune.compile_ahead(fn, [triton.Config({n: c[n] for n in ("BLOCK_M", "BLOCK_N")},
                                                           num_warps=c["num_warps"], num_stages=c["num_stages"])
                                             for c in group],
@@ -562,9 +613,10 @@ def sass_case(kernel: str, head_dim: int = 64, causal: bool = True, config: dict
     "dkdv_atomic" as rung 3 does: fp16 operands (16-byte aligned), fp32 sums, the scale as Inductor passes it
     (fp64), each row's elements adjacent (stride 1 along D, the others multiples of 16). config: tiles, warps and
     stages (default: rung 2's, GPU_TILES). qdo_tma: the K/V kernel with Q and dO through the TMA (as an eager
-    launch on sm_90 takes them)."""
+    launch on sm_90 takes them), and rung 3's dQ sums too where its tiles say DQ_BY_TMA."""
     atomic = kernel == "dkdv_atomic"
-    config = config or GPU_TILES[head_dim][kernel]
+    config = dict(config or GPU_TILES[head_dim][kernel])
+    dq_tma = bool(config.pop("DQ_BY_TMA", False)) and atomic and qdo_tma
     kernel = "dkdv" if atomic else kernel
     fn = {"dkdv": dkdv_kernel, "dq": dq_kernel}[kernel]
     names = fn.arg_names[:fn.arg_names.index("HEAD_DIM")]
@@ -575,11 +627,13 @@ def sass_case(kernel: str, head_dim: int = 64, causal: bool = True, config: dict
     extra = {}
     if kernel == "dkdv":  # rung 3's fp32 dQ sums, or rung 2's None
         types["dq_ptr"] = "*fp32" if atomic else "constexpr"
-        constexprs.update({"ATOMIC_DQ": atomic, "QDO_BY_TMA": qdo_tma, **({} if atomic else {"dq_ptr": None})})
-        extra.update(ATOMIC_DQ="constexpr", QDO_BY_TMA="constexpr")
+        constexprs.update({"ATOMIC_DQ": atomic, "QDO_BY_TMA": qdo_tma, "DQ_BY_TMA": dq_tma,
+                           **({} if atomic else {"dq_ptr": None})})
+        extra.update(ATOMIC_DQ="constexpr", QDO_BY_TMA="constexpr", DQ_BY_TMA="constexpr")
         if qdo_tma:
-            types.update(q_ptr=f"tensordesc<fp16[1,1,{config['BLOCK_M']},{head_dim}]>",
-                         do_ptr=f"tensordesc<fp16[1,1,{config['BLOCK_M']},{head_dim}]>")
+            box = f"[1,1,{config['BLOCK_M']},{head_dim}]>"
+            types.update(q_ptr="tensordesc<fp16" + box, do_ptr="tensordesc<fp16" + box,
+                         **({"dq_ptr": "tensordesc<fp32" + box} if dq_tma else {}))
     return dict(kernel=fn, signature={**types, "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr",
                                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", **extra},
                 constexprs=constexprs,
