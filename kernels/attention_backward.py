@@ -8,8 +8,8 @@ five matmuls for the forward's two. The rungs (kernels/triton/attention_backward
 
 triton:1_materialized  autograd through the math in fp32 (P saved): N/A where its B·H·S² tensors do not fit
 triton:2_flash         FlashAttention-2's backward: preprocess, dK/dV kernel, dQ kernel
-triton:3_atomic_dq     one kernel: the K/V programs add dQ with atomics
-triton:4_autotuned     rung 2 with its tiles searched per (S, D, causal) on this GPU
+triton:3_atomic_dq     one kernel: the K/V programs add dQ with atomics (the TMA's bulk reductions where they can)
+triton:4_autotuned     rungs 2 and 3 searched per (S, D, causal) on this GPU, the faster run
 torch:sdpa             SDPA's backward through its cuDNN backend (forced, as the forward ran under it)
 torch:sdpa_flash       SDPA's backward through its FlashAttention-2 backend
 

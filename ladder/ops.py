@@ -546,7 +546,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     GPU from sm_80 on, (B, H, S, D) of one shape and dtype, D 64 or 128, any strides (the (B, S, 3, H, D)
     projection's views are read in place). O is laid out as q is (see _attention_outputs).
     torch.ops.ladder.attention also returns each query's log-sum-exp, which the backward (FlashAttention-2's,
-    rung 4 of kernels/triton/attention_backward.py: rung 2 in the tiles searched on this GPU) recomputes P from."""
+    rung 4 of kernels/triton/attention_backward.py: rung 2 or 3, as searched on this GPU) recomputes P from."""
     shape = _check_attention(q, k, v, causal, scale)
     if _direct(q, k, v):
         return _attention_run(q, k, v, causal, *shape)[0]
@@ -603,8 +603,9 @@ _register("attention_backward", _attention_backward_impl, _attention_backward_fa
 
 
 def _attention_backward(ctx, grad_out, grad_lse):
-    """FlashAttention-2's backward (kernels/triton/attention_backward.py, rung 4: rung 2 in its searched tiles),
-    the log-sum-exp's gradient included."""
+    """FlashAttention-2's backward (kernels/triton/attention_backward.py, rung 4: rung 2's two kernels or rung 3's
+    one, whichever its search on this GPU found faster, in their searched tiles), the log-sum-exp's gradient
+    included."""
     q, k, v, out, lse = ctx.saved_tensors
     grad_out = torch.zeros_like(out) if grad_out is None else grad_out  # a loss on the log-sum-exp alone
     return (*torch.ops.ladder.attention_backward(q, k, v, out, lse, grad_out, grad_lse, ctx.causal, ctx.scale),

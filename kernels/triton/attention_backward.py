@@ -9,12 +9,13 @@ in the inputs' dtype. (float64 inputs run the same kernels in float64 throughout
                 preprocess computes D = rowsum(dO ∘ O); one program per K/V tile accumulates dK and dV over the
                 Q tiles, one per Q tile accumulates dQ over the K/V tiles, each recomputing P tile by tile
                 from Q, K and the log-sum-exp; causal blocks above the diagonal are skipped
-3_atomic_dq     one kernel: rung 2's K/V programs also add their share of dQ, scale·dS·K, into an fp32 buffer with
-                atomics (then cast to the inputs' dtype): P computed once instead of twice, no dQ pass; the price
-                is the atomics (S / BLOCK_N programs add into each dQ row) and a run-to-run varying sum order
-4_autotuned     rung 2 with each kernel's tiles, warps and stages searched on this GPU per (S-bucket, D, causal),
-                cached per GPU by ladder.autotune (the interpreter: fixed small tiles, no search); why rung 2 and
-                not rung 3 is said where the search is
+3_atomic_dq     one kernel: rung 2's K/V programs also add their share of dQ, scale·dS·K, into an fp32 buffer
+                (then cast to the inputs' dtype): P computed once instead of twice, no dQ pass; the price is the
+                adds (S / BLOCK_N programs add into each dQ row: element atomics, or on a GPU with the TMA one bulk
+                reduction a tile) and a run-to-run varying sum order
+4_autotuned     rung 2's two kernels and rung 3's one, each with its tiles, warps and stages searched on this GPU
+                per (S-bucket, D, causal), cached per GPU by ladder.autotune; per shape the faster way runs (rung 2
+                where deterministic algorithms are asked for). The interpreter: rung 2's fixed small tiles
 
 The derivation. With the scaled scores S = scale·Q·Kᵀ, P = softmax(S) row by row, O = P·V:
 
