@@ -450,3 +450,11 @@ def test_rung_4s_search_times_checks_and_caches_each_kernel(monkeypatch, tmp_pat
             # timed last, so fastest: 5 "ms" against rung 2's 9 + 7
             "one_kernel": dict(BLOCK_M=16, BLOCK_N=64, num_warps=2, num_stages=1, DQ_BY_TMA=False)}
     assert {k: ab.tuned_tiles(4000, 64, True)[k] for k in want} == want   # the nearest S searched
+
+
+def test_float64_takes_its_own_tiles():
+    """float64 operands (gradcheck's) launch FLOAT64_TILES whatever the tiles asked (fp16's: on the H100 some
+    outgrew shared memory at 8 bytes an element); fp16 keeps its own."""
+    tiles = ab.GPU_TILES[64]["dkdv_atomic"]
+    assert ab._fitted(tiles, torch.zeros(1, 64, dtype=torch.float64), "dkdv_atomic") == ab.FLOAT64_TILES[64]["dkdv_atomic"]
+    assert ab._fitted(tiles, torch.zeros(1, 64, dtype=torch.float16), "dkdv_atomic") is tiles

@@ -323,6 +323,11 @@ INTERPRETER_TILES = {d: dict(delta=dict(BLOCK_M=16, num_warps=4),
                              dq=dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1),
                              dkdv_atomic=dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1)) for d in (64, 128)}
 TILES = GPU_TILES if WORLD.gpu else INTERPRETER_TILES
+# float64 operands (gradcheck's) on a GPU: the tiles asked for are fp16's, fixed or searched, and at 8 bytes an
+# element some outgrow shared memory (H100: rung 3's D64 tile asked 237,568 bytes, 232,448 there). These ran
+# gradcheck on the H100 at D64 (tests/gpu): rung 2's own, and the interpreter's for rung 3
+FLOAT64_TILES = ({d: dict(dkdv=GPU_TILES[d]["dkdv"], dq=GPU_TILES[d]["dq"], dkdv_atomic=INTERPRETER_TILES[d]["dkdv_atomic"])
+                  for d in GPU_TILES} if WORLD.gpu else INTERPRETER_TILES)
 DTYPES = (torch.float16, torch.bfloat16, torch.float64)   # bf16 on a GPU only: the interpreter's bf16 dots are wrong
 
 
@@ -388,6 +393,11 @@ def _q_do(q, do, config: dict, by_tma: bool) -> tuple:
     return TensorDescriptor.from_tensor(q, box), TensorDescriptor.from_tensor(do, box)
 
 
+def _fitted(config: dict, q: torch.Tensor, kernel: str) -> dict:
+    """`kernel`'s launch configuration for q's dtype: float64 operands (gradcheck's) take FLOAT64_TILES."""
+    return FLOAT64_TILES[q.shape[-1]][kernel] if q.dtype == torch.float64 else config
+
+
 def _dkdv_args(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, config: dict, by_tma=None) -> tuple:
     """dkdv_kernel's grid, arguments, launch configuration and constexprs (all but CAUSAL): a program per BLOCK_N
     keys of each head. dq_sums: rung 3's fp32 dQ (else None), added through the TMA where config asks for it
@@ -395,7 +405,7 @@ def _dkdv_args(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, config: dict, by
     B, H, S, D = q.shape
     by_tma = qdo_by_tma(q, do) if by_tma is None else by_tma
     q_arg, do_arg = _q_do(q, do, config, by_tma)
-    config = dict(config)
+    config = dict(_fitted(config, q, "dkdv" if dq_sums is None else "dkdv_atomic"))
     dq_by_tma = bool(config.pop("DQ_BY_TMA", False)) and by_tma and dq_sums is not None
     if dq_by_tma:
         dq_sums = TensorDescriptor.from_tensor(dq_sums, [1, 1, config["BLOCK_M"], D])
@@ -413,6 +423,7 @@ def _launch_dkdv(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, causal, config
 def _launch_dq(q, k, v, do, lse, delta, dq, scale, causal, config) -> None:
     """dq_kernel, a program per BLOCK_M queries of each head."""
     B, H, S, D = q.shape
+    config = _fitted(config, q, "dq")
     _launch(dq_kernel, (triton.cdiv(S, config["BLOCK_M"]), B * H),
             (q, k, v, do, lse, delta, dq, S, H, scale, *strides(q, k, v, do, dq), D), config, CAUSAL=causal)
 

@@ -4,7 +4,7 @@ backward (SDPA's math backend, and its FlashAttention-2 backend: the algorithm r
 strided buffers; a very large logit; the log-sum-exp's gradient; what each rung keeps from the forward, in bytes
 the allocator holds; a training step of a small block through the ops, eager and compiled; rungs 3 and 4 (called
 directly) within 2x PyTorch's error, rtol = atol = 1e-2 at B 4, 128 x 128, D 64 (rung 2 too), poisoned buffers,
-a very large logit, NaN; eager calls that leave nothing behind. Run with
+a very large logit, NaN; eager calls that leave nothing behind; gradcheck in float64 of rungs 2-4. Run with
 `pytest tests/gpu/test_attention_backward_gpu.py -o addopts="" -v`; it times nothing."""
 import pytest
 import torch
@@ -267,3 +267,42 @@ def test_eager_backward_calls_leave_nothing_behind():
     torch.cuda.synchronize()
     assert len(kernel_side_table.constant_args) == entries
     assert torch.cuda.memory_allocated() == allocated
+
+
+class Float64Attention(torch.autograd.Function):
+    """(O, LSE) by float64 torch math on the GPU; the backward a rung's kernels in float64 on the GPU, in the tiles
+    it launches (its sums take the log-sum-exp's dtype), the log-sum-exp's gradient included. gradcheck holds
+    them to finite differences of the exact function (tests/test_attention_backward.py does it in the
+    interpreter)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, backward):
+        S, D = q.shape[-2:]
+        s = q @ k.mT / D ** 0.5
+        if causal:
+            s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+        lse = torch.logsumexp(s, -1)
+        out = torch.exp(s - lse[..., None]) @ v
+        ctx.causal, ctx.rung_backward = causal, backward
+        ctx.save_for_backward(q, k, v, out, lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, do, dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        return *ctx.rung_backward(q, k, v, out, lse, do, ctx.causal, dlse=dlse), None, None
+
+
+@pytest.mark.parametrize("rung", list(RUNGS))
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradcheck_float64_on_the_gpu(rung, causal):
+    """gradcheck's full Jacobians (not fast mode) in float64 on the GPU, B 1, H 1, S 130 (past the K/V programs'
+    128 keys and the Q programs' 128 queries at D 64: the diagonal, unmasked and ragged passes all run), D 64,
+    whose scale 1/8 is exact in fp32; float64 launches its own tiles (ab.FLOAT64_TILES). Tolerances 100x tighter
+    than gradcheck's defaults and above its central differences' rounding (eps 1e-6: ~1e-10 relative to the
+    outputs, which reach ~10), which an atol of 1e-9 did not clear for every draw. Rung 3 adds dQ
+    with float64 atomics (float64 operands take no TMA), in a different order each run: nondet_tol lets two runs'
+    sums differ by rounding, which gradcheck's reentrancy check otherwise forbids."""
+    qkv = torch.randn(1, 130, 3, 1, 64, generator=GEN, device="cuda", dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda x: Float64Attention.apply(*x.permute(2, 0, 3, 1, 4), causal, RUNGS[rung]),
+                                    (qkv.requires_grad_(),), atol=1e-7, rtol=1e-5, nondet_tol=1e-12)
