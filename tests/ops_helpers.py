@@ -2,13 +2,16 @@
 reference of a matmul with its epilogue, and a small pre-norm transformer block on the ops, what the tests compile
 (torch.compile, fullgraph) and capture (CUDA graphs): GPT-2's layout, every linear layer through ops.matmul on
 nn.Linear's weight as it is stored (read transposed, not copied), the attention through ops.attention on the views
-of one packed projection. `TORCH_OPS` computes the same block with PyTorch's own ops: the reference, in float64."""
+of one packed projection. `TORCH_OPS` computes the same block with PyTorch's own ops: the reference, in float64.
+And `Float64Attention`, what gradcheck differentiates to test the attention backward's kernels in float64."""
+import math
 from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from kernels.triton import attention_backward as ab
 from ladder import ops
 
 
@@ -71,3 +74,28 @@ def make(device: str, seed: int = 0) -> tuple[Block, Block]:
     reference = Block(kernels=TORCH_OPS)
     reference.load_state_dict(block.state_dict())
     return block.to(device, torch.float16).eval(), reference.to(device, torch.float64).eval()
+
+
+class Float64Attention(torch.autograd.Function):
+    """(O, LSE) by float64 torch math; the backward a rung's kernels (`backward`, rung 2's by default) in float64,
+    in the interpreter on CPU and on the GPU (their sums take the log-sum-exp's dtype). gradcheck then holds the
+    kernels' dQ, dK, dV, the log-sum-exp's gradient included, to finite differences of the exact function.
+    ladder.ops.attention itself is fp16 only, and the flash forward rounds O to fp16, so the forward here is
+    torch's."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, backward=None):
+        S, D = q.shape[-2:]
+        s = q @ k.mT / math.sqrt(D)
+        if causal:
+            s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+        lse = torch.logsumexp(s, -1)
+        out = torch.exp(s - lse[..., None]) @ v
+        ctx.causal, ctx.rung_backward = causal, backward or ab.backward
+        ctx.save_for_backward(q, k, v, out, lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, do, dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        return *ctx.rung_backward(q, k, v, out, lse, do, ctx.causal, dlse=dlse), None, None

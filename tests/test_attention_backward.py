@@ -17,6 +17,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from kernels.triton import attention_backward as ab
 from ladder import autotune, ops, sass
 from ladder.check import compare
+from ops_helpers import Float64Attention
 
 
 def randn(gen, *shape, dtype=torch.float16):
@@ -43,30 +44,6 @@ def sdpa(causal):
 
 
 # ------------------------------------------------------------- gradcheck, float64
-
-class Float64Attention(torch.autograd.Function):
-    """(O, LSE) by float64 torch math; the backward rung 2's kernels, in float64 (the same kernels: their sums
-    take the log-sum-exp's dtype). gradcheck then holds the kernels' dQ, dK, dV, the log-sum-exp's gradient
-    included, to finite differences of the exact function. ladder.ops.attention itself is fp16 only, and the
-    flash forward rounds O to fp16, so the forward here is torch's."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, causal):
-        S, D = q.shape[-2:]
-        s = q @ k.mT / math.sqrt(D)
-        if causal:
-            s = s.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
-        lse = torch.logsumexp(s, -1)
-        out = torch.exp(s - lse[..., None]) @ v
-        ctx.causal = causal
-        ctx.save_for_backward(q, k, v, out, lse)
-        return out, lse
-
-    @staticmethod
-    def backward(ctx, do, dlse):
-        q, k, v, out, lse = ctx.saved_tensors
-        return *ab.backward(q, k, v, out, lse, do, ctx.causal, dlse=dlse), None
-
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_gradcheck_float64(causal, monkeypatch):
@@ -247,9 +224,9 @@ def test_gradcheck_float64_rung_3(monkeypatch):
     monkeypatch.setattr(importlib.import_module("torch.autograd.gradcheck"), "_run_slow_mode_and_get_error",
                         lambda *args: "(the slow mode's full Jacobians: skipped, minutes in the interpreter)",
                         raising=False)
-    monkeypatch.setattr(ab, "backward", ab.atomic_dq_backward)   # what Float64Attention.backward calls
     qkv = torch.randn(1, 50, 3, 2, 64, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    assert torch.autograd.gradcheck(lambda x: Float64Attention.apply(*x.permute(2, 0, 3, 1, 4), True),
+    assert torch.autograd.gradcheck(lambda x: Float64Attention.apply(*x.permute(2, 0, 3, 1, 4), True,
+                                                                      ab.atomic_dq_backward),
                                     (qkv.requires_grad_(),), fast_mode=True, atol=1e-10, rtol=1e-7)
 
 

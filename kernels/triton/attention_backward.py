@@ -324,8 +324,9 @@ INTERPRETER_TILES = {d: dict(delta=dict(BLOCK_M=16, num_warps=4),
                              dkdv_atomic=dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1)) for d in (64, 128)}
 TILES = GPU_TILES if WORLD.gpu else INTERPRETER_TILES
 # float64 operands (gradcheck's) on a GPU: the tiles asked for are fp16's, fixed or searched, and at 8 bytes an
-# element some outgrow shared memory (H100: rung 3's D64 tile asked 237,568 bytes, 232,448 there). These ran
-# gradcheck on the H100 at D64 (tests/gpu): rung 2's own, and the interpreter's for rung 3
+# element some outgrow shared memory (H100, D64 without the mask: rungs 3 and 4 stopped with OutOfResources,
+# 237,568 bytes asked for, 232,448 there). These ran gradcheck on the H100 at D64 (tests/gpu): rung 2's own, and
+# the interpreter's for rung 3
 FLOAT64_TILES = ({d: dict(dkdv=GPU_TILES[d]["dkdv"], dq=GPU_TILES[d]["dq"], dkdv_atomic=INTERPRETER_TILES[d]["dkdv_atomic"])
                   for d in GPU_TILES} if WORLD.gpu else INTERPRETER_TILES)
 DTYPES = (torch.float16, torch.bfloat16, torch.float64)   # bf16 on a GPU only: the interpreter's bf16 dots are wrong
@@ -404,8 +405,8 @@ def _dkdv_args(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, config: dict, by
     (DQ_BY_TMA) and Q and dO come that way. by_tma: Q and dO through the TMA (None: where qdo_by_tma says)."""
     B, H, S, D = q.shape
     by_tma = qdo_by_tma(q, do) if by_tma is None else by_tma
-    q_arg, do_arg = _q_do(q, do, config, by_tma)
     config = dict(_fitted(config, q, "dkdv" if dq_sums is None else "dkdv_atomic"))
+    q_arg, do_arg = _q_do(q, do, config, by_tma)
     dq_by_tma = bool(config.pop("DQ_BY_TMA", False)) and by_tma and dq_sums is not None
     if dq_by_tma:
         dq_sums = TensorDescriptor.from_tensor(dq_sums, [1, 1, config["BLOCK_M"], D])

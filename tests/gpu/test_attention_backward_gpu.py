@@ -269,30 +269,6 @@ def test_eager_backward_calls_leave_nothing_behind():
     assert torch.cuda.memory_allocated() == allocated
 
 
-class Float64Attention(torch.autograd.Function):
-    """(O, LSE) by float64 torch math on the GPU; the backward a rung's kernels in float64 on the GPU, in the tiles
-    it launches (its sums take the log-sum-exp's dtype), the log-sum-exp's gradient included. gradcheck holds
-    them to finite differences of the exact function (tests/test_attention_backward.py does it in the
-    interpreter)."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, causal, backward):
-        S, D = q.shape[-2:]
-        s = q @ k.mT / D ** 0.5
-        if causal:
-            s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-        lse = torch.logsumexp(s, -1)
-        out = torch.exp(s - lse[..., None]) @ v
-        ctx.causal, ctx.rung_backward = causal, backward
-        ctx.save_for_backward(q, k, v, out, lse)
-        return out, lse
-
-    @staticmethod
-    def backward(ctx, do, dlse):
-        q, k, v, out, lse = ctx.saved_tensors
-        return *ctx.rung_backward(q, k, v, out, lse, do, ctx.causal, dlse=dlse), None, None
-
-
 @pytest.mark.parametrize("rung", list(RUNGS))
 @pytest.mark.parametrize("causal", [False, True])
 def test_gradcheck_float64_on_the_gpu(rung, causal):
@@ -305,5 +281,6 @@ def test_gradcheck_float64_on_the_gpu(rung, causal):
     with float64 atomics (float64 operands take no TMA), in a different order each run: nondet_tol lets two runs'
     sums differ by rounding, which gradcheck's reentrancy check otherwise forbids."""
     qkv = torch.randn(1, 130, 3, 1, 64, generator=GEN, device="cuda", dtype=torch.float64)
-    assert torch.autograd.gradcheck(lambda x: Float64Attention.apply(*x.permute(2, 0, 3, 1, 4), causal, RUNGS[rung]),
+    attention = ops_helpers.Float64Attention.apply
+    assert torch.autograd.gradcheck(lambda x: attention(*x.permute(2, 0, 3, 1, 4), causal, RUNGS[rung]),
                                     (qkv.requires_grad_(),), atol=1e-7, rtol=1e-5, nondet_tol=1e-12)
