@@ -555,15 +555,20 @@ def tuner(kernel: str, head_dim: int, compile=lambda c: None) -> autotune.Tuner:
 TUNERS = {(kernel, D): tuner(kernel, D) for kernel in SEARCH_SPACE for D in (64, 128)}
 
 
+def one_kernel_wins(split: list, one) -> bool:
+    """Whether rung 3's search report `one` beat rung 2's two (`split`: the dkdv and dq reports) searched at the
+    same shape: its best time under the sum of theirs."""
+    return (one is not None and all(r is not None and tuple(r.shape) == tuple(one.shape) for r in split)
+            and one.best_ms < sum(r.best_ms for r in split))
+
+
 def tuned_tiles(S: int, D: int, causal: bool) -> dict:
     """Rung 4's tiles at (S, D, causal): each of rung 2's kernels' searched winner for the nearest S (rung 2's
     tiles without one), and "one_kernel": rung 3's searched winner where, searched at that same S, it ran faster
     than rung 2's two winners together (else None)."""
     key = (S, D, int(causal))
     split = [TUNERS[kernel, D].nearest(key) for kernel in ("dkdv", "dq")]
-    one = TUNERS["dkdv_atomic", D].nearest(key)
-    faster = (one is not None and all(r is not None and tuple(r.shape) == tuple(one.shape) for r in split)
-              and one.best_ms < sum(r.best_ms for r in split))
+    faster = one_kernel_wins(split, TUNERS["dkdv_atomic", D].nearest(key))
     return {"delta": TILES[D]["delta"], "dkdv": TUNERS["dkdv", D].best(key), "dq": TUNERS["dq", D].best(key),
             "one_kernel": TUNERS["dkdv_atomic", D].best(key) if faster else None}
 
