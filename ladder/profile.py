@@ -53,6 +53,7 @@ WARP_STATE = {
     "limit_warps": "launch__occupancy_limit_warps",
     "limit_blocks": "launch__occupancy_limit_blocks",
     "duration_ns": "gpu__time_duration.sum",
+    "tensor_pipe_pct": METRICS["tensor_pipe_pct"],  # busy share x duration: the kernel's tensor-core time
 }
 
 

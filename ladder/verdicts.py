@@ -536,6 +536,27 @@ def _warp_states(problem, recording=None, shape: tuple | None = None) -> tuple[d
     return {_label(w): w for w in rec.warp_states(_problem_name(problem)) if tuple(w["shape"]) == shape}, rec
 
 
+def tensor_pipe_table(problem, labels: list[str], recording=None, shape: tuple | None = None) -> str:
+    """The recorded kernel of each rung in `labels` at `shape` (ncu's warp-state run): its time, the share of it
+    the tensor pipe was busy, and their product, the tensor-core time. Equal tensor-core times with unequal
+    durations say the slower kernel does the same math and leaves the tensor cores idle longer."""
+    found, rec = _warp_states(problem, recording, shape)
+    lines = [f"{'rung':26s} {'kernel':52s} {'time':>8s} {'tensor pipe busy':>16s} {'tensor time':>11s}"]
+    for label in labels:
+        w = found.get(label)
+        m = w["metrics"] if w else {}
+        if m.get("tensor_pipe_pct") is None or not m.get("duration_ns"):
+            lines.append(f"{label:26s} tensor pipe not profiled")
+            continue
+        us = m["duration_ns"] / 1e3
+        lines.append(f"{label:26s} {m['kernel'][:52]:52s} {us:6.1f}us {m['tensor_pipe_pct']:15.1f}% "
+                     f"{us * m['tensor_pipe_pct'] / 100:9.1f}us")
+    shown = [found[label] for label in labels if label in found]
+    at = shape_label(problem, shown[0]["shape"]) if shown else "-"
+    lines.append(f"(ncu at {at}, {rec.label_for(shown)}: one run each, caches flushed, clocks as they were)")
+    return "\n".join(lines)
+
+
 def warp_state_line(problem, label: str, recording=None, top: int = 3, shape: tuple | None = None) -> str:
     """One line beside a step: the reasons its warps waited on most, how often a warp issued, its occupancy and
     what limits it (recorded by ncu at the profiled shape, or `shape`)."""

@@ -317,3 +317,21 @@ def test_a_local_search_at_one_shape_keeps_the_recorded_winners_at_others(tmp_pa
     assert mm.HOPPER_TUNER.best((2048,) * 3) == local
     assert mm.HOPPER_TUNER.best((8192,) * 3) == recorded[(8192,) * 3]
     autotune._BEST.clear()
+
+
+def test_run_once_profiles_the_configuration_the_shape_sweep_timed(tmp_path, monkeypatch):
+    """The H100's sweep timed rung 12 at the attention output projection in a configuration searched there, whose
+    report stayed in that machine's cache; pinned (what `ladder run-once` does under ncu), rung 12 runs it there,
+    and elsewhere the nearest recorded search's winner as before."""
+    monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
+    monkeypatch.setattr(autotune, "detect", lambda: H100)
+    autotune._BEST.clear()
+    attention_output = (8192, 768, 768)
+    swept = autotune.swept_config(H100, mm.HOPPER_TUNER.name, attention_output)
+    nearest = mm.HOPPER_TUNER.best(attention_output)
+    assert swept is not None and swept != nearest
+    autotune._BEST.clear()
+    monkeypatch.setattr(autotune, "PIN_RECORDED", True)
+    assert mm.HOPPER_TUNER.best(attention_output) == swept
+    assert mm.HOPPER_TUNER.best((8192, 8192, 8000)) == mm.HOPPER_TUNER.nearest((8192, 8192, 8000)).best
+    autotune._BEST.clear()

@@ -90,3 +90,16 @@ def test_prune_reasons_keep_their_numbers():
         keys = [t.get_text() for t in fig.texts if "pruned" in t.get_text()]
         assert keys and not any(re.search(r"\bN\b", k) for k in keys), keys
         plt.close(fig)
+
+
+def test_the_tensor_pipes_working_time_beside_the_kernels():
+    """Lesson 06's table at the MLP down projection: each kernel's time, its tensor pipe's busy share and their
+    product; a rung profiled without the share (or not at all) says so."""
+    table = verdicts.tensor_pipe_table("matmul", ["torch:cublas", "cuda:12_autotuned", "cuda:99_nothing"], RECORDING,
+                                       shape=(8192, 768, 3072))
+    lines = table.splitlines()
+    assert len(lines) == 5 and lines[1].startswith("torch:cublas") and "nvjet" in lines[1]
+    assert lines[3] == f"{'cuda:99_nothing':26s} tensor pipe not profiled"
+    assert lines[-1].startswith("(ncu at 8192x768x3072, recorded on NVIDIA H100 80GB HBM3")
+    m = {w["rung"]: w["metrics"] for w in RECORDING.warp_states("matmul") if w["shape"] == [8192, 768, 3072]}["12_autotuned"]
+    assert lines[2].split()[-1] == f"{m['duration_ns'] / 1e3 * m['tensor_pipe_pct'] / 100:.1f}us"
