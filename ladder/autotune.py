@@ -202,12 +202,15 @@ class Tuner:
 
     def best(self, shape: tuple) -> dict:
         """The winner for the tuned shape nearest to `shape` on this GPU (`nearest`), else this GPU's default; also
-        the default where that winner is pruned now (a prune rule added since it was searched)."""
+        the default where that winner is pruned now (a prune rule added since it was searched). Pinned (`ladder
+        run-once`), a shape searched nowhere but swept takes the configuration the sweep timed (`swept_config`)."""
         gpu = detect()
         key = (gpu.slug if gpu else None, self.problem, self.name, tuple(shape))
         if key not in _BEST:
             report = self.nearest(shape)
-            winner = (PIN_RECORDED and swept_config(gpu, self.name, shape)) or (report.best if report else None)
+            searched_here = report is not None and tuple(report.shape) == tuple(shape)
+            swept = PIN_RECORDED and not searched_here and swept_config(gpu, self.name, shape)
+            winner = swept or (report.best if report else None)
             _BEST[key] = winner if winner and self.prune(winner, gpu) is None else self.default(gpu)
         return _BEST[key]
 
@@ -336,7 +339,7 @@ PIN_RECORDED = False
 def pin_recorded_winners() -> None:
     """From now on, a Triton search whose winner this GPU has recorded (local cache or results/) times only
     that winner, and a CUDA rung's Tuner.best takes the configuration the recorded shape sweep timed at that very
-    shape, where it timed one (swept_config). `ladder run-once`, the process ncu profiles, does this: it then runs the configuration that
+    shape where it timed one and no search ran there (swept_config). `ladder run-once`, the process ncu profiles, does this: it then runs the configuration that
     `record` timed, not the winner of a new search run under ncu, whose instrumentation can change the ranking
     (on the H100 it once made a 128x128 tile win rung 6's search)."""
     global PIN_RECORDED
