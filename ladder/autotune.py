@@ -219,9 +219,12 @@ def swept_config(gpu, label: str, shape: tuple) -> dict | None:
     """The configuration this GPU's recorded shape sweep (`python -m ladder sweep`) timed rung `label` in at exactly
     `shape`, if it did: what `ladder run-once` pins, so that ncu profiles the kernel the sweep timed (a search at
     that shape leaves its report in the local cache only)."""
-    if gpu is None or not results_mod.path_for(gpu.slug).exists():
+    if gpu is None:
         return None
-    rows = results_mod.load(gpu.slug).data.get("shape_sweep", [])
+    try:
+        rows = results_mod.load(gpu.slug).data.get("shape_sweep", [])
+    except NotAvailable:
+        return None
     return next((r["config"] for r in rows if f"{r['backend']}:{r['rung']}" == label
                  and tuple(r["shape"]) == tuple(shape) and r.get("config")), None)
 
@@ -339,9 +342,9 @@ PIN_RECORDED = False
 def pin_recorded_winners() -> None:
     """From now on, a Triton search whose winner this GPU has recorded (local cache or results/) times only
     that winner, and a CUDA rung's Tuner.best takes the configuration the recorded shape sweep timed at that very
-    shape where it timed one and no search ran there (swept_config). `ladder run-once`, the process ncu profiles, does this: it then runs the configuration that
-    `record` timed, not the winner of a new search run under ncu, whose instrumentation can change the ranking
-    (on the H100 it once made a 128x128 tile win rung 6's search)."""
+    shape where it timed one and no search ran there (swept_config). `ladder run-once`, the process ncu profiles,
+    does this: it then runs the configuration that `record` timed, not the winner of a new search run under ncu,
+    whose instrumentation can change the ranking (on the H100 it once made a 128x128 tile win rung 6's search)."""
     global PIN_RECORDED
     PIN_RECORDED = True
 

@@ -278,9 +278,9 @@ def test_gradcheck_float64_on_the_gpu(rung, causal):
     than gradcheck's defaults. Measured on the H100 at this shape (one draw), both full Jacobians entry by entry:
     the largest |numerical - analytical| is 8.5e-10 (causal 8.7e-10), the same for all three rungs (rung 4's
     float64 launches are rung 2's, bit for bit), under 1% of this tolerance: the rounding of central differences
-    at eps 1e-6, which sits at atol 1e-9, where one case of six had failed. Rung 3 adds dQ with float64 atomics (float64 operands take no TMA), in a
-    different order each run (1e-16 from rung 2): nondet_tol lets two runs' sums differ by rounding, which
-    gradcheck's reentrancy check otherwise forbids."""
+    at eps 1e-6, which sits at atol 1e-9, where one case of six had failed. Rung 3 adds dQ with float64 atomics
+    (float64 operands take no TMA), in a different order each run (1e-16 from rung 2): nondet_tol lets two runs'
+    sums differ by rounding, which gradcheck's reentrancy check otherwise forbids."""
     qkv = torch.randn(1, 130, 3, 1, 64, generator=GEN, device="cuda", dtype=torch.float64)
     attention = ops_helpers.Float64Attention.apply
     assert torch.autograd.gradcheck(lambda x: attention(*x.permute(2, 0, 3, 1, 4), causal, RUNGS[rung]),
