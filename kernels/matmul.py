@@ -311,15 +311,18 @@ def tma_store(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
 
 # ------------------------------------------------------------- rung 12: rung 11, searched
 
-HOPPER_SEARCH_SPACE = dict(BM=[128, 256], BN=[128, 192, 256], STAGES=[2, 3, 4, 5, 6], CLUSTER=[1, 2], GROUP_M=[8, 16])
+HOPPER_SEARCH_SPACE = dict(BM=[128, 256], BN=[128, 192, 256], STAGES=[2, 3, 4, 5, 6], CLUSTER=[1, 2], GROUP_M=[8, 16],
+                           BOX_BY_BOX=[0, 1])
 CONSUMER_REGISTERS = 232          # setmaxnreg.inc in 11_tma_store.cu: what a consumer thread may hold
 ACCUMULATOR_BUDGET = 128          # fp32 accumulators per consumer thread that leave room for addresses and staging
 
 
 def hopper_shared_bytes(c: dict) -> int:
-    """Rung 12's dynamic shared memory: STAGES x (A's BM x 64 + B's 64 x BN), C's BM x BN staged for the TMA, and
-    1 KiB to align the swizzle atoms (rung 11's at BM 128, BN 256)."""
-    return 2 * (c["STAGES"] * 64 * (c["BM"] + c["BN"]) + c["BM"] * c["BN"]) + 1024
+    """Rung 12's dynamic shared memory: STAGES x (A's BM x 64 + B's 64 x BN), C staged for the TMA (the BM x BN
+    tile; with BOX_BY_BOX one 64 x 64 box per consumer warpgroup), and 1 KiB to align the swizzle atoms (rung 11's
+    at BM 128, BN 256)."""
+    staged = 2 * 64 * 64 if c.get("BOX_BY_BOX") else c["BM"] * c["BN"]
+    return 2 * (c["STAGES"] * 64 * (c["BM"] + c["BN"]) + staged) + 1024
 
 
 def hopper_prune_reason(c: dict, gpu) -> str | None:
@@ -349,16 +352,25 @@ def run_hopper_config(c: dict, a, b, out=None):
                                                            c_map(out)))
 
 
-HOPPER_DEFAULT = dict(BM=128, BN=256, STAGES=3, CLUSTER=2, GROUP_M=8)  # rung 11's configuration
+HOPPER_DEFAULT = dict(BM=128, BN=256, STAGES=3, CLUSTER=2, GROUP_M=8, BOX_BY_BOX=0)  # rung 11's configuration
+
+
+def hopper_config(c: dict) -> dict:
+    """`c` in full: a search recorded before BOX_BY_BOX joined the space staged the whole tile."""
+    return {"BOX_BY_BOX": 0, **c}
+
+
 # Where `record` runs rung 12's search: the headline shapes, and the MLP down-projection of lesson 05's model (8192
 # tokens x 3072 -> 768), where C has only 768 columns: 3 blocks of 256 across, or 4 of 192. Other shapes take the
 # winner of the nearest searched one.
 MLP_DOWN = (8192, 768, 3072)
 HOPPER_TUNE_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), MLP_DOWN]
-# One configuration per tile shape and cluster size the search can choose, each with the most stages that fit on
-# an H100 (the GPU tests and compute-sanitizer run them all)
-HOPPER_SHAPES = [dict(BM=bm, BN=bn, STAGES=stages, CLUSTER=cluster, GROUP_M=8)
-                 for bm, bn, stages in ((128, 128, 6), (128, 192, 4), (128, 256, 3), (256, 128, 3)) for cluster in (1, 2)]
+# One configuration per tile shape, epilogue and cluster size the search can choose, each with the most stages that
+# fit on an H100 (the GPU tests and compute-sanitizer run them all); box by box gains a stage except at 128 x 128
+HOPPER_SHAPES = [dict(BM=bm, BN=bn, STAGES=stages, CLUSTER=cluster, GROUP_M=8, BOX_BY_BOX=box)
+                 for bm, bn, stages, box in ((128, 128, 6, 0), (128, 192, 4, 0), (128, 256, 3, 0), (256, 128, 3, 0),
+                                             (128, 192, 5, 1), (128, 256, 4, 1), (256, 128, 4, 1))
+                 for cluster in (1, 2)]
 HOPPER_TUNER = autotune.Tuner(
     problem="matmul", name="cuda:12_autotuned", space=HOPPER_SEARCH_SPACE, prune=hopper_prune_reason,
     compile=lambda c: cuda.without_spills(cuda.load("matmul/12_autotuned.cu", c, "sm_90a"), "matmul"),

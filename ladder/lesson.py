@@ -951,7 +951,7 @@ def hopper_search_gain(gpu, shape: tuple) -> str:
     if report is None:
         return f"no search of rung 12 at {'x'.join(map(str, shape))} recorded"
     sms = (gpu or datasheet_gpu(report.gpu)).sm_count
-    rung_11 = next(t for t in report.timed if t["config"] == mm.HOPPER_DEFAULT)
+    rung_11 = next(t for t in report.timed if mm.hopper_config(t["config"]) == mm.HOPPER_DEFAULT)
     lines = [f"{'x'.join(map(str, shape))} ({'live' if gpu is not None and gpu.has('wgmma') else 'recorded'} "
              f"on {report.gpu}, {sms} SMs)"]
     for name, config, ms in (("the search's winner", report.best, report.best_ms),
@@ -974,7 +974,8 @@ def hopper_search_space() -> str:
              f"{'BM x BN':>9s} {'stages':>7s} {'KiB (most stages)':>18s} {'blocks 4096^2':>14s} {'8192^2':>7s}"]
     for bm, bn in sorted({(c["BM"], c["BN"]) for c in kept}):
         stages = sorted({c["STAGES"] for c in kept if (c["BM"], c["BN"]) == (bm, bn)})
-        most = dict(BM=bm, BN=bn, STAGES=stages[-1])
+        most = min((c for c in kept if (c["BM"], c["BN"], c["STAGES"]) == (bm, bn, stages[-1])),
+                   key=mm.hopper_shared_bytes)
         depth = f"{stages[0]}-{stages[-1]}" if len(stages) > 1 else str(stages[0])
         lines.append(f"{bm:>4d} x {bn:<3d} {depth:>7s} {mm.hopper_shared_bytes(most) // 1024:>18d} "
                      + "".join(f"{-(-n // bm) * -(-n // bn):>{w}d}" for n, w in ((4096, 15), (8192, 8))))

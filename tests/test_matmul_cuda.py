@@ -180,7 +180,8 @@ def test_tma_store_rung_stages_c_in_shared_memory_and_stores_it_with_the_tma():
 def test_autotuned_hopper_rung_compiles_each_tile_shape_it_searches():
     """Rung 12 is rung 11's kernel with -D: at rung 11's configuration the same SASS; per BN its own wgmma width; at
     BM 256 two m64 blocks per consumer (twice the HGMMA); clusters of 1 load B themselves, clusters of 2 multicast
-    it (a 192-wide B: 2 boxes from one block, 1 from the other); no configuration the search keeps spills."""
+    it (a 192-wide B: 2 boxes from one block, 1 from the other); box by box, each 64 x 64 box of C staged between
+    its own two named barriers and committed on its own; no configuration the search keeps spills."""
     rung_11 = compiled("11_tma_store", "sm_90a", mm.TMA_STORE)
     assert compiled("12_autotuned", "sm_90a", mm.HOPPER_DEFAULT).text == rung_11.text
     for c in mm.HOPPER_SHAPES:
@@ -189,6 +190,9 @@ def test_autotuned_hopper_rung_compiles_each_tile_shape_it_searches():
         m_blocks, boxes = c["BM"] // 128, c["BN"] // 64
         assert s.text.count(f"HGMMA.64x{c['BN']}x16.F32") == 4 * m_blocks == s.count("HGMMA"), c
         assert s.count("UTMASTG") == m_blocks * boxes, c  # C's staged tile, in 64 x 64 boxes
+        groups = m_blocks * boxes if c["BOX_BY_BOX"] else 1  # stagings of the buffer per tile
+        assert s.count("BAR.SYNC") == 2 * groups and s.count("UTMACMDFLUSH") == groups, c
+        assert s.count("STS") == 16 * m_blocks * boxes and s.count("DEPBAR") == groups + 1, c
         multicast = s.count("UTMALDG.2D.MULTICAST")
         assert multicast == (0 if c["CLUSTER"] == 1 else -(-boxes // 2)), c
         assert s.count("UTMALDG") == 1 + (boxes if c["CLUSTER"] == 1 else multicast), c
@@ -200,10 +204,16 @@ def test_autotuned_hopper_rung_compiles_each_tile_shape_it_searches():
 
 def test_autotuned_hopper_search_prunes_by_shared_memory_registers_and_stages():
     kept = [c for c in mm.HOPPER_TUNER.configs() if not mm.hopper_prune_reason(c, H100)]
-    assert len(mm.HOPPER_TUNER.configs()) == 120 and len(kept) == 32
+    assert len(mm.HOPPER_TUNER.configs()) == 240 and len(kept) == 76
     assert mm.HOPPER_DEFAULT in kept  # rung 11's configuration: the search can only match or beat it
     assert {(c["BM"], c["BN"]) for c in kept} == {(128, 128), (128, 192), (128, 256), (256, 128)}
     assert max(c["STAGES"] for c in kept if c["BN"] == 128 and c["BM"] == 128) == 6
+    # staging one box, not the tile, makes room for one more stage
+    for tile, whole in (((128, 192), 4), ((128, 256), 3), ((256, 128), 3)):
+        for box in (0, 1):
+            assert max(c["STAGES"] for c in kept if (c["BM"], c["BN"]) == tile and c["BOX_BY_BOX"] == box) == whole + box
+    assert mm.hopper_shared_bytes(dict(BM=128, BN=192, STAGES=5, BOX_BY_BOX=1)) == (5 * 64 * 320 + 2 * 64 * 64) * 2 + 1024
+    assert mm.hopper_config(dict(BM=128)) == dict(BM=128, BOX_BY_BOX=0)  # a search recorded before the choice
     assert mm.hopper_prune_reason(dict(mm.HOPPER_DEFAULT, STAGES=4), H100) == "257 KiB of shared memory > 227 KiB"
     assert mm.hopper_prune_reason(dict(mm.HOPPER_DEFAULT, BM=256), H100).startswith(
         "256x256 needs 256 accumulator registers per consumer thread")

@@ -25,24 +25,32 @@
 #ifndef GROUP_M
 #define GROUP_M 8       // rung 10's
 #endif
+#ifndef BOX_BY_BOX
+#define BOX_BY_BOX 0    // rung 11 stages its whole tile at once
+#endif
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "11_tma_store.cu uses wgmma, setmaxnreg and the TMA: compile it for sm_90a (the launcher does)"
 #endif
 #include "cluster.cuh"
 constexpr int C_BOX = 64 * 64;                                // halves in one 64 x 64 box of C
-constexpr int C_STAGE = M_BLOCKS * B_BOXES * C_BOX;           // a consumer's tile: 64 x 64 boxes, BN / 64 side by side
+constexpr int C_BOXES = M_BLOCKS * B_BOXES;                   // the boxes of a consumer's tile
+#if BOX_BY_BOX  // rung 12's search may stage one box at a time: 16 KB of staging, not 64, left to the ring
+constexpr int STAGED = 1;
+#else
+constexpr int STAGED = C_BOXES;                               // the whole tile at once
+#endif
+constexpr int C_STAGE = STAGED * C_BOX;                       // a consumer's staging buffer
 
 // ---------------------------------------------------------------- the epilogue, through the TMA
-// Accumulators (rows warp * 16 + lane / 4 and + 8, columns ni * 8 + lane % 4 * 2, as store_accumulators<16, BN>
-// reads them) into the consumer's staging buffer: box ni / 8, its 16-byte chunk ni % 8 in the 128-byte swizzle.
-// Cs: the boxes of one m64 block.
-__device__ __forceinline__ void stage_accumulators(const float (&acc)[1][BN / 8][4], half* Cs, int warp, int lane) {
+// Box `box` of an m64 block's accumulators (rows warp * 16 + lane / 4 and + 8, columns ni * 8 + lane % 4 * 2, as
+// store_accumulators<16, BN> reads them) into Cs: chunk ni % 8 of each row, 16 bytes, in the 128-byte swizzle.
+__device__ __forceinline__ void stage_box(const float (&acc)[1][BN / 8][4], int box, half* Cs, int warp, int lane) {
 #pragma unroll
-    for (int ni = 0; ni < BN / 8; ++ni)
+    for (int ni = box * 8; ni < box * 8 + 8; ++ni)
 #pragma unroll
         for (int half_ = 0; half_ < 2; ++half_) {
             const int row = warp * 16 + lane / 4 + half_ * 8;
-            half* dst = Cs + ni / 8 * C_BOX + row * 64 + ((ni % 8) ^ (row % 8)) * 8 + lane % 4 * 2;
+            half* dst = Cs + row * 64 + ((ni % 8) ^ (row % 8)) * 8 + lane % 4 * 2;
             *reinterpret_cast<half2*>(dst) = __floats2half2_rn(acc[0][ni][2 * half_], acc[0][ni][2 * half_ + 1]);
         }
 }
@@ -93,19 +101,24 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
                     store_accumulators<16, BN>(acc[i], C, M, N, row0 + i * 64 + warp_in_group * 16, o.n0);
                 continue;
             }
-            if (releases)  // the TMA has read the previous tile's staging buffer: it may be written again
-                asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-            warpgroup_sync(consumer);
+            // box b: m64 block b / B_BOXES, columns of box b % B_BOXES; STAGED boxes at a time
 #pragma unroll
-            for (int i = 0; i < M_BLOCKS; ++i)
-                stage_accumulators(acc[i], staging + i * B_BOXES * C_BOX, warp_in_group, threadIdx.x % 32);
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes, visible to the TMA
-            warpgroup_sync(consumer);
-            if (releases) {
+            for (int first = 0; first < C_BOXES; first += STAGED) {
+                if (releases)  // the TMA has read what the staging buffer held: it may be written again
+                    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                warpgroup_sync(consumer);
 #pragma unroll
-                for (int b = 0; b < M_BLOCKS * B_BOXES; ++b)  // box b: m64 block b / B_BOXES, columns of box b % B_BOXES
-                    tma_store(map_c, o.n0 + b % B_BOXES * 64, row0 + b / B_BOXES * 64, staging + b * C_BOX);
-                asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+                for (int b = first; b < first + STAGED; ++b)
+                    stage_box(acc[b / B_BOXES], b % B_BOXES, staging + (b - first) * C_BOX, warp_in_group,
+                              threadIdx.x % 32);
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes, visible to the TMA
+                warpgroup_sync(consumer);
+                if (releases) {
+#pragma unroll
+                    for (int b = first; b < first + STAGED; ++b)
+                        tma_store(map_c, o.n0 + b % B_BOXES * 64, row0 + b / B_BOXES * 64, staging + (b - first) * C_BOX);
+                    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+                }
             }
         }
         if (releases)  // the last tile's stores have completed before the block exits
