@@ -180,8 +180,9 @@ def test_tma_store_rung_stages_c_in_shared_memory_and_stores_it_with_the_tma():
 def test_autotuned_hopper_rung_compiles_each_tile_shape_it_searches():
     """Rung 12 is rung 11's kernel with -D: at rung 11's configuration the same SASS; per BN its own wgmma width; at
     BM 256 two m64 blocks per consumer (twice the HGMMA); clusters of 1 load B themselves, clusters of 2 multicast
-    it (a 192-wide B: 2 boxes from one block, 1 from the other); box by box, each 64 x 64 box of C staged between
-    its own two named barriers and committed on its own; no configuration the search keeps spills."""
+    it (a 192-wide B: 2 boxes from one block, 1 from the other), and a cluster of 1 has no cluster barrier; box by
+    box, each 64 x 64 box of C staged between its own two named barriers and committed on its own; no configuration
+    the search keeps spills."""
     rung_11 = compiled("11_tma_store", "sm_90a", mm.TMA_STORE)
     assert compiled("12_autotuned", "sm_90a", mm.HOPPER_DEFAULT).text == rung_11.text
     for c in mm.HOPPER_SHAPES:
@@ -191,7 +192,9 @@ def test_autotuned_hopper_rung_compiles_each_tile_shape_it_searches():
         assert s.text.count(f"HGMMA.64x{c['BN']}x16.F32") == 4 * m_blocks == s.count("HGMMA"), c
         assert s.count("UTMASTG") == m_blocks * boxes, c  # C's staged tile, in 64 x 64 boxes
         groups = m_blocks * boxes if c["BOX_BY_BOX"] else 1  # stagings of the buffer per tile
-        assert s.count("BAR.SYNC") == 2 * groups and s.count("UTMACMDFLUSH") == groups, c
+        alone = c["CLUSTER"] == 1  # the block's own barrier at the start, none at the exit: no cluster barrier's fences
+        assert s.count("BAR.SYNC") == 2 * groups + alone and s.count("UTMACMDFLUSH") == groups, c
+        assert s.count("UCGABAR_ARV") == s.count("UCGABAR_WAIT") == s.count("ERRBAR") == (0 if alone else 2), c
         assert s.count("STS") == 16 * m_blocks * boxes and s.count("DEPBAR") == groups + 1, c
         multicast = s.count("UTMALDG.2D.MULTICAST")
         assert multicast == (0 if c["CLUSTER"] == 1 else -(-boxes // 2)), c
@@ -330,16 +333,22 @@ def test_a_local_search_at_one_shape_keeps_the_recorded_winners_at_others(tmp_pa
 
 
 def test_run_once_profiles_the_configuration_the_shape_sweep_timed(tmp_path, monkeypatch):
-    """The H100's sweep timed rung 12 at the attention output projection in a configuration searched there, whose
-    report stayed in that machine's cache; pinned (what `ladder run-once` does under ncu), rung 12 runs it there,
-    and elsewhere the nearest recorded search's winner as before."""
+    """A sweep timed rung 12 at the attention output projection in a configuration searched there, whose report
+    stayed in that machine's cache; pinned (what `ladder run-once` does under ncu), rung 12 runs it there, and
+    elsewhere the nearest recorded search's winner as before."""
     monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
     monkeypatch.setattr(autotune, "detect", lambda: H100)
     autotune._BEST.clear()
     attention_output = (8192, 768, 768)
-    swept = autotune.swept_config(H100, mm.HOPPER_TUNER.name, attention_output)
     nearest = mm.HOPPER_TUNER.best(attention_output)
-    assert swept is not None and swept != nearest
+    swept = dict(nearest, STAGES=nearest["STAGES"] - 1)
+    recording = autotune.results_mod.load(H100.slug)
+    rows = [{"problem": "matmul", "backend": "cuda", "rung": "12_autotuned", "shape": list(attention_output),
+             "config": swept}]
+    monkeypatch.setattr(autotune.results_mod, "load",
+                        lambda slug: type(recording)(recording.path, {**recording.data, "shape_sweep": rows}))
+    assert autotune.swept_config(H100, mm.HOPPER_TUNER.name, attention_output) == swept
+    assert autotune.swept_config(H100, mm.HOPPER_TUNER.name, (8192, 768, 769)) is None
     autotune._BEST.clear()
     monkeypatch.setattr(autotune, "PIN_RECORDED", True)
     assert mm.HOPPER_TUNER.best(attention_output) == swept

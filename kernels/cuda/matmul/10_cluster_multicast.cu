@@ -62,6 +62,6 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
             consume(acc, As, Bs, full, empty, consumer, releases, k_tiles, kt);
             store_accumulators<16, BN>(acc[0], C, M, N, o.m0 + rank * BM + consumer * 64 + warp_in_group * 16, o.n0);
         }
-        cluster_sync();  // the partner's consumers have made their last arrivals on this block's barriers
+        cluster_exit();
     }
 }

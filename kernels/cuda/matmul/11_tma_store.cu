@@ -123,6 +123,6 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
         }
         if (releases)  // the last tile's stores have completed before the block exits
             asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-        cluster_sync();
+        cluster_exit();
     }
 }
