@@ -360,11 +360,11 @@ def hopper_config(c: dict) -> dict:
     return {"BOX_BY_BOX": 0, **c}
 
 
-# Where `record` runs rung 12's search: the headline shapes, and the MLP down-projection of lesson 05's model (8192
-# tokens x 3072 -> 768), where C has only 768 columns: 3 blocks of 256 across, or 4 of 192. Other shapes take the
-# winner of the nearest searched one.
-MLP_DOWN = (8192, 768, 3072)
-HOPPER_TUNE_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), MLP_DOWN]
+# Where `record` runs rung 12's search: the headline shapes, and the MLP down-projection and attention output of
+# lesson 05's model (8192 tokens x 3072 or 768 -> 768), where C has only 768 columns: 3 blocks of 256 across, or 4
+# of 192. Other shapes take the winner of the nearest searched one.
+MLP_DOWN, ATTENTION_OUT = (8192, 768, 3072), (8192, 768, 768)
+HOPPER_TUNE_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), MLP_DOWN, ATTENTION_OUT]
 # One configuration per tile shape, epilogue and cluster size the search can choose, each with the most stages that
 # fit on an H100 (the GPU tests and compute-sanitizer run them all); box by box gains a stage except at 128 x 128
 HOPPER_SHAPES = [dict(BM=bm, BN=bn, STAGES=stages, CLUSTER=cluster, GROUP_M=8, BOX_BY_BOX=box)

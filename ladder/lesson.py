@@ -957,7 +957,7 @@ def hopper_search_gain(gpu, shape: tuple) -> str:
     for name, config, ms in (("the search's winner", report.best, report.best_ms),
                              ("rung 11's configuration", rung_11["config"], rung_11["ms"])):
         blocks = mm.hopper_grid(config, shape[0], shape[1], sms=1 << 30)  # of BM x BN, in whole clusters
-        lines.append(f"  {name:24s} {autotune.format_config(config):45s} {ms:.4f} ms  "
+        lines.append(f"  {name:24s} {autotune.format_config(config):52s} {ms:.4f} ms  "
                      f"{blocks} blocks of {config['BM']}x{config['BN']} = {blocks / sms:.2f} per SM")
     lines.append(f"  winner / rung 11's: {rung_11['ms'] / report.best_ms:.2f}x as fast")
     return "\n".join(lines)
@@ -979,6 +979,38 @@ def hopper_search_space() -> str:
         depth = f"{stages[0]}-{stages[-1]}" if len(stages) > 1 else str(stages[0])
         lines.append(f"{bm:>4d} x {bn:<3d} {depth:>7s} {mm.hopper_shared_bytes(most) // 1024:>18d} "
                      + "".join(f"{-(-n // bm) * -(-n // bn):>{w}d}" for n, w in ((4096, 15), (8192, 8))))
+    return "\n".join(lines)
+
+
+def hopper_choices(shape: tuple, gpu_slug: str | None = None) -> str:
+    """Rung 12's recorded search at `shape`, at its winner's block of C: each ring depth, epilogue (the whole tile
+    staged, or box by box) and cluster size it timed, the best over tile orders, against the winner; and what each
+    cluster size puts in the SASS at the start and exit (compiled here): the cluster barrier and its fences."""
+    import kernels.matmul as mm
+    from ladder import autotune
+    report = next((r for r in autotune.recorded_reports(gpu_slug)
+                   if r.tuner == mm.HOPPER_TUNER.name and tuple(r.shape) == tuple(shape)), None)
+    if report is None:
+        return f"no search of rung 12 at {'x'.join(map(str, shape))} recorded"
+    tile = (report.best["BM"], report.best["BN"])
+    best: dict[tuple, float] = {}
+    for t in report.timed:
+        c = mm.hopper_config(t["config"])
+        if (c["BM"], c["BN"]) == tile:
+            key = (c["STAGES"], c["BOX_BY_BOX"], c["CLUSTER"])
+            best[key] = min(best.get(key, t["ms"]), t["ms"])
+    lines = [f"rung 12's search at {'x'.join(map(str, shape))}, blocks of {tile[0]}x{tile[1]} "
+             f"(recorded on {report.gpu}); winner = 1.00",
+             f"{'stages':>6s} {'C staged':>10s} {'cluster':>8s} {'ms':>8s} {'winner / this':>14s}"]
+    for stages, box, cluster in sorted(best, key=lambda k: (-k[2], k[0], k[1])):
+        ms = best[stages, box, cluster]
+        lines.append(f"{stages:>6d} {'box by box' if box else 'whole tile':>10s} {cluster:>8d} {ms:>8.4f} "
+                     f"{min(best.values()) / ms:>14.2f}")
+    lines.append("the whole kernel's SASS (none of these in the k loop), per cluster size:")
+    for cluster in (2, 1):
+        code = sass.cuda_sass("matmul/12_autotuned.cu", "sm_90a", dict(report.best, CLUSTER=cluster, BOX_BY_BOX=0))
+        lines.append(f"  {cluster}: " + ", ".join(f"{family} {code.count(family)}"
+                                                  for family in ("UCGABAR_WAIT", "MEMBAR", "ERRBAR", "BAR.SYNC")))
     return "\n".join(lines)
 
 
