@@ -333,24 +333,47 @@ def test_a_local_search_at_one_shape_keeps_the_recorded_winners_at_others(tmp_pa
 
 
 def test_run_once_profiles_the_configuration_the_shape_sweep_timed(tmp_path, monkeypatch):
-    """A sweep timed rung 12 at the attention output projection in a configuration searched there, whose report
-    stayed in that machine's cache; pinned (what `ladder run-once` does under ncu), rung 12 runs it there, and
-    elsewhere the nearest recorded search's winner as before."""
+    """A sweep timed rung 12 at the qkv projection in a configuration searched there, whose report stayed in that
+    machine's cache (`record` searches other shapes); pinned (what `ladder run-once` does under ncu), rung 12 runs
+    it there, and elsewhere the nearest recorded search's winner as before."""
     monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
     monkeypatch.setattr(autotune, "detect", lambda: H100)
     autotune._BEST.clear()
-    attention_output = (8192, 768, 768)
-    nearest = mm.HOPPER_TUNER.best(attention_output)
+    qkv = (8192, 2304, 768)
+    nearest = mm.HOPPER_TUNER.best(qkv)
     swept = dict(nearest, STAGES=nearest["STAGES"] - 1)
     recording = autotune.results_mod.load(H100.slug)
-    rows = [{"problem": "matmul", "backend": "cuda", "rung": "12_autotuned", "shape": list(attention_output),
+    rows = [{"problem": "matmul", "backend": "cuda", "rung": "12_autotuned", "shape": list(qkv),
              "config": swept}]
     monkeypatch.setattr(autotune.results_mod, "load",
                         lambda slug: type(recording)(recording.path, {**recording.data, "shape_sweep": rows}))
-    assert autotune.swept_config(H100, mm.HOPPER_TUNER.name, attention_output) == swept
-    assert autotune.swept_config(H100, mm.HOPPER_TUNER.name, (8192, 768, 769)) is None
+    assert autotune.swept_config(H100, mm.HOPPER_TUNER.name, qkv) == swept
+    assert autotune.swept_config(H100, mm.HOPPER_TUNER.name, (8192, 2304, 769)) is None
     autotune._BEST.clear()
     monkeypatch.setattr(autotune, "PIN_RECORDED", True)
-    assert mm.HOPPER_TUNER.best(attention_output) == swept
+    assert mm.HOPPER_TUNER.best(qkv) == swept
     assert mm.HOPPER_TUNER.best((8192, 8192, 8000)) == mm.HOPPER_TUNER.nearest((8192, 8192, 8000)).best
     autotune._BEST.clear()
+
+
+def test_hopper_choices_print_each_ring_epilogue_and_cluster_of_the_recorded_search():
+    """Lesson 06's ablation at MLP down: one line per (stages, epilogue, cluster) at the winner's block, the best of
+    its tile orders against the winner; the winner reads 1.00; the SASS lines: a cluster of 2 has the cluster
+    barrier and its fences, a cluster of 1 neither."""
+    from ladder import lesson
+    report = next(r for r in autotune.recorded_reports("nvidia-h100-80gb-hbm3")
+                  if r.tuner == mm.HOPPER_TUNER.name and tuple(r.shape) == mm.MLP_DOWN)
+    lines = lesson.hopper_choices(mm.MLP_DOWN, "nvidia-h100-80gb-hbm3").splitlines()
+    tile = (report.best["BM"], report.best["BN"])
+    assert lines[0].startswith(f"rung 12's search at 8192x768x3072, blocks of {tile[0]}x{tile[1]}")
+    rows = [line.split() for line in lines[2:] if line.split()[0].isdigit()]
+    timed = {(c["STAGES"], c.get("BOX_BY_BOX", 0), c["CLUSTER"]) for c in (t["config"] for t in report.timed)
+             if (c["BM"], c["BN"]) == tile}
+    assert len(rows) == len(timed)
+    best = min(t["ms"] for t in report.timed)
+    winner = [r for r in rows if r[-1] == "1.00"]
+    assert winner and float(winner[0][-2]) == pytest.approx(best, abs=5e-5)
+    assert all(float(r[-1]) <= 1.0 for r in rows)
+    assert lines[-2] == "  2: UCGABAR_WAIT 2, MEMBAR 5, ERRBAR 2, BAR.SYNC 2"
+    assert lines[-1].startswith("  1: UCGABAR_WAIT 0,") and "ERRBAR 0" in lines[-1]
+    assert lesson.hopper_choices((1, 2, 3)) == "no search of rung 12 at 1x2x3 recorded"
