@@ -1490,8 +1490,8 @@ def attention_search(backend: str = "triton", causal: int = 0):
 
 def matmul_hopper_search(shapes: tuple = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 768, 3072))):
     """CUDA matmul rung 12 (HOPPER_SEARCH_SPACE of kernels/matmul.py, and the recorded searches at `shapes`): a row
-    per block of C (BM x BN), a column per ring depth and cluster size, each cell the better of its two tile orders
-    (GROUP_M): pruned (why) or timed against the winner, the winner starred."""
+    per block of C (BM x BN), a column per ring depth and cluster size, each cell the best of its tile orders
+    (GROUP_M) and epilogues (BOX_BY_BOX): pruned (why) or timed against the winner, the winner starred."""
     import kernels.matmul as mm
     fig = _figure(6 * len(shapes), 4.6)
     axes = fig.subplots(1, len(shapes), squeeze=False)[0]
@@ -1500,7 +1500,7 @@ def matmul_hopper_search(shapes: tuple = ((4096, 4096, 4096), (8192, 8192, 8192)
         report = _search_report(mm.HOPPER_TUNER.name, shape)
         _search_panel(ax, report, mm.HOPPER_SEARCH_SPACE, ["BM", "BN"], ["STAGES", "CLUSTER"], CUDA, reasons)
         best = " ".join(f"{k}={v}" for k, v in report.best.items()) if report else "no recorded search"
-        ax.set_title(f"{'x'.join(map(str, shape))}: ★ {best}", fontsize=9)
+        ax.set_title(f"{'x'.join(map(str, shape))}\n★ {best}", fontsize=9)
     fig.suptitle("CUDA matmul rung 12: the search (recorded); % = the best time / this one's", fontsize=11)
     _reasons_key(fig, reasons)
     return fig
