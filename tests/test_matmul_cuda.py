@@ -214,8 +214,10 @@ def test_autotuned_hopper_search_prunes_by_shared_memory_registers_and_stages():
     # staging one box, not the tile, makes room for one more stage
     for tile, whole in (((128, 192), 4), ((128, 256), 3), ((256, 128), 3)):
         for box in (0, 1):
-            assert max(c["STAGES"] for c in kept if (c["BM"], c["BN"]) == tile and c["BOX_BY_BOX"] == box) == whole + box
-    assert mm.hopper_shared_bytes(dict(BM=128, BN=192, STAGES=5, BOX_BY_BOX=1)) == (5 * 64 * 320 + 2 * 64 * 64) * 2 + 1024
+            deepest = max(c["STAGES"] for c in kept if (c["BM"], c["BN"]) == tile and c["BOX_BY_BOX"] == box)
+            assert deepest == whole + box, (tile, box)
+    box_by_box = dict(BM=128, BN=192, STAGES=5, BOX_BY_BOX=1)
+    assert mm.hopper_shared_bytes(box_by_box) == (5 * 64 * (128 + 192) + 2 * 64 * 64) * 2 + 1024
     assert mm.hopper_config(dict(BM=128)) == dict(BM=128, BOX_BY_BOX=0)  # a search recorded before the choice
     assert mm.hopper_prune_reason(dict(mm.HOPPER_DEFAULT, STAGES=4), H100) == "257 KiB of shared memory > 227 KiB"
     assert mm.hopper_prune_reason(dict(mm.HOPPER_DEFAULT, BM=256), H100).startswith(
