@@ -284,6 +284,11 @@ def recorded_reports(slug: str | None = None) -> list[Report]:
     return [Report.from_dict(d) for d in rec.data.get("autotune", [])]
 
 
+def recorded_report(tuner: str, shape: tuple, slug: str | None = None) -> Report | None:
+    """`tuner`'s recorded search at exactly `shape` in `slug`'s recording (default: the preferred one), if any."""
+    return next((r for r in recorded_reports(slug) if r.tuner == tuner and tuple(r.shape) == tuple(shape)), None)
+
+
 # ---------------------------------------------------------------- @triton.autotune, logged
 
 def triton_configs(space: dict) -> list:

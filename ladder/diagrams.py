@@ -1407,10 +1407,10 @@ def attention_intra_overlap(tiles: int = 3, softmax: float = 2.5, rescale: float
 def _search_report(tuner: str, shape: tuple):
     from ladder import autotune
     gpu = hardware.detect()
-    for slug in ([gpu.slug] if gpu else []) + [None]:
-        for r in autotune.recorded_reports(slug):
-            if r.tuner == tuner and tuple(r.shape) == tuple(shape):
-                return r
+    for slug in ([gpu.slug] if gpu else []) + [None]:  # this GPU's recording first
+        report = autotune.recorded_report(tuner, shape, slug)
+        if report:
+            return report
     return None
 
 

@@ -988,8 +988,7 @@ def hopper_choices(shape: tuple, gpu_slug: str | None = None) -> str:
     cluster size puts in the SASS at the start and exit (compiled here): the cluster barrier and its fences."""
     import kernels.matmul as mm
     from ladder import autotune
-    report = next((r for r in autotune.recorded_reports(gpu_slug)
-                   if r.tuner == mm.HOPPER_TUNER.name and tuple(r.shape) == tuple(shape)), None)
+    report = autotune.recorded_report(mm.HOPPER_TUNER.name, shape, gpu_slug)
     if report is None:
         return f"no search of rung 12 at {'x'.join(map(str, shape))} recorded"
     tile = (report.best["BM"], report.best["BN"])
@@ -1002,10 +1001,11 @@ def hopper_choices(shape: tuple, gpu_slug: str | None = None) -> str:
     lines = [f"rung 12's search at {'x'.join(map(str, shape))}, blocks of {tile[0]}x{tile[1]} "
              f"(recorded on {report.gpu}); winner = 1.00",
              f"{'stages':>6s} {'C staged':>10s} {'cluster':>8s} {'ms':>8s} {'winner / this':>14s}"]
+    fastest = min(best.values())
     for stages, box, cluster in sorted(best, key=lambda k: (-k[2], k[0], k[1])):
         ms = best[stages, box, cluster]
         lines.append(f"{stages:>6d} {'box by box' if box else 'whole tile':>10s} {cluster:>8d} {ms:>8.4f} "
-                     f"{min(best.values()) / ms:>14.2f}")
+                     f"{fastest / ms:>14.2f}")
     lines.append("the whole kernel's SASS (none of these in the k loop), per cluster size:")
     for cluster in (2, 1):
         code = sass.cuda_sass("matmul/12_autotuned.cu", "sm_90a", dict(report.best, CLUSTER=cluster, BOX_BY_BOX=0))

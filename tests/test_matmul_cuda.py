@@ -363,13 +363,12 @@ def test_hopper_choices_print_each_ring_epilogue_and_cluster_of_the_recorded_sea
     its tile orders against the winner; the winner reads 1.00; the SASS lines: a cluster of 2 has the cluster
     barrier and its fences, a cluster of 1 neither."""
     from ladder import lesson
-    report = next(r for r in autotune.recorded_reports("nvidia-h100-80gb-hbm3")
-                  if r.tuner == mm.HOPPER_TUNER.name and tuple(r.shape) == mm.MLP_DOWN)
+    report = autotune.recorded_report(mm.HOPPER_TUNER.name, mm.MLP_DOWN, "nvidia-h100-80gb-hbm3")
     lines = lesson.hopper_choices(mm.MLP_DOWN, "nvidia-h100-80gb-hbm3").splitlines()
     tile = (report.best["BM"], report.best["BN"])
     assert lines[0].startswith(f"rung 12's search at 8192x768x3072, blocks of {tile[0]}x{tile[1]}")
     rows = [line.split() for line in lines[2:] if line.split()[0].isdigit()]
-    timed = {(c["STAGES"], c.get("BOX_BY_BOX", 0), c["CLUSTER"]) for c in (t["config"] for t in report.timed)
+    timed = {(c["STAGES"], c["BOX_BY_BOX"], c["CLUSTER"]) for c in (mm.hopper_config(t["config"]) for t in report.timed)
              if (c["BM"], c["BN"]) == tile}
     assert len(rows) == len(timed)
     best = min(t["ms"] for t in report.timed)

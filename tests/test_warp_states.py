@@ -101,5 +101,6 @@ def test_the_tensor_pipes_working_time_beside_the_kernels():
     assert len(lines) == 5 and lines[1].startswith("torch:cublas") and "nvjet" in lines[1]
     assert lines[3] == f"{'cuda:99_nothing':26s} tensor pipe not profiled"
     assert lines[-1].startswith("(ncu at 8192x768x3072, recorded on NVIDIA H100 80GB HBM3")
-    m = {w["rung"]: w["metrics"] for w in RECORDING.warp_states("matmul") if w["shape"] == [8192, 768, 3072]}["12_autotuned"]
+    m = {w["rung"]: w["metrics"] for w in RECORDING.warp_states("matmul")
+         if w["shape"] == [8192, 768, 3072]}["12_autotuned"]
     assert lines[2].split()[-1] == f"{m['duration_ns'] / 1e3 * m['tensor_pipe_pct'] / 100:.1f}us"
