@@ -31,10 +31,19 @@ class Rung:
     searches: bool = False       # picks its configuration per shape by a search: nothing to compile ahead
     # why the rung cannot run at one shape (e.g. "N/A: needs 412 GiB"), or None: `record` skips that shape, says why
     unavailable_at: Callable[[tuple], str | None] | None = None
+    # an anchor that can only copy its result into `out` (SDPA): timed and profiled returning its own output, so
+    # that its time is its kernels', not theirs plus a copy
+    own_output: bool = False
 
     @property
     def label(self) -> str:
         return f"{self.backend}:{self.name}"
+
+    def timed_call(self, inputs: tuple, out) -> Callable[[], object]:
+        """What a timing or a profile runs: run(*inputs, out=out), or run(*inputs) for an `own_output` anchor."""
+        if self.own_output:
+            return lambda: self.run(*inputs)
+        return lambda: self.run(*inputs, out=out)
 
     def unavailable_reason(self, gpu: GPU | None) -> str | None:
         if gpu is not None and gpu.emulated_on and self.backend != "cuda":

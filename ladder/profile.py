@@ -26,6 +26,8 @@ METRICS = {
     "shared_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",
     "tensor_instructions": "sm__inst_executed_pipe_tensor_op_hmma.sum",  # HMMA and HGMMA
     "tensor_pipe_pct": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "instructions": "smsp__inst_executed.sum",  # warp instructions, all pipes
+    "xu_pipe_pct": "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",  # MUFU (EX2, RCP, ...) and conversions
     "duration_ns": "gpu__time_duration.sum",
 }
 

@@ -121,7 +121,7 @@ def time_rung(problem: Problem, rung: Rung, shape: tuple, gen_seed: int = 1) -> 
     inputs = problem.make_inputs(shape, "cuda", gen)
     out = problem.new_output(shape, "cuda")
     verdict: CheckResult = check(rung.run, inputs, out, problem.reference(*inputs))
-    timing = bench(lambda: rung.run(*inputs, out=out), warmed=True)  # the check compiled it
+    timing = bench(rung.timed_call(inputs, out), warmed=True)  # the check compiled it
     row = {"problem": problem.name, "backend": rung.backend, "rung": rung.name, "shape": list(shape),
            "ms": timing.median_ms, "ms_p20": timing.p20_ms, "ms_p80": timing.p80_ms,
            **rates(problem.flops(shape), problem.min_bytes(shape), timing.median_ms),

@@ -443,6 +443,9 @@ COUNTERS = {
     "bank conflicts": lambda m: m.get("shared_bank_conflicts") or 0,
     "tensor instr.": lambda m: m.get("tensor_instructions") or 0,
     "tensor pipe %": lambda m: m.get("tensor_pipe_pct") or 0,
+    # counters added later: a profile recorded before them shows "-"
+    "instr. (G)": lambda m: None if m.get("instructions") is None else m["instructions"] / 1e9,
+    "MUFU pipe %": lambda m: m.get("xu_pipe_pct"),
 }
 
 
@@ -457,7 +460,9 @@ def counters(problem, labels: list[str], names: list[str], recording=None, shape
         if p is None:
             lines.append(f"{label:26s} not profiled")
             continue
-        lines.append(f"{label:26s}" + "".join(f"{COUNTERS[n](p['metrics']):>{w}.3g}" for n, w in zip(names, widths)))
+        values = [COUNTERS[n](p["metrics"]) for n in names]
+        lines.append(f"{label:26s}" + "".join("-".rjust(w) if x is None else f"{x:>{w}.3g}"
+                                               for x, w in zip(values, widths)))
     lines.append(f"({_profiled_at(problem, profiles, labels, rec)})")
     return "\n".join(lines)
 

@@ -31,9 +31,9 @@ def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
 def test_the_cuda_ladder_comes_first():
     assert [r.name for r in CUDA_RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined",
                                             "6_autotuned", "7_wgmma_tma", "8_warp_specialized", "9_pingpong",
-                                            "10_intra_overlap"]
-    assert at.PROBLEM.rungs[:10] == CUDA_RUNGS   # before the Triton rungs of the same names
-    assert [r.slow for r in CUDA_RUNGS] == [True, True] + [False] * 8
+                                            "10_intra_overlap", "11_fast_exp2"]
+    assert at.PROBLEM.rungs[:11] == CUDA_RUNGS   # before the Triton rungs of the same names
+    assert [r.slow for r in CUDA_RUNGS] == [True, True] + [False] * 9
     assert all(r.source == f"kernels/cuda/attention/{r.name}.cu" for r in CUDA_RUNGS)
 
 
@@ -202,7 +202,8 @@ def test_wgmma_rung_fits_two_or_three_blocks_per_sm(wgmma_tma):
     assert blocks * (at.wgmma_tma_shared_bytes(D) + usage["shared_bytes"] + 1024) <= 228 * 1024
 
 
-@pytest.mark.parametrize("name", ["7_wgmma_tma", "8_warp_specialized", "9_pingpong", "10_intra_overlap"])
+@pytest.mark.parametrize("name", ["7_wgmma_tma", "8_warp_specialized", "9_pingpong", "10_intra_overlap",
+                                  "11_fast_exp2"])
 def test_wgmma_rungs_are_hopper_only(name):
     with pytest.raises(CompileError, match="sm_90a"):
         sass.cuda_sass(f"attention/{name}.cu", "sm_90", defines(name, 64))
@@ -227,11 +228,14 @@ def test_wgmma_rung_maps_each_head_as_one_matrix_of_a_stack():
 
 # ------------------------------------------------------------- rung 8 (sm_90a): warp specialization
 
-@pytest.fixture(scope="module", params=[(name, D) for name in ("8_warp_specialized", "9_pingpong", "10_intra_overlap")
+OVERLAPPING = ("10_intra_overlap", "11_fast_exp2")   # rung 10's loop, and rung 11's on it
+
+
+@pytest.fixture(scope="module", params=[(name, D) for name in ("8_warp_specialized", "9_pingpong") + OVERLAPPING
                         for D in HEAD_DIMS],
                 ids=lambda p: f"{p[0]}-D{p[1]}")
 def warp_specialized(request):
-    """(head_dim, SASS, resource usage, rung, tiles) of rungs 8-10, compiled once per head dimension."""
+    """(head_dim, SASS, resource usage, rung, tiles) of rungs 8-11, compiled once per head dimension."""
     name, D = request.param
     cubin = cuda.compile_cubin(f"attention/{name}.cu", "sm_90a", tuple(sorted(defines(name, D).items())))
     tiles = at.HOPPER[name][0][D]
@@ -244,7 +248,7 @@ def test_warp_specialized_rung_moves_registers_to_its_two_consumer_warpgroups(wa
     SM (an H100's 64 Ki registers and 228 KiB, 1 KiB of it reserved per block)."""
     D, s, usage, name, tiles = warp_specialized
     BN = tiles["BLOCK_N"]
-    copies = 2 if name == "10_intra_overlap" else 1    # rung 10: the first S and the last P·V outside the loop too
+    copies = 2 if name in OVERLAPPING else 1    # rung 10: the first S and the last P·V outside the loop too
     assert s.count("USETMAXREG") == 2                  # the producer's decrease, the consumers' increase
     assert s.count("HGMMA") == copies * (D // 16 + BN // 16)
     assert s.count("UTMALDG") == 3 * D // 64           # Q's box is 128 rows: still one copy a 64-column block
@@ -260,7 +264,7 @@ def test_pingpong_rung_takes_turns_on_named_barriers(warp_specialized):
     """Rung 9 adds its turns to rung 8: a wait (BAR.SYNC, beside __syncthreads') and the passes (BAR.ARV: the
     first, before the loop, and one a tile); rung 8 has neither."""
     D, s, _, name, _ = warp_specialized
-    turns = {"8_warp_specialized": (1, 0), "9_pingpong": (2, 2), "10_intra_overlap": (4, 4)}[name]
+    turns = {"8_warp_specialized": (1, 0), "9_pingpong": (2, 2)}.get(name, (4, 4))
     assert (s.count("BAR.SYNC"), s.count("BAR.ARV")) == turns   # rung 10: its first and last turns outside the loop
 
 
@@ -269,5 +273,19 @@ def test_intra_overlap_rung_waits_for_the_scores_alone(warp_specialized):
     S alone, then 0), plus the first S's fence and wait and the last P·V's; rungs 8 and 9 fence and wait once a
     product. A pipeline that ptxas serialized (note C7514) would fence and wait at every HGMMA."""
     D, s, _, name, _ = warp_specialized
-    fences_waits = (3, 4) if name == "10_intra_overlap" else (2, 2)
+    fences_waits = (3, 4) if name in OVERLAPPING else (2, 2)
     assert (s.count("WARPGROUP.ARRIVE"), s.count("WARPGROUP.DEPBAR")) == fences_waits
+
+
+def test_fast_exp2_rung_exponentiates_on_mufu_alone(warp_specialized):
+    """Each softmax (the first tile's, and the loop's) takes BLOCK_N / 2 exponentials a thread for its scores and
+    2 for its rows' rescale factors, each one MUFU.EX2. exp2f (rungs 8-10) guards each with a range check
+    (FSETP.GEU) and two predicated FMULs; rung 11's ex2.approx.ftz has none, so it issues fewer instructions."""
+    D, s, _, name, tiles = warp_specialized
+    copies = 2 if name in OVERLAPPING else 1
+    exps = copies * (tiles["BLOCK_N"] // 2 + 2)
+    assert s.count("MUFU.EX2") == exps
+    assert s.count("FSETP.GEU") == (0 if name == "11_fast_exp2" else exps)
+    if name == "11_fast_exp2":
+        rung10 = sass.cuda_sass("attention/10_intra_overlap.cu", "sm_90a", defines("10_intra_overlap", D))
+        assert sum(rung10.opcodes().values()) - sum(s.opcodes().values()) >= 2 * exps

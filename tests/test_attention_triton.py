@@ -167,3 +167,17 @@ def test_rung_7_keeps_an_allocator_the_caller_set():
 
     assert contextvars.copy_context().run(allocator_after_a_call, callers) is callers
     assert contextvars.copy_context().run(allocator_after_a_call, None) is ta.descriptor_scratch
+
+
+def test_sdpa_anchor_is_timed_without_its_copy_into_out(monkeypatch):
+    """SDPA has no `out`: given one, it copies its result in (a check's poisoned output is filled); timed, it
+    returns its own output, so the anchor's time is its kernels' alone."""
+    q = torch.randn(1, 2, 40, 64).half()
+    result = at.F.scaled_dot_product_attention(q, q, q, is_causal=False)
+    monkeypatch.setattr(at.F, "scaled_dot_product_attention", lambda q, k, v, is_causal: result)
+    rung = at.PROBLEM.rung("torch", "sdpa")
+    out = torch.full_like(q, float("nan"))
+    assert rung.run(q, q, q, False, out=out) is out and torch.equal(out, result)
+    assert rung.own_output and rung.timed_call((q, q, q, False), out)() is result
+    cuda_rung = at.PROBLEM.rung("cuda", "11_fast_exp2")
+    assert not cuda_rung.own_output

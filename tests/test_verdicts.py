@@ -241,6 +241,17 @@ def test_counters_name_the_dates_their_profiles_were_recorded_on():
     assert "not profiled" in verdicts.counters("matmul", ["cuda:no_such_rung"], ["DRAM GB"], rec)
 
 
+def test_counters_a_profile_predates_show_a_dash_not_zero():
+    rec = results.Recording(None, {"provenance": {"gpu": "H100", "date": "2026-11-27T00:00"}, "profiles": [
+        {"problem": "attention", "backend": "cuda", "rung": r, "shape": [4, 32, 4096, 64, 0], "recorded": "2026-11-27",
+         "metrics": m} for r, m in (("10_intra_overlap", {"tensor_pipe_pct": 43.0}),
+                                    ("11_fast_exp2", {"tensor_pipe_pct": 48.0, "instructions": 2.5e9,
+                                                      "xu_pipe_pct": 61.0}))]})
+    lines = verdicts.counters("attention", ["cuda:10_intra_overlap", "cuda:11_fast_exp2"],
+                              ["tensor pipe %", "instr. (G)", "MUFU pipe %"], rec).splitlines()
+    assert lines[1].split()[1:] == ["43", "-", "-"] and lines[2].split()[1:] == ["48", "2.5", "61"]
+
+
 def test_kernel_times_split_a_rung_into_its_kernels_and_say_which_are_not_profiled():
     rec = results.Recording(None, {"provenance": {"gpu": "H100", "date": "2026-11-26T00:00"}, "profiles": [
         {"problem": "attention_backward", "backend": "triton", "rung": "4_autotuned", "shape": [4, 32, 4096, 64, 0],

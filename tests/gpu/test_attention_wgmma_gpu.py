@@ -1,4 +1,4 @@
-"""Attention rungs 7-10 (Hopper only: wgmma and the TMA; rung 8 warp-specialized, rung 9 ping-pong, rung 10 the softmax under its own P·V) on an H100 or H200: ragged S (1, 100, 1000, 4097), causal or not,
+"""Attention rungs 7-11 (Hopper only: wgmma and the TMA; rung 8 warp-specialized, rung 9 ping-pong, rung 10 the softmax under its own P·V, rung 11 its exponentials on MUFU.EX2 alone) on an H100 or H200: ragged S (1, 100, 1000, 4097), causal or not,
 D 64 and 128, several heads, fresh inputs into a NaN-poisoned output against the fp32 reference; a NaN in an input
 reaches exactly the outputs it should (never a neighbouring head's: the TMA reads zeros past a head's last row); Q
 scaled x30 stays finite; bad inputs are named; no local memory; and timed beside rung 6 and SDPA at the headline

@@ -41,6 +41,22 @@ static_assert(WM % 16 == 0 && BLOCK_N % 16 == 0 && HEAD_DIM % 16 == 0, "tile sha
 using CopyQ = TileCopy<BLOCK_M, HEAD_DIM, THREADS>;
 using CopyKV = TileCopy<BLOCK_N, HEAD_DIM, THREADS>;
 
+#ifndef FAST_EXP2
+#define FAST_EXP2 0
+#endif
+// 2^x for the softmax. exp2f is MUFU.EX2 wrapped in a range fix-up (a compare and two predicated multiplies, for
+// results below 2^-126); FAST_EXP2 (rung 11) issues MUFU.EX2 alone (ex2.approx.ftz: such results become 0, which
+// they round to in fp16 P anyway).
+__device__ __forceinline__ float exp2_softmax(float x) {
+#if FAST_EXP2
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return exp2f(x);
+#endif
+}
+
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
     const __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const unsigned*>(&h);
@@ -104,7 +120,7 @@ struct FlashWarp {
                 top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));  // the quad holding the row
                 top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
                 const float m_new = fmaxf(m[mi][h], top * scale_log2);
-                const float alpha = exp2f(m[mi][h] - m_new);
+                const float alpha = exp2_softmax(m[mi][h] - m_new);
                 if (!RESCALE_NOW) alpha_out[mi][h] = alpha;
                 m[mi][h] = m_new;
                 float sum = 0.0f;
@@ -112,7 +128,7 @@ struct FlashWarp {
                 for (int nj = 0; nj < NJ; ++nj)
 #pragma unroll
                     for (int e = 2 * h; e < 2 * h + 2; ++e) {
-                        s[mi][nj][e] = exp2f(s[mi][nj][e] * scale_log2 - m_new);  // an FFMA and an EX2
+                        s[mi][nj][e] = exp2_softmax(s[mi][nj][e] * scale_log2 - m_new);  // an FFMA and an EX2 (+ exp2f's fix-up)
                         sum += s[mi][nj][e];
                     }
                 l[mi][h] = l[mi][h] * alpha + sum;
