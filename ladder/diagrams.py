@@ -1404,6 +1404,37 @@ def attention_intra_overlap(tiles: int = 3, softmax: float = 2.5, rescale: float
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
+def softmax_instruction_mix(head_dim: int = 64):
+    """Rungs 10 and 11's instructions per score at `head_dim`, by opcode family, from their SASS
+    (lesson.softmax_instruction_mix): rung 11 drops exp2f's fix-up (FSETP and two FMULs per exponential)."""
+    from ladder import lesson
+    mix = lesson.softmax_instruction_mix(head_dim=head_dim)
+    families = lesson.SOFTMAX_OPCODES
+    colors = dict(zip(families, ("#4c72b0", TENSOR_CORES, "#8172b2", "#64b5cd", "#ccb974", "#937860", "#dd8452")))
+    fig = _figure(11, 3.2)
+    ax = fig.subplots()
+    names = list(mix)
+    for y, name in enumerate(names):
+        left = 0.0
+        for family in families:
+            width = mix[name][family]
+            ax.barh(y, width, left=left, color=colors[family], edgecolor="white", height=0.6)
+            left += width
+        ax.text(left + 0.1, y, f"{left:.2f} a score", va="center", fontsize=9)
+    ax.set_yticks(range(len(names)), [f"rung {n.split('_')[0]}" for n in names])
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.35 * max(sum(m[f] for f in families) for m in mix.values()))
+    ax.set_xlabel(f"the softmax's SASS instructions per score a consumer thread owns (sm_90a, D = {head_dim}; "
+                  "count / BLOCK_N)")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    fig.suptitle("rung 11 drops exp2f's range fix-up (FSETP and two FMULs an exponential): the rest of the softmax "
+                 "is the same", fontsize=11)
+    _key(fig, [(f, colors[f]) for f in families], y=0.0)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return fig
+
+
 def _search_report(tuner: str, shape: tuple):
     from ladder import autotune
     gpu = hardware.detect()
@@ -1596,4 +1627,4 @@ ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_registe
        matmul_triton_lanes, matmul_triton_dot, matmul_wgmma, tma_tile_copy, matmul_tma_ring, matmul_cluster_multicast,
        matmul_tma_store_epilogue, matmul_hopper_search, attention_tensor_core_tile, attention_kv_ring, attention_search,
        attention_backward_programs, attention_backward_atomics, attention_wgmma_tma_ring,
-       attention_warp_specialized_ring, attention_pingpong, attention_intra_overlap)
+       attention_warp_specialized_ring, attention_pingpong, attention_intra_overlap, softmax_instruction_mix)

@@ -414,6 +414,15 @@ def _show_switched_on(source: str) -> None:
             print(f"\n// the lines of {path} that read {', '.join(sorted(macros))}: "
                   "what this rung's defines change there")
             print("\n".join(changed))
+    # a switch no rung file reads (rung 11's FAST_EXP2: `#if NAME` in a shared header): shown there, with the
+    # function around it
+    unread = {m for m in macros if not any(switched_on(path, {m}, off=off) for path in chain)}
+    for path in dict.fromkeys(h for p in [source, *chain] for h in _quoted_includes(p) if h.endswith(".cuh")):
+        switches = unread & {name for line in (ROOT / path).read_text().splitlines() if (name := _bare_if(line))}
+        if switches:
+            print(f"\n// the lines of {path} that read {', '.join(sorted(switches))}: what this rung's defines "
+                  "change there")
+            print("\n".join(switched_on(path, switches, context=4, off=off)))
 
 
 def show_cuda_rung(problem, number: int) -> None:
@@ -584,6 +593,38 @@ def attention_signatures(problem, archs=("sm_80", "sm_90"), families=ATTENTION_F
                 variants[rung.label + (f" ×{len(s.functions)}" if len(s.functions) > 1 else "")] = s
         out += [arch, signature_table(variants, families)]
     return "\n".join(out)
+
+
+# ---- Lesson 04f (attention on Hopper, rung 11: the softmax's instructions): what its cells print ----
+
+# The softmax's opcodes, as the SASS names them (F2FP: two fp32 rounded into a half2 of P; FSETP and FMUL: exp2f's
+# range fix-up besides the rescales).
+SOFTMAX_OPCODES = ("FFMA", "MUFU.EX2", "FMNMX", "FADD", "F2FP", "FSETP", "FMUL")
+
+
+def softmax_instruction_mix(names=("10_intra_overlap", "11_fast_exp2"), head_dim: int = 64) -> dict:
+    """Per CUDA attention rung in `names` (rungs 10-11: two copies of the softmax, the first tile's and the loop's,
+    each BLOCK_N / 2 scores a thread), its SASS's instructions of each SOFTMAX_OPCODES family per score (count /
+    BLOCK_N), and under "kernel" the kernel's whole instruction count (code, not instructions executed)."""
+    import kernels.attention as at
+    mix = {}
+    for name in names:
+        s = attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", head_dim)
+        per_score = cuda_attention_tiles(name, head_dim)["BLOCK_N"]
+        mix[name] = {**{f: s.count(f) / per_score for f in SOFTMAX_OPCODES}, "kernel": sum(s.opcodes().values())}
+    return mix
+
+
+def softmax_instructions(names=("10_intra_overlap", "11_fast_exp2"), head_dims=(64, 128)) -> str:
+    """softmax_instruction_mix as a table: a row per rung and D."""
+    lines = [f"{'rung':18s}{'D':>4s}" + "".join(f"{f:>9s}" for f in SOFTMAX_OPCODES) + f"{'sum':>7s}{'kernel':>8s}"]
+    for D in head_dims:
+        for name, m in softmax_instruction_mix(names, D).items():
+            lines.append(f"{name:18s}{D:4d}" + "".join(f"{m[f]:9.2f}" for f in SOFTMAX_OPCODES)
+                         + f"{sum(m[f] for f in SOFTMAX_OPCODES):7.2f}{m['kernel']:8d}")
+    lines.append("(SASS for sm_90a with the launcher's tiles; each family's count / BLOCK_N: per score a consumer thread "
+                 "owns; kernel: all its instructions, as code)")
+    return "\n".join(lines)
 
 
 # ---- Lesson 04e (attention on Hopper, CUDA rungs 7-10): what its cells print ----

@@ -40,7 +40,8 @@ LESSON_LADDERS = {"01": (problems.get("vector_add"), ("cuda", "triton")),
                   "04b": (CUDA_ATTENTION.span("cuda", "3_fused", "6_autotuned"), "cuda"),
                   "04c": (at.PROBLEM.only("triton", "torch"), "triton"),
                   "04e": (at.PROBLEM.only("cuda", "torch", "triton:7_tma").span("cuda", "6_autotuned", "9_pingpong"),
-                          "cuda")}
+                          "cuda"),
+                  "04f": (CUDA_ATTENTION.span("cuda", "10_intra_overlap", "11_fast_exp2"), "cuda")}
 
 
 def _ladder(lesson: str) -> verdicts.Ladder:
@@ -127,6 +128,8 @@ LESSON_FIGURES = [
         rec.label)),
     ("04e_attention_hopper", "ladder_roofline", lambda: _roofline(
         "04e", rec.profiles("attention"), at.HEADLINE[0], "CUDA attention B4 H32 S4096 D64, rungs 6–9")),
+    ("04f_attention_softmax_instructions", "ladder_roofline", lambda: _roofline(
+        "04f", rec.profiles("attention"), at.HEADLINE[0], "CUDA attention B4 H32 S4096 D64, rungs 10–11")),
     ("06_shipping_a_kernel", "host_timeline", lambda: figures.host_timeline(
         rec.data["launch"], f"one matmul call's host time, {rec.label_for(rec.data['launch'])}")),
     ("06_shipping_a_kernel", "shape_grid", lambda: figures.shape_grid(

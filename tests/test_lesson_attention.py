@@ -1,4 +1,4 @@
-"""Lessons 04a-04e: within LESSONS.md's budgets, and the helpers of ladder.lesson they call."""
+"""Lessons 04a-04f: within LESSONS.md's budgets, and the helpers of ladder.lesson they call."""
 from __future__ import annotations
 
 import re
@@ -12,7 +12,7 @@ from ladder import autotune, lesson
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 ATTENTION = ["04a_attention_cuda.ipynb", "04b_attention_cuda_tensor_cores.ipynb", "04c_attention_triton.ipynb",
-             "04d_attention_backward.ipynb", "04e_attention_hopper.ipynb"]
+             "04d_attention_backward.ipynb", "04e_attention_hopper.ipynb", "04f_attention_softmax_instructions.ipynb"]
 
 
 def test_traffic_counts_the_score_passes():
@@ -176,9 +176,10 @@ def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys, monkeypat
 
 def test_switched_on_keeps_whole_blocks_and_leaves_out_the_defaults():
     rung7, rung9 = "kernels/cuda/attention/7_wgmma_tma.cu", "kernels/cuda/attention/9_pingpong.cu"
-    assert lesson.switched_off(rung9) == {"INTRA_OVERLAP"}
-    assert lesson.switched_off(rung7) == {"INTRA_OVERLAP", "PINGPONG"}
-    assert lesson.switched_off("kernels/cuda/attention/10_intra_overlap.cu") == set()
+    assert lesson.switched_off(rung9) == {"INTRA_OVERLAP", "FAST_EXP2"}   # FAST_EXP2: in flash_mma.cuh
+    assert lesson.switched_off(rung7) == {"INTRA_OVERLAP", "PINGPONG", "FAST_EXP2"}
+    assert lesson.switched_off("kernels/cuda/attention/10_intra_overlap.cu") == {"FAST_EXP2"}
+    assert lesson.switched_off("kernels/cuda/attention/11_fast_exp2.cu") == set()
     lines = lesson.switched_on(rung7, {"PINGPONG"}, context=0, off={"INTRA_OVERLAP"})
     assert lines[0] == "#if PINGPONG" and lines.count("#if PINGPONG") == 3 and lines.count("#endif") == 4
     # without `off`, rung 10's #if INTRA_OVERLAP version reads PINGPONG too: six more blocks
@@ -215,3 +216,26 @@ def test_lines_vs_speed_counts_code_and_reads_the_rows():
     line7 = next(line for line in text.splitlines() if line.startswith("cuda:7_wgmma_tma "))
     assert "100.0 (0.50x)" in line7 and line7.split()[-1] == "-"
     assert next(line for line in text.splitlines() if line.startswith("torch:sdpa")).split()[1] == "200.0"
+
+
+# ------------------------------------------------------------- lesson 04f: rung 11, the softmax's instructions
+
+def test_softmax_instruction_table_counts_the_fix_up_rung_11_drops():
+    """Per score a consumer thread owns: one MUFU.EX2 in both rungs; exp2f's FSETP and two FMULs in rung 10 only."""
+    for D in (64, 128):
+        mix = lesson.softmax_instruction_mix(head_dim=D)
+        r10, r11 = mix["10_intra_overlap"], mix["11_fast_exp2"]
+        assert 1 <= r10["MUFU.EX2"] == r11["MUFU.EX2"] < 1.1
+        assert r10["FSETP"] >= 1 and r11["FSETP"] < 0.05
+        assert r10["FMUL"] - r11["FMUL"] >= 2 and r10["kernel"] - r11["kernel"] >= 3 * 128
+    text = lesson.softmax_instructions()
+    assert len(text.splitlines()) == 6 and text.splitlines()[4].split()[:2] == ["11_fast_exp2", "128"]
+
+
+def test_rung_11_shows_the_switch_it_flips_in_the_shared_softmax(capsys):
+    lesson._SHOWN_INCLUDES.clear()
+    lesson.show_cuda_rung(at.PROBLEM.only("cuda", "torch").span("cuda", "10_intra_overlap", "11_fast_exp2"), 11)
+    out = capsys.readouterr().out
+    assert "#define FAST_EXP2 1" in out and "flash_mma.cuh that read FAST_EXP2" in out
+    assert 'asm("ex2.approx.ftz.f32 %0, %1;"' in out and "float exp2_softmax(float x)" in out
+    assert "INTRA_OVERLAP" not in out            # rung 10's switch: shown with rung 10

@@ -42,7 +42,7 @@ def test_lesson_within_budgets(name):
 def test_every_lesson_is_checked():
     assert {"00_roofline.ipynb", "02a_matmul_cuda.ipynb", "02b_matmul_cuda_hopper.ipynb", "02c_matmul_cuda_clusters.ipynb",
             "04a_attention_cuda.ipynb", "04b_attention_cuda_tensor_cores.ipynb", "04d_attention_backward.ipynb",
-            "04e_attention_hopper.ipynb",
+            "04e_attention_hopper.ipynb", "04f_attention_softmax_instructions.ipynb",
             "05_capstone.ipynb",
             "06_shipping_a_kernel.ipynb"} <= set(LESSONS)
 
