@@ -149,11 +149,12 @@ def size_sweep(rows: list[dict], size_of, xlabel: str, source: str, unavailable_
 
 def _mark_row(ax, ends: dict[str, tuple[float, float]], side: int):
     """Each rung's mark at its line's end (label -> (size, TFLOP/s)), fastest first; one that would hide a mark
-    already drawn moves outwards (`side`: -1 left, 1 right) at its own height, with a leader back to its end."""
+    already drawn moves outwards (`side`: -1 left, 1 right) at its own height, with a leader back to its end, or,
+    where the row outwards is full, inwards over the lines."""
     ranked = sorted(ends, key=lambda label: -ends[label][1])
     glyphs = {label: roofline.Point(label, 1, 1).glyph for label in ranked}
     extents = [roofline.mark_extent(ax, glyphs[label], label.split(":")[0], SWEEP_MARK) for label in ranked]
-    for label, x in zip(ranked, roofline.spread(ax, [ends[label] for label in ranked], extents, (side,))):
+    for label, x in zip(ranked, roofline.spread(ax, [ends[label] for label in ranked], extents, (side, -side))):
         backend = label.split(":")[0]
         end_x, y = ends[label]
         if x != end_x:
