@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import difflib
+import functools
 import inspect
 from pathlib import Path
 
@@ -602,10 +603,12 @@ def attention_signatures(problem, archs=("sm_80", "sm_90"), families=ATTENTION_F
 SOFTMAX_OPCODES = ("FFMA", "MUFU.EX2", "FMNMX", "FADD", "F2FP", "FSETP", "FMUL")
 
 
+@functools.lru_cache(maxsize=None)
 def softmax_instruction_mix(names=("10_intra_overlap", "11_fast_exp2"), head_dim: int = 64) -> dict:
     """Per CUDA attention rung in `names` (rungs 10-11: two copies of the softmax, the first tile's and the loop's,
     each BLOCK_N / 2 scores a thread), its SASS's instructions of each SOFTMAX_OPCODES family per score (count /
-    BLOCK_N), and under "kernel" the kernel's whole instruction count (code, not instructions executed)."""
+    BLOCK_N), and under "kernel" the kernel's whole instruction count (code, not instructions executed). Compiled
+    once per (names, D): lesson 04f's table and picture read the same SASS; do not modify the result."""
     import kernels.attention as at
     mix = {}
     for name in names:
