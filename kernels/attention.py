@@ -17,6 +17,7 @@ torch:sdpa_flash (its FlashAttention backend, forced). The CUDA ladder:
 9_pingpong     (Hopper) rung 8's consumer warpgroups take turns at Q·Kᵀ: one's softmax under the other's product
 10_intra_overlap  (Hopper) rung 9, each warpgroup's softmax under its own P·V of the tile before
 11_fast_exp2   (Hopper) rung 10, each exponential one MUFU.EX2 (no exp2f range fix-up)
+12_three_consumers  (Hopper) rung 11 with three consumer warpgroups (192 queries a block) at D = 64
 
 Every launcher takes (q, k, v, causal, out=None) and returns out; a bad argument raises a ValueError
 that names it. The CUDA launchers check that the tensors are on the GPU before anything else, so a
@@ -277,14 +278,26 @@ WARP_SPECIALIZED_THREADS = 256 + 128
 # Rung 10 releases a K/V stage a tile later than rung 9 (after the P·V that runs under the next softmax): a ring of
 # 3 at both D keeps the next tile's copy in flight (at D = 128: 225 KiB of shared memory, one block an SM).
 INTRA_OVERLAP = {64: dict(BLOCK_N=128, STAGES=3), 128: dict(BLOCK_N=128, STAGES=3)}
+# Rung 12: three consumer warpgroups at D = 64 (12_three_consumers.cu), rung 11's two at D = 128.
+THREE_CONSUMERS_ROWS = {64: 3 * 64, 128: WARP_SPECIALIZED_ROWS}
+THREE_CONSUMERS_THREADS = {64: 3 * 128 + 128, 128: WARP_SPECIALIZED_THREADS}
 
 
-# Each Hopper rung's launch: its key tiles and stages per D, queries a block, threads a block.
+# Each Hopper rung's launch: its key tiles and stages per D, queries a block, threads a block (each fixed, or per D).
 HOPPER = {"7_wgmma_tma": (WGMMA_TMA, WGMMA_TMA_ROWS, WGMMA_TMA_THREADS),
           "8_warp_specialized": (WARP_SPECIALIZED, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
           "9_pingpong": (WARP_SPECIALIZED, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
           "10_intra_overlap": (INTRA_OVERLAP, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
-          "11_fast_exp2": (INTRA_OVERLAP, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS)}
+          "11_fast_exp2": (INTRA_OVERLAP, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
+          "12_three_consumers": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS)}
+
+
+def hopper_launch(name: str, head_dim: int) -> tuple[dict, int, int]:
+    """Hopper rung `name`'s launch at `head_dim` (HOPPER): its defines (key tile, stages), queries a block (64 a
+    consumer warpgroup), threads a block."""
+    tiles, rows, threads = HOPPER[name]
+    return (dict(tiles[head_dim]), rows[head_dim] if isinstance(rows, dict) else rows,
+            threads[head_dim] if isinstance(threads, dict) else threads)
 
 
 def wgmma_tma_shared_bytes(head_dim: int, tiles: dict | None = None, rows: int = WGMMA_TMA_ROWS) -> int:
@@ -298,11 +311,10 @@ def _hopper_attention(name: str, q, k, v, causal: bool, out) -> torch.Tensor:
     """Hopper rung `name` (sm_90a, its launch in HOPPER): Q·Kᵀ and P·V on wgmma, Q, K and V brought by the TMA
     through 3-D tensor maps (a head's rows: zeros past S); the tensor maps need 16-byte aligned tensors, the stores
     4-byte pairs."""
-    tiles, rows, threads = HOPPER[name]
     B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
     if out.numel():
         _grid_fits(BH=B * H)
-        c = tiles[D]
+        c, rows, threads = hopper_launch(name, D)
         maps = tuple(tma.encode(t.view(B * H, S, D), (box_rows, 64))
                      for t, box_rows in ((q, rows), (k, c["BLOCK_N"]), (v, c["BLOCK_N"])))
         module = cuda.load(f"attention/{name}.cu", dict(HEAD_DIM=D, **c), arch="sm_90a")
@@ -325,6 +337,11 @@ def cuda_intra_overlap(q, k, v, causal: bool, out: torch.Tensor | None = None) -
 def cuda_fast_exp2(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 11: rung 10, each exponential one MUFU.EX2 (ex2.approx.ftz, not exp2f's range fix-up)."""
     return _hopper_attention("11_fast_exp2", q, k, v, causal, out)
+
+
+def cuda_three_consumers(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 12: rung 11 with three consumer warpgroups (192 queries a block) at D = 64, rung 11 itself at D = 128."""
+    return _hopper_attention("12_three_consumers", q, k, v, causal, out)
 
 
 def cuda_warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -404,6 +421,7 @@ PROBLEM = register(Problem(
         _cuda("9_pingpong", cuda_pingpong, needs="wgmma"),
         _cuda("10_intra_overlap", cuda_intra_overlap, needs="wgmma"),
         _cuda("11_fast_exp2", cuda_fast_exp2, needs="wgmma"),
+        _cuda("12_three_consumers", cuda_three_consumers, needs="wgmma"),
         *triton_attention.rungs(),
         Rung("torch", "sdpa", sdpa, own_output=True),
         Rung("torch", "sdpa_flash", sdpa_flash, needs="flash_attention", own_output=True),

@@ -291,15 +291,16 @@ def recorded_report(tuner: str, shape: tuple, slug: str | None = None) -> Report
 
 # ---------------------------------------------------------------- @triton.autotune, logged
 
-def triton_configs(space: dict) -> list:
-    """Every combination of `space` (constexprs, plus num_warps and num_stages) as triton.Configs."""
+def triton_configs(space: dict, pre_hook=None) -> list:
+    """Every combination of `space` (constexprs, plus num_warps and num_stages) as triton.Configs, each with
+    `pre_hook` (called with the launch's arguments and the configuration's before it compiles or runs)."""
     import triton
     launch = ("num_warps", "num_stages")
     configs = []
     for values in itertools.product(*space.values()):
         c = dict(zip(space, values))
         configs.append(triton.Config({k: v for k, v in c.items() if k not in launch},
-                                     num_warps=c["num_warps"], num_stages=c["num_stages"]))
+                                     num_warps=c["num_warps"], num_stages=c["num_stages"], pre_hook=pre_hook))
     return configs
 
 
@@ -338,6 +339,8 @@ def compile_ahead(kernel, configs, named_args: dict, launch_kwargs: dict) -> Non
     launch = {k: v for k, v in launch_kwargs.items() if k not in ("grid", "warmup")}
     with ThreadPoolExecutor(max_workers=COMPILE_THREADS) as pool, AsyncCompileMode(pool, ignore_errors=True):
         for c in configs:
+            if c.pre_hook is not None:   # e.g. a descriptor's box, read into the signature compiled here
+                c.pre_hook({**named_args, **launch_kwargs, **c.all_kwargs()})
             kernel.warmup(*named_args.values(), grid=(1,), **launch, **c.all_kwargs())
 
 

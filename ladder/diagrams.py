@@ -1404,6 +1404,33 @@ def attention_intra_overlap(tiles: int = 3, softmax: float = 2.5, rescale: float
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
+THREE_CONSUMERS_RUNG = "attention/12_three_consumers.cu"
+
+
+def attention_three_consumers(tiles: int = 4, softmax: float = 4.0, rescale: float = 0.25):
+    """Rungs 11 and 12 at D64 (their files' CONSUMERS: rung 12 defines 3 where HEAD_DIM is 64), each warpgroup
+    running rung 10's loop (consumer_programs), played by play_consumers over `tiles` key tiles: a product 1 unit,
+    a softmax `softmax` units (longer than the other warpgroup's two products, as when the softmax's dependencies
+    stall it), rung 10's rescale `rescale`. Units, not measured times."""
+    counts = [cu_define(INTRA_OVERLAP_RUNG, "CONSUMERS"), cu_define(THREE_CONSUMERS_RUNG, "CONSUMERS")]
+    played = [play_consumers([consumer_programs(tiles, True, softmax, rescale)] * n, softmax, rescale) for n in counts]
+    end = max(stop for boxes in played for _, _, stop, _, _ in boxes)
+    fig = _figure(12, 1.4 + 0.5 * (sum(counts) + 2 + 3))
+    axes = fig.subplots(2, 1, gridspec_kw=dict(height_ratios=[n + 1 for n in counts]))
+    for ax, n, boxes, rung in zip(axes, counts, played, (11, 12)):
+        period = tile_period(boxes)
+        busy = 2 * n / period
+        _timeline(ax, boxes, ["tensor cores"] + [f"warpgroup {g}" for g in range(n)], end,
+                  f"rung {rung}: {n} consumer warpgroups take turns: {n} tiles of 64 queries every {period:g} units, "
+                  f"the tensor cores busy {busy:.0%}")
+    fig.suptitle(f"One SM at D64, rung 10's loop in each warpgroup: a product 1 unit, a softmax {softmax:g}, "
+                 f"O's rescale {rescale:g} (units, not measured times)", fontsize=12)
+    _key(fig, [("a product on the tensor cores (gN: whose)", TENSOR_CORES), ("the softmax, on the warpgroup's threads", CUDA),
+               ("O rescaled once its P·V is done", _shade(CUDA, 0.45)), ("idle or waiting", "white")], y=0.0)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
 def softmax_instruction_mix(head_dim: int = 64):
     """Rungs 10 and 11's instructions per score at `head_dim`, by opcode family, from their SASS
     (lesson.softmax_instruction_mix): rung 11 drops exp2f's fix-up (FSETP and two FMULs per exponential)."""

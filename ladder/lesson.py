@@ -657,18 +657,19 @@ def hopper_attention_count(problem, shapes: list[tuple], roofs: dict, label: str
     return "\n".join(lines)
 
 
-def _cu_define_or_none(path: str, name: str) -> int | None:
-    """The number a .cu file (its includes inlined) #defines `name` as, first definition first; None if it does not."""
+def setmaxnreg_split(text: str) -> tuple[int, int] | None:
+    """(producer, consumer) registers a thread after setmaxnreg, read from a kernel's SASS (USETMAXREG's DEALLOC
+    and TRY_ALLOC operands); None where the kernel moves none."""
     import re
 
-    from ladder import cuda
-    m = re.search(rf"^\s*#\s*define\s+{name}\s+(\d+)\b", cuda.source(path), re.M)
-    return int(m.group(1)) if m else None
+    down = re.search(r"USETMAXREG\.DEALLOC\S*\s+(0x[0-9a-f]+)", text)
+    up = re.search(r"USETMAXREG\.TRY_ALLOC\S*\s+\w+,\s*(0x[0-9a-f]+)", text)
+    return (int(down.group(1), 16), int(up.group(1), 16)) if down and up else None
 
 
 def hopper_attention_blocks(head_dims=(64, 128), sm: dict | None = None) -> str:
-    """Rungs 7-10 compiled here for sm_90a with the launcher's tiles (no GPU needed): per head dimension the key
-    tile and stages, threads, registers a thread (the compiler's; setmaxnreg's split after it), shared memory a
+    """The Hopper rungs compiled here for sm_90a with the launcher's tiles (no GPU needed): per head dimension the
+    key tile and stages, threads, registers a thread (the compiler's; setmaxnreg's split after it), shared memory a
     block, and so how many blocks an SM holds and what limits it, the consumer warps an SM runs and the queries each
     K/V tile the TMA brings serves (a block's)."""
     import kernels.attention as at
@@ -676,14 +677,13 @@ def hopper_attention_blocks(head_dims=(64, 128), sm: dict | None = None) -> str:
     sm = sm or SM90
     lines = [f"{'rung':24s} {'D':>4s} {'keys':>5s} {'stages':>6s} {'threads':>7s} {'registers':>12s} {'KiB':>5s} "
              f"{'blocks/SM':>9s}  {'limited by':26s} {'consumer warps/SM':>17s} {'queries/tile':>12s}"]
-    for name, (_, rows, threads) in at.HOPPER.items():
+    for name in at.HOPPER:
         path = f"attention/{name}.cu"
-        consumers = _cu_define_or_none(path, "CONSUMERS")
-        split = [_cu_define_or_none(path, k) for k in ("PRODUCER_REGISTERS", "CONSUMER_REGISTERS")]
         for d in head_dims:
-            tiles = cuda_attention_tiles(name, d)
+            tiles, rows, threads = at.hopper_launch(name, d)
+            consumers = rows // 64   # a consumer warpgroup's 64 queries
             cubin = cuda.compile_cubin(path, "sm_90a", tuple(sorted(dict(HEAD_DIM=d, **tiles).items())))
-            use = sass.resource_usage(cubin)
+            use, split = sass.resource_usage(cubin), setmaxnreg_split(sass.disassemble(cubin, "sm_90a").text)
             smem = at.wgmma_tma_shared_bytes(d, tiles, rows) + use["shared_bytes"]
             per_warp = -(-use["registers"] * 32 // 256) * 256   # registers go to a warp in units of 256
             limits = {"registers": sm["registers"] // (threads // 32 * per_warp),
@@ -691,7 +691,7 @@ def hopper_attention_blocks(head_dims=(64, 128), sm: dict | None = None) -> str:
                       "warps": sm["warps"] // (threads // 32), "blocks": sm["blocks"]}
             blocks = min(limits.values())
             limiting = " = ".join(k for k, v in limits.items() if v == blocks)
-            regs = f"{use['registers']}" + (f" ({split[0]}/{split[1]})" if None not in split else "")
+            regs = f"{use['registers']}" + (f" ({split[0]}/{split[1]})" if split else "")
             lines.append(f"cuda:{name:19s} {d:4d} {tiles['BLOCK_N']:5d} {tiles['STAGES']:6d} {threads:7d} {regs:>12s} "
                          f"{smem / 1024:5.0f} {blocks:9d}  {limiting:26s} {blocks * 4 * consumers:17d} {rows:12d}")
     lines.append(f"(an sm_90 SM: {sm['registers']:,} registers, {sm['shared_bytes'] // 1024} KiB of shared memory, "

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import kernels.attention as at
-from ladder import cuda, hardware, sass, tma
+from ladder import cuda, hardware, lesson, sass, tma
 from ladder.cuda import CompileError
 from ladder.hardware import GPU
 from ladder.runner import unavailable
@@ -31,9 +31,9 @@ def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
 def test_the_cuda_ladder_comes_first():
     assert [r.name for r in CUDA_RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined",
                                             "6_autotuned", "7_wgmma_tma", "8_warp_specialized", "9_pingpong",
-                                            "10_intra_overlap", "11_fast_exp2"]
-    assert at.PROBLEM.rungs[:11] == CUDA_RUNGS   # before the Triton rungs of the same names
-    assert [r.slow for r in CUDA_RUNGS] == [True, True] + [False] * 9
+                                            "10_intra_overlap", "11_fast_exp2", "12_three_consumers"]
+    assert at.PROBLEM.rungs[:12] == CUDA_RUNGS   # before the Triton rungs of the same names
+    assert [r.slow for r in CUDA_RUNGS] == [True, True] + [False] * 10
     assert all(r.source == f"kernels/cuda/attention/{r.name}.cu" for r in CUDA_RUNGS)
 
 
@@ -203,7 +203,7 @@ def test_wgmma_rung_fits_two_or_three_blocks_per_sm(wgmma_tma):
 
 
 @pytest.mark.parametrize("name", ["7_wgmma_tma", "8_warp_specialized", "9_pingpong", "10_intra_overlap",
-                                  "11_fast_exp2"])
+                                  "11_fast_exp2", "12_three_consumers"])
 def test_wgmma_rungs_are_hopper_only(name):
     with pytest.raises(CompileError, match="sm_90a"):
         sass.cuda_sass(f"attention/{name}.cu", "sm_90", defines(name, 64))
@@ -289,3 +289,24 @@ def test_fast_exp2_rung_exponentiates_on_mufu_alone(warp_specialized):
     if name == "11_fast_exp2":
         rung10 = sass.cuda_sass("attention/10_intra_overlap.cu", "sm_90a", defines("10_intra_overlap", D))
         assert sum(rung10.opcodes().values()) - sum(s.opcodes().values()) >= 2 * exps
+
+
+# ------------------------------------------------------------- rung 12 (sm_90a): three consumer warpgroups at D64
+
+def test_three_consumers_rung_adds_a_warpgroup_at_d64_only():
+    """At D64 rung 12 is rung 11's loop for three consumer warpgroups: 512 threads, 192 queries a block; setmaxnreg
+    lifts the consumers to 160 registers, not 240 (3 x 128 x 160 + 128 x 24 fits the SM's 64 Ki), with nothing
+    spilled; the same products and turns a warpgroup. At D128 it compiles to rung 11's SASS, instruction for
+    instruction."""
+    cubin = cuda.compile_cubin("attention/12_three_consumers.cu", "sm_90a",
+                               tuple(sorted(defines("12_three_consumers", 64).items())))
+    s, usage = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
+    rung11 = compiled("11_fast_exp2", "sm_90a", 64)
+    assert at.hopper_launch("12_three_consumers", 64)[1:] == (192, 512)
+    assert at.hopper_launch("12_three_consumers", 128)[1:] == at.hopper_launch("11_fast_exp2", 128)[1:] == (128, 384)
+    assert lesson.setmaxnreg_split(s.text) == (24, 160) and lesson.setmaxnreg_split(rung11.text) == (24, 240)
+    assert 3 * 128 * 160 + 128 * 24 <= 64 * 1024 and usage["registers"] * 512 <= 64 * 1024
+    assert s.count("LDL") == s.count("STL") == 0 and usage["local_bytes"] == 0
+    for op in ("HGMMA", "MUFU.EX2", "BAR.SYNC", "BAR.ARV", "WARPGROUP.DEPBAR"):
+        assert s.count(op) == rung11.count(op), op
+    assert compiled("12_three_consumers", "sm_90a", 128).text == compiled("11_fast_exp2", "sm_90a", 128).text

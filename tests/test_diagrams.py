@@ -495,3 +495,13 @@ def test_intra_overlap_timeline_plays_the_kernels_loops(monkeypatch):
     fig = diagrams.attention_intra_overlap()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["tensor cores"] + [f"warpgroup {g}" for g in range(3)]
     assert "3 consumer warpgroups" in joined(fig) and figcheck.collisions(fig) == []
+
+
+def test_three_consumers_picture_keeps_the_tensor_cores_busy_through_a_long_softmax():
+    """Rung 12's picture plays rung 10's loop for the consumer warpgroups rungs 11 and 12 run at D64 (2 and 3, from
+    their files): with a softmax of 4 units, two leave the tensor cores idle part of each period, three do not."""
+    fig = diagrams.attention_three_consumers()
+    text = joined(fig)
+    assert "rung 11: 2 consumer warpgroups" in text and "2 tiles of 64 queries every 5.25 units" in text
+    assert "rung 12: 3 consumer warpgroups" in text and "3 tiles of 64 queries every 6 units" in text
+    assert "busy 76%" in text and "busy 100%" in text and figcheck.collisions(fig) == []

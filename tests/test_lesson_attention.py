@@ -138,6 +138,10 @@ def test_blocks_table_holds_what_ncu_recorded():
     for d in (64, 128):
         assert _blocks(rows["cuda:10_intra_overlap", d]) == (1, 8)
         assert rows["cuda:10_intra_overlap", d].split()[3] == str(at.INTRA_OVERLAP[d]["STAGES"]) == "3"
+    # rung 12: three consumer warpgroups at D64 (12 consumer warps, 192 queries a tile), rung 11's line at D128
+    assert _blocks(rows["cuda:12_three_consumers", 64]) == (1, 12) and "(24/160)" in rows["cuda:12_three_consumers", 64]
+    assert rows["cuda:12_three_consumers", 64].split()[-1] == "192"
+    assert rows["cuda:12_three_consumers", 128].split()[1:] == rows["cuda:11_fast_exp2", 128].split()[1:]
     small = lesson.hopper_attention_blocks((64,), dict(lesson.SM90, shared_bytes=100 * 1024)).splitlines()[1]
     assert _blocks(small) == (1, 4) and "shared memory" in small
 

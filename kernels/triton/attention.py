@@ -10,8 +10,8 @@ Q, K, V, O are fp16 (B, H, S, D), contiguous; scores, softmax statistics and sum
 4_tensor_core  the same kernel with fp16 dots (Q·Kᵀ and P·V on tensor cores), num_stages=1
 5_pipelined    the same kernel, num_stages=3: the next K and V blocks load while this one computes
 6_autotuned    the same kernel, @triton.autotune over BLOCK_M, BLOCK_N, warps and stages per (S, D, causal)
-7_tma          (Hopper) rung 6 with Q, K, V loaded and O stored through tensor descriptors: each block is one
-               TMA copy, its addresses, bounds and zero fill the copy engine's; searched as rung 6
+7_tma          (Hopper) rung 6 with Q, K, V loaded and O stored through tensor descriptors built on the host:
+               each block is one TMA copy, its addresses, bounds and zero fill the copy engine's; searched as 6
 
 Rungs 3-6 are one kernel switched by constants, as in the matmul ladder; rung 7 is its twin with descriptors
 where rung 6 has pointers, sharing its key loop. Causal attention masks keys after the query (and the fused
@@ -24,7 +24,7 @@ import math
 import torch
 import triton
 import triton.language as tl
-from triton.runtime import _allocation
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ladder import autotune, validate
 from ladder.problems import Rung
@@ -132,7 +132,7 @@ def coalesced_pv_kernel(p_ptr, v_ptr, o_ptr, S, HEAD_DIM: tl.constexpr, BLOCK_N:
 # ------------------------------------------------------------- rungs 3-6: one fused kernel
 
 @triton.jit
-def attend(q, m, l, acc, k_ptr, v_ptr, stride_ks, stride_kd, stride_vs, stride_vd, rows, S, qk_scale, lo, hi,
+def attend(q, m, l, acc, k_ptr, v_ptr, b, h, stride_ks, stride_kd, stride_vs, stride_vd, rows, S, qk_scale, lo, hi,
            HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
            TENSOR_CORES: tl.constexpr, DESCRIPTORS: tl.constexpr = False):
     """Keys lo..hi (in BLOCK_N blocks) into the online softmax of the queries `rows`: for each query the
@@ -140,13 +140,14 @@ def attend(q, m, l, acc, k_ptr, v_ptr, stride_ks, stride_kd, stride_vs, stride_v
     A block that raises m first rescales l and acc by exp2(m_old - m_new). MASKED: blocks that may hold
     keys past S or (causal) after a query; the others skip the compares. Key j's element d is
     stride_ks·j + stride_kd·d from k_ptr (V's likewise). DESCRIPTORS (rung 7): k_ptr and v_ptr are tensor
-    descriptors of the head's K and V instead, the strides unused."""
+    descriptors of all of K and V instead, (B, H, S, D) in boxes of BLOCK_N rows of a head, the head's b and h their
+    coordinates (the strides unused; pointers: b and h unused, k_ptr already at the head)."""
     dims = tl.arange(0, HEAD_DIM)
     for start_n in range(lo, hi, BLOCK_N):
         keys = start_n + tl.arange(0, BLOCK_N)
         if DESCRIPTORS:  # whole blocks, rows past S read as zeros: only the scores need the mask below
-            kt = k_ptr.load([start_n, 0]).T
-            v = v_ptr.load([start_n, 0])
+            kt = k_ptr.load([b, h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM).T
+            v = v_ptr.load([b, h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         else:
             kt_ptrs = k_ptr + keys[None, :] * stride_ks + dims[:, None] * stride_kd  # Kᵀ: a D x BLOCK_N view of K
             v_ptrs = v_ptr + keys[:, None] * stride_vs + dims[None, :] * stride_vd
@@ -219,10 +220,10 @@ def flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, S, H, qk_scale,
     # Two passes over the keys: blocks that need no mask, then the rest with masks (key_passes)
     unmasked_end, end = key_passes(start_m, S, BLOCK_M, BLOCK_N, CAUSAL)
     k_head, v_head = k_ptr + b * stride_kb + h * stride_kh, v_ptr + b * stride_vb + h * stride_vh
-    m, l, acc = attend(q, m, l, acc, k_head, v_head, stride_ks, stride_kd, stride_vs, stride_vd, rows, S, qk_scale,
-                       0, unmasked_end, HEAD_DIM, BLOCK_N, False, CAUSAL, TENSOR_CORES)
-    m, l, acc = attend(q, m, l, acc, k_head, v_head, stride_ks, stride_kd, stride_vs, stride_vd, rows, S, qk_scale,
-                       unmasked_end, end, HEAD_DIM, BLOCK_N, True, CAUSAL, TENSOR_CORES)
+    m, l, acc = attend(q, m, l, acc, k_head, v_head, b, h, stride_ks, stride_kd, stride_vs, stride_vd, rows, S,
+                       qk_scale, 0, unmasked_end, HEAD_DIM, BLOCK_N, False, CAUSAL, TENSOR_CORES)
+    m, l, acc = attend(q, m, l, acc, k_head, v_head, b, h, stride_ks, stride_kd, stride_vs, stride_vd, rows, S,
+                       qk_scale, unmasked_end, end, HEAD_DIM, BLOCK_N, True, CAUSAL, TENSOR_CORES)
     o = acc / l[:, None]
     tl.store(o_ptr + b * stride_ob + h * stride_oh + rows[:, None] * stride_os + dims[None, :] * stride_od,
              o.to(o_ptr.dtype.element_ty), mask=rows[:, None] < S)
@@ -377,16 +378,18 @@ def prune_reason(c: dict, shape: tuple, gpu) -> str | None:
     return None
 
 
-def searched(kernel, tuner: str) -> tuple[autotune.TritonSearchLog, triton.runtime.Autotuner]:
+def searched(kernel, tuner: str, query: str = "q_ptr", pre_hook=None
+             ) -> tuple[autotune.TritonSearchLog, triton.runtime.Autotuner]:
     """`kernel` under @triton.autotune over the search space, the search logged as `tuner`'s: (log, tuned kernel).
-    The kernel takes q_ptr (its shape is the search's), S, HEAD_DIM and CAUSAL."""
+    The kernel takes `query` (Q or its descriptor: its shape is the search's), S, HEAD_DIM and CAUSAL; pre_hook
+    (each configuration's) fits the arguments to a configuration before it compiles or runs."""
     log = autotune.TritonSearchLog(
-        shape_of=lambda args: (*args["q_ptr"].shape, int(bool(args["CAUSAL"]))),
+        shape_of=lambda args: (*args[query].shape, int(bool(args["CAUSAL"]))),
         label_of=lambda args: ("attention", tuner),
         flops=lambda problem, s: 4 * s[0] * s[1] * s[2] ** 2 * s[3] * (0.5 if s[4] else 1.0),
         reason=lambda c, shape, gpu, configs: prune_reason(c, shape, gpu), kernel=kernel)
     return log, triton.autotune(
-        configs=autotune.triton_configs(SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE),
+        configs=autotune.triton_configs(SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE, pre_hook),
         key=["S", "HEAD_DIM", "CAUSAL"],   # a new search per sequence length, head size and mask
         prune_configs_by={"early_config_prune": log.prune},
         do_bench=log.bench,
@@ -416,48 +419,40 @@ def autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.T
 # ------------------------------------------------------------- rung 7 (Hopper): tensor descriptors
 
 @triton.jit
-def flash_tma_kernel(q_ptr, k_ptr, v_ptr, o_ptr, S, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
                      BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
-    """flash_kernel (rung 6) on contiguous Q, K, V, O, each read or written through a tensor descriptor of its
-    head: an S x HEAD_DIM matrix copied in blocks. On sm_90 a block is one TMA copy into shared memory,
-    issued by one thread: the copy engine computes the addresses, reads rows past S as zeros and leaves them
-    out of a store, and the loop's registers hold no pointers or load masks (before sm_90 Triton rewrites
-    descriptors into pointer loads). Each program builds its four descriptors, 128 bytes each in global scratch
-    that the launch allocates (triton.set_allocator): shared-memory writes, a copy to global memory and a fence
-    each, before the first copy can start. The shorter the programs (D64, causal), the more that prologue costs."""
+    """flash_kernel (rung 6) with Q, K, V read and O written through tensor descriptors: each of all of a tensor,
+    (B, H, S, D), copied in boxes of one head's BLOCK_M (Q, O) or BLOCK_N (K, V) rows. On sm_90 a box is one TMA
+    copy into shared memory, issued by one thread: the copy engine computes the addresses, reads rows past S as
+    zeros (a box never crosses into the next head: it is a head's rows) and leaves them out of a store, and the
+    loop's registers hold no pointers or load masks. The launcher builds the four descriptors on the host, once a
+    call, and passes them by value: a program starts its first copy at once (built in the kernel, each program
+    would first write its four to global memory and fence them: measured on the H100, 4-9% of the kernel's time,
+    the most where programs are short, D 64 and causal)."""
     start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
-    head = bh.to(tl.int64) * S * HEAD_DIM
-    q_desc = tl.make_tensor_descriptor(q_ptr + head, [S, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
-    k_desc = tl.make_tensor_descriptor(k_ptr + head, [S, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
-    v_desc = tl.make_tensor_descriptor(v_ptr + head, [S, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_N, HEAD_DIM])
-    o_desc = tl.make_tensor_descriptor(o_ptr + head, [S, HEAD_DIM], [HEAD_DIM, 1], [BLOCK_M, HEAD_DIM])
-    q = q_desc.load([start_m, 0])
+    qk_scale = tl.cast(qk_scale, tl.float32)
+    b, h = bh // H, bh % H   # a descriptor's coordinates (32-bit)
+    q = q_desc.load([b, h, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
     rows = start_m + tl.arange(0, BLOCK_M)
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     l = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
     unmasked_end, end = key_passes(start_m, S, BLOCK_M, BLOCK_N, CAUSAL)   # rung 6's two passes
-    m, l, acc = attend(q, m, l, acc, k_desc, v_desc, 0, 0, 0, 0, rows, S, qk_scale, 0, unmasked_end, HEAD_DIM,
+    m, l, acc = attend(q, m, l, acc, k_desc, v_desc, b, h, 0, 0, 0, 0, rows, S, qk_scale, 0, unmasked_end, HEAD_DIM,
                        BLOCK_N, False, CAUSAL, True, True)
-    m, l, acc = attend(q, m, l, acc, k_desc, v_desc, 0, 0, 0, 0, rows, S, qk_scale, unmasked_end, end, HEAD_DIM,
+    m, l, acc = attend(q, m, l, acc, k_desc, v_desc, b, h, 0, 0, 0, 0, rows, S, qk_scale, unmasked_end, end, HEAD_DIM,
                        BLOCK_N, True, CAUSAL, True, True)
-    o_desc.store([start_m, 0], (acc / l[:, None]).to(tl.float16))
+    o_desc.store([b, h, start_m, 0], (acc / l[:, None]).to(tl.float16).reshape(1, 1, BLOCK_M, HEAD_DIM))
 
 
-TMA_SEARCHES, tma_kernel = searched(flash_tma_kernel, "triton:7_tma")
+def descriptor_boxes(nargs: dict) -> None:
+    """A configuration's boxes: BLOCK_M rows of a head of Q and O, BLOCK_N of K and V (the autotuner calls this
+    before it compiles or launches a configuration; a descriptor's box is part of the kernel's signature)."""
+    for name, rows in (("q_desc", "BLOCK_M"), ("k_desc", "BLOCK_N"), ("v_desc", "BLOCK_N"), ("o_desc", "BLOCK_M")):
+        nargs[name].block_shape = [1, 1, nargs[rows], nargs["HEAD_DIM"]]
 
 
-def descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    """Global memory for the descriptors a launch of flash_tma_kernel builds (Triton asks at each launch)."""
-    return torch.empty(size, dtype=torch.int8, device="cuda")
-
-
-def provide_descriptor_scratch() -> None:
-    """Make descriptor_scratch Triton's allocator where the calling context has none: a new context (a thread)
-    starts without one, and an allocator the caller set is kept (Triton has one per context, not per launch)."""
-    current = getattr(_allocation, "_allocator", None)   # a private ContextVar: where a Triton lacks it, set ours
-    if current is None or isinstance(current.get(), _allocation.NullAllocator):
-        triton.set_allocator(descriptor_scratch)
+TMA_SEARCHES, tma_kernel = searched(flash_tma_kernel, "triton:7_tma", query="q_desc", pre_hook=descriptor_boxes)
 
 
 def tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -467,8 +462,8 @@ def tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
         validate.tensor(name, t, dtype=torch.float16, ndim=4, device=device(), align_bytes=16)
     if out.numel():
-        provide_descriptor_scratch()
-        launch_searched(TMA_SEARCHES, tma_kernel, S, B * H, q, k, v, out, S, LOG2E / math.sqrt(D), D,
+        descriptors = [TensorDescriptor.from_tensor(t, [1, 1, 16, D]) for t in (q, k, v, out)]  # boxes: descriptor_boxes
+        launch_searched(TMA_SEARCHES, tma_kernel, S, B * H, *descriptors, S, H, LOG2E / math.sqrt(D), D,
                         CAUSAL=causal)
     return out
 
@@ -489,15 +484,15 @@ def tune(shapes: list[tuple], tuner: str = "triton:6_autotuned") -> list[autotun
 
 def tma_sass_case(config: dict, head_dim: int = 64, causal: bool = False) -> dict:
     """ladder.sass.triton_sass's arguments for flash_tma_kernel as rung 7 launches it with `config` (tiles, warps
-    and stages) on a GPU."""
+    and stages) on a GPU: its descriptors' boxes as descriptor_boxes sets them."""
     tiles = {k: v for k, v in config.items() if k.startswith("BLOCK_")}
+    box = {"q_desc": "BLOCK_M", "k_desc": "BLOCK_N", "v_desc": "BLOCK_N", "o_desc": "BLOCK_M"}
     return dict(kernel=flash_tma_kernel,
-                signature={**{p: "*fp16" for p in ("q_ptr", "k_ptr", "v_ptr", "o_ptr")}, "S": "i32", "qk_scale": "fp32",
-                           "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
-                           "CAUSAL": "constexpr"},
+                signature={**{d: f"tensordesc<fp16[1,1,{tiles[rows]},{head_dim}]>" for d, rows in box.items()},
+                           "S": "i32", "H": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr",
+                           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "CAUSAL": "constexpr"},
                 constexprs=dict(HEAD_DIM=head_dim, CAUSAL=causal, **tiles),
-                divisible_by_16=("q_ptr", "k_ptr", "v_ptr", "o_ptr", "S"), num_warps=config["num_warps"],
-                num_stages=config["num_stages"])
+                divisible_by_16=("S",), num_warps=config["num_warps"], num_stages=config["num_stages"])
 
 
 def rungs() -> list[Rung]:

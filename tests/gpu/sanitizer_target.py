@@ -2,13 +2,13 @@
 under KERNEL_LADDER_EMULATE=sm_75 (or sm_80) the emulated GPU's code paths. `--rung NAME` (repeatable) keeps
 only the rungs of those names, e.g. matmul's Hopper rungs 8-10 (their ring of mbarriers is what synccheck and
 racecheck look at; (513, 257, 1000) has 16 k-tiles, so the 4-stage ring goes round four times; at (2200, 4500, 300)
-the rings of rungs 9-10 run on from tile to tile); attention's Hopper rungs 7-11 also at S = 1000 (16 or 8 key tiles: its
+the rings of rungs 9-10 run on from tile to tile); attention's Hopper rungs 7-12 also at S = 1000 (16 or 8 key tiles: its
 2-stage ring goes round several times) and with several heads (the TMA's zeros past a head's last row):
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
     compute-sanitizer --tool racecheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
     compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py matmul --rung 8_tma_warp_specialized --rung 9_persistent --rung 10_cluster_multicast --rung 11_tma_store --rung 12_autotuned
-    compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py attention --rung 7_wgmma_tma --rung 8_warp_specialized --rung 9_pingpong --rung 10_intra_overlap --rung 11_fast_exp2
+    compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py attention --rung 7_wgmma_tma --rung 8_warp_specialized --rung 9_pingpong --rung 10_intra_overlap --rung 11_fast_exp2 --rung 12_three_consumers
     KERNEL_LADDER_EMULATE=sm_75 compute-sanitizer --tool memcheck ... (the same, on the T4's code paths)
 """
 import argparse
@@ -63,7 +63,7 @@ if "attention" in problems:
         runs.append(("6_autotuned 128x32x8w", lambda q, k, v, c: at.run_config(dict(BLOCK_M=128, BLOCK_N=32, WARPS=8,
                                                                                    STAGES=3), q, k, v, c), None))
     for shape in [(1, 2, 100, 64, 1), (1, 2, 129, 64, 0), (1, 1, 130, 128, 0), (1, 1, 200, 128, 1),
-                  (1, 2, 1000, 128, 1), (1, 2, 100, 64, 0), (2, 2, 1000, 64, 0)]:
+                  (1, 2, 1000, 128, 1), (1, 2, 100, 64, 0), (2, 2, 1000, 64, 0), (1, 2, 1000, 64, 1)]:
         q, k, v = (torch.randn(*shape[:4], device="cuda").half() for _ in range(3))
         for name, run, _ in [r for r in runs if shape[2] < 1000 or r[2] == "wgmma"]:
             out = run(q, k, v, bool(shape[4]))

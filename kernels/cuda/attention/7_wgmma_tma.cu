@@ -58,10 +58,13 @@ __device__ __forceinline__ unsigned long long k_major(const half* tile, int kk) 
 }
 
 #if PINGPONG
-// Rung 9's turns at the tensor cores: named barrier 1 + g is warpgroup g's turn, granted by the other warpgroup's
-// arrival (256 threads: its 128 waiting, the other's 128 arriving); 0 is __syncthreads'.
+// Rung 9's turns at the tensor cores: named barrier 1 + g is warpgroup g's turn, granted by the arrival of the
+// warpgroup before it, round robin (256 threads: its 128 waiting, the other's 128 arriving); 0 is __syncthreads'.
 __device__ __forceinline__ void wait_turn(int g) { asm volatile("bar.sync %0, 256;\n" :: "r"(1 + g) : "memory"); }
-__device__ __forceinline__ void pass_turn(int g) { asm volatile("bar.arrive %0, 256;\n" :: "r"(2 - g) : "memory"); }
+__device__ __forceinline__ void pass_turn(int g) {
+    asm volatile("bar.arrive %0, 256;\n" :: "r"(1 + (g + 1) % CONSUMERS) : "memory");
+}
+constexpr int LAST_GROUP = CONSUMERS - 1;  // it grants warpgroup 0 the first turn, and its last turn grants none
 #endif
 
 // A tile of ROWS rows from row y of head z, one TMA box per 64-column block.
@@ -136,7 +139,7 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
     FlashWarp warp;
     warp.init();
 #if PINGPONG
-    if (group == 1) pass_turn(1);  // warpgroup 0 goes first
+    if (group == LAST_GROUP) pass_turn(group);  // warpgroup 0 goes first
 #endif
     mbarrier_wait(&q_full, 0);
 #if INTRA_OVERLAP  // rung 10: tile t's softmax runs while the tensor cores do tile t - 1's P·V
@@ -186,7 +189,7 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
     wgmma_fence();  // the last tile's P·V
     issue_pv(warp.acc, p, Vs + (tiles - 1) % STAGES * KV_TILE);
 #if PINGPONG
-    if (group == 0) pass_turn(group);  // group 1's last turn grants none
+    if (group != LAST_GROUP) pass_turn(group);
 #endif
     wgmma_wait<0>();
     if (threadIdx.x % 32 == 0) mbarrier_arrive(&empty[(tiles - 1) % STAGES]);
@@ -201,8 +204,8 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
 #endif
         wgmma_fence();
         issue_scores(scores, Qg, k);
-#if PINGPONG  // the other warpgroup's Q·Kᵀ goes next, under this one's softmax (group 1's last turn grants none)
-        if (group == 0 || t + 1 < tiles) pass_turn(group);
+#if PINGPONG  // the next warpgroup's Q·Kᵀ goes next, under this one's softmax
+        if (group != LAST_GROUP || t + 1 < tiles) pass_turn(group);
 #endif
         wgmma_wait<0>();
         if (keys.masked(n0)) warp.mask(scores, n0, row0, S, causal);

@@ -16,9 +16,11 @@
 //             the wider tiles gave more of the step (1.16x and 1.14x) than the sharing (1.09x and 1.07x).
 // Signature:  as rung 7, plus USETMAXREG (setmaxnreg: the producer's decrease, the consumers' increase); HGMMA
 //             on 128-key tiles at D = 128; no LDL/STL.
+#ifndef CONSUMERS  // rung 12: three at D = 64
 #define CONSUMERS 2
+#define CONSUMER_REGISTERS 240   // 256 x 240 + 128 x 24 = 64,512 of the SM's 65,536
+#endif
 #define PRODUCER_THREADS 128
 #define MIN_BLOCKS 1         // one block an SM: a register cap, which setmaxnreg needs
 #define PRODUCER_REGISTERS 24
-#define CONSUMER_REGISTERS 240   // 256 x 240 + 128 x 24 = 64,512 of the SM's 65,536
 #include "7_wgmma_tma.cu"

@@ -230,20 +230,22 @@ struct FlashWarp {
 
 
 // Rung 4's loop (and rung 5's without cp.async): Q, then each K and V tile, global -> registers -> shared
-// memory, and every warp waits for the copies before it computes. Qh, Kh, Vh: the head's first rows.
+// memory, and every warp waits for the copies before it computes. Qh, Kh, Vh: the head's first rows. A template, so
+// that blocks whose threads do not split the tiles evenly (rung 12's 512) never instantiate the copies.
+template <class Q_COPY = CopyQ, class KV_COPY = CopyKV>
 __device__ __forceinline__ void attend_loading_synchronously(FlashWarp& warp, const half* Qh, const half* Kh,
                                                              const half* Vh, half* Qs, half* Ks, half* Vs,
                                                              const KeyRange& keys, float scale_log2) {
     const int warp_row = threadIdx.x / 32 * WM;
-    uint4 q_regs[CopyQ::PER_THREAD], k_regs[CopyKV::PER_THREAD], v_regs[CopyKV::PER_THREAD];
-    CopyQ::to_registers(q_regs, Qh + (size_t)keys.m0 * HEAD_DIM, HEAD_DIM, keys.S - keys.m0, HEAD_DIM);
-    CopyQ::to_shared(Qs, LD, q_regs);
+    uint4 q_regs[Q_COPY::PER_THREAD], k_regs[KV_COPY::PER_THREAD], v_regs[KV_COPY::PER_THREAD];
+    Q_COPY::to_registers(q_regs, Qh + (size_t)keys.m0 * HEAD_DIM, HEAD_DIM, keys.S - keys.m0, HEAD_DIM);
+    Q_COPY::to_shared(Qs, LD, q_regs);
     for (int n0 = 0; n0 < keys.end; n0 += BLOCK_N) {
         __syncthreads();  // every warp is done with the previous K, V tiles
-        CopyKV::to_registers(k_regs, Kh + (size_t)n0 * HEAD_DIM, HEAD_DIM, keys.S - n0, HEAD_DIM);
-        CopyKV::to_registers(v_regs, Vh + (size_t)n0 * HEAD_DIM, HEAD_DIM, keys.S - n0, HEAD_DIM);
-        CopyKV::to_shared(Ks, LD, k_regs);
-        CopyKV::to_shared(Vs, LD, v_regs);
+        KV_COPY::to_registers(k_regs, Kh + (size_t)n0 * HEAD_DIM, HEAD_DIM, keys.S - n0, HEAD_DIM);
+        KV_COPY::to_registers(v_regs, Vh + (size_t)n0 * HEAD_DIM, HEAD_DIM, keys.S - n0, HEAD_DIM);
+        KV_COPY::to_shared(Ks, LD, k_regs);
+        KV_COPY::to_shared(Vs, LD, v_regs);
         __syncthreads();  // the tiles (and, the first time, Q) are complete
         warp.step(Qs + warp_row * LD, Ks, Vs, scale_log2, n0, keys, keys.m0 + warp_row);
     }
