@@ -667,17 +667,17 @@ def setmaxnreg_split(text: str) -> tuple[int, int] | None:
     return (int(down.group(1), 16), int(up.group(1), 16)) if down and up else None
 
 
-def hopper_attention_blocks(head_dims=(64, 128), sm: dict | None = None) -> str:
+def hopper_attention_blocks(head_dims=(64, 128), sm: dict | None = None, names=None) -> str:
     """The Hopper rungs compiled here for sm_90a with the launcher's tiles (no GPU needed): per head dimension the
     key tile and stages, threads, registers a thread (the compiler's; setmaxnreg's split after it), shared memory a
     block, and so how many blocks an SM holds and what limits it, the consumer warps an SM runs and the queries each
-    K/V tile the TMA brings serves (a block's)."""
+    K/V tile the TMA brings serves (a block's). names: only these rungs (default: every Hopper rung)."""
     import kernels.attention as at
     from ladder import cuda
     sm = sm or SM90
     lines = [f"{'rung':24s} {'D':>4s} {'keys':>5s} {'stages':>6s} {'threads':>7s} {'registers':>12s} {'KiB':>5s} "
              f"{'blocks/SM':>9s}  {'limited by':26s} {'consumer warps/SM':>17s} {'queries/tile':>12s}"]
-    for name in at.HOPPER:
+    for name in names or at.HOPPER:
         path = f"attention/{name}.cu"
         for d in head_dims:
             tiles, rows, threads = at.hopper_launch(name, d)
