@@ -58,13 +58,13 @@ __device__ __forceinline__ unsigned long long k_major(const half* tile, int kk) 
 }
 
 #if PINGPONG
-// Rung 9's turns at the tensor cores: named barrier 1 + g is warpgroup g's turn, granted by the arrival of the
-// warpgroup before it, round robin (256 threads: its 128 waiting, the other's 128 arriving); 0 is __syncthreads'.
+// Rung 9's turns at the tensor cores: named barrier 1 + g is warpgroup g's turn, granted by the warpgroup before
+// it (256 threads: 128 waiting, 128 arriving); 0 is __syncthreads'. The last grants the first, none at its end.
 __device__ __forceinline__ void wait_turn(int g) { asm volatile("bar.sync %0, 256;\n" :: "r"(1 + g) : "memory"); }
 __device__ __forceinline__ void pass_turn(int g) {
     asm volatile("bar.arrive %0, 256;\n" :: "r"(1 + (g + 1) % CONSUMERS) : "memory");
 }
-constexpr int LAST_GROUP = CONSUMERS - 1;  // it grants warpgroup 0 the first turn, and its last turn grants none
+constexpr int LAST_GROUP = CONSUMERS - 1;
 #endif
 
 // A tile of ROWS rows from row y of head z, one TMA box per 64-column block.
