@@ -1,7 +1,7 @@
 // Attention rung 12 (Hopper only, sm_90a) - a third consumer warpgroup at D = 64: rung 11 with blocks of 192 queries.
 //
-// Idea:       at D = 64 rung 11's consumer warps wait on their own softmax: its profile (lesson 04f) shows the
-//             `wait` stall (a fixed-latency dependency) on top, not issue slots or the MUFU pipe, and a tile's
+// Idea:       at D = 64 rung 11's consumer warps wait on their own instructions: its profile (lesson 04f) shows
+//             the `wait` stall (a fixed-latency dependency) on top, not issue slots or the MUFU pipe, and a tile's
 //             products are half of D = 128's, so the softmax is a larger share of each turn. More warps hide
 //             latency: here a block at D = 64 is three consumer warpgroups (192 queries, 12 consumer warps an SM
 //             against 8) taking turns round robin (warpgroup g's turn is granted by warpgroup g - 1), sharing one
