@@ -1654,4 +1654,5 @@ ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_registe
        matmul_triton_lanes, matmul_triton_dot, matmul_wgmma, tma_tile_copy, matmul_tma_ring, matmul_cluster_multicast,
        matmul_tma_store_epilogue, matmul_hopper_search, attention_tensor_core_tile, attention_kv_ring, attention_search,
        attention_backward_programs, attention_backward_atomics, attention_wgmma_tma_ring,
-       attention_warp_specialized_ring, attention_pingpong, attention_intra_overlap, softmax_instruction_mix)
+       attention_warp_specialized_ring, attention_pingpong, attention_intra_overlap, softmax_instruction_mix,
+       attention_three_consumers)
