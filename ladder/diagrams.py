@@ -1399,10 +1399,16 @@ def attention_intra_overlap(tiles: int = 3, softmax: float = 2.5, rescale: float
                                                   f"{period - 2 * consumers:g}")
     fig.suptitle(f"{consumers} consumer warpgroups, one set of tensor cores: a product 1 unit, a softmax {softmax:g}, "
                  f"rung 10's rescale {rescale:g} (units, not measured times)", fontsize=12)
-    _key(fig, [("a product on the tensor cores (gN: whose)", TENSOR_CORES), ("the softmax, on the warpgroup's threads", CUDA),
-               ("rung 10: O rescaled once its P·V is done", _shade(CUDA, 0.45)), ("idle or waiting", "white")], y=0.0)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    _consumers_key(fig, "rung 10: O rescaled once its P·V is done")
     return fig
+
+
+def _consumers_key(fig, rescaled: str) -> None:
+    """The key under the consumer warpgroups' timelines (attention_intra_overlap, attention_three_consumers)."""
+    _key(fig, [("a product on the tensor cores (gN: whose)", TENSOR_CORES), ("the softmax, on the warpgroup's threads", CUDA),
+               (rescaled, _shade(CUDA, 0.45)), ("idle or waiting", "white")], y=0.0)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+
 
 THREE_CONSUMERS_RUNG = "attention/12_three_consumers.cu"
 
@@ -1410,7 +1416,7 @@ THREE_CONSUMERS_RUNG = "attention/12_three_consumers.cu"
 def attention_three_consumers(tiles: int = 4, softmax: float = 4.0, rescale: float = 0.25):
     """Rungs 11 and 12 at D64 (their files' CONSUMERS: rung 12 defines 3 where HEAD_DIM is 64), each warpgroup
     running rung 10's loop (consumer_programs), played by play_consumers over `tiles` key tiles: a product 1 unit,
-    a softmax `softmax` units (longer than the other warpgroup's two products, as when the softmax's dependencies
+    a softmax `softmax` units (longer than the other warpgroup's two products, as when fixed-latency waits
     stall it), rung 10's rescale `rescale`. Units, not measured times."""
     counts = [cu_define(INTRA_OVERLAP_RUNG, "CONSUMERS"), cu_define(THREE_CONSUMERS_RUNG, "CONSUMERS")]
     played = [play_consumers([consumer_programs(tiles, True, softmax, rescale)] * n, softmax, rescale) for n in counts]
@@ -1425,9 +1431,7 @@ def attention_three_consumers(tiles: int = 4, softmax: float = 4.0, rescale: flo
                   f"the tensor cores busy {busy:.0%}")
     fig.suptitle(f"One SM at D64, rung 10's loop in each warpgroup: a product 1 unit, a softmax {softmax:g}, "
                  f"O's rescale {rescale:g} (units, not measured times)", fontsize=12)
-    _key(fig, [("a product on the tensor cores (gN: whose)", TENSOR_CORES), ("the softmax, on the warpgroup's threads", CUDA),
-               ("O rescaled once its P·V is done", _shade(CUDA, 0.45)), ("idle or waiting", "white")], y=0.0)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    _consumers_key(fig, "O rescaled once its P·V is done")
     return fig
 
 
