@@ -1410,15 +1410,13 @@ def _consumers_key(fig, rescaled: str) -> None:
     fig.tight_layout(rect=(0, 0.06, 1, 1))
 
 
-THREE_CONSUMERS_RUNG = "attention/12_three_consumers.cu"
-
-
 def attention_three_consumers(tiles: int = 4, softmax: float = 4.0, rescale: float = 0.25):
-    """Rungs 11 and 12 at D64 (their files' CONSUMERS: rung 12 defines 3 where HEAD_DIM is 64), each warpgroup
+    """Rungs 11 and 12 at D64 (their consumer warpgroups as launched there: 64 queries each), each warpgroup
     running rung 10's loop (consumer_programs), played by play_consumers over `tiles` key tiles: a product 1 unit,
     a softmax `softmax` units (longer than the other warpgroup's two products, as when fixed-latency waits
     stall it), rung 10's rescale `rescale`. Units, not measured times."""
-    counts = [cu_define(INTRA_OVERLAP_RUNG, "CONSUMERS"), cu_define(THREE_CONSUMERS_RUNG, "CONSUMERS")]
+    import kernels.attention as at
+    counts = [at.hopper_launch(name, 64)[1] // 64 for name in ("11_fast_exp2", "12_three_consumers")]
     played = [play_consumers([consumer_programs(tiles, True, softmax, rescale)] * n, softmax, rescale) for n in counts]
     end = max(stop for boxes in played for _, _, stop, _, _ in boxes)
     fig = _figure(12, 1.4 + 0.5 * (sum(counts) + 2 + 3))

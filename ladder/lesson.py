@@ -545,8 +545,9 @@ def cuda_attention_tiles(name: str, head_dim: int) -> dict:
     rung 3's tiles (FUSED_TILES), rungs 7-10's key tile and stages (their launch in HOPPER); {} for rungs 4-6
     (rung 6's are searched: the files' defaults)."""
     import kernels.attention as at
-    table = at.HOPPER[name][0] if name in at.HOPPER else {"3_fused": at.FUSED_TILES}.get(name, {})
-    return dict(table.get(head_dim, {}))
+    if name in at.HOPPER:
+        return at.hopper_launch(name, head_dim)[0]
+    return dict({"3_fused": at.FUSED_TILES}.get(name, {}).get(head_dim, {}))
 
 
 def recorded_winner(tuner: str, head_dim: int, causal: int = 0) -> dict | None:

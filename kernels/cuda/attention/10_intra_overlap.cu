@@ -13,8 +13,8 @@
 // Measured on the way (H100, one run, 3 interleaved rounds; x SDPA at S 4096, D64 / D64 causal / D128 / D128
 //             causal): this rung 0.898 / 0.899 / 0.985 / 1.010. Without the turns (INTRA_OVERLAP on rung 8)
 //             0.806 / 0.809 / 0.843 / 0.889: the overlap pays only with them. A ring of 2 at D128: 0.759 / 0.775.
-//             Three consumer warpgroups at D64 without turns (192 queries, 12 consumer warps an SM as rung 7 has;
-//             160 registers a consumer thread): 0.829 / 0.787 at best (128-key tiles, 3 stages); with them: rung 12. Rung 9 with a ring of 3 at D128: 0.881 / 0.938, against 0.883 / 0.941 with its 2.
+//             Three consumer warpgroups at D64 without turns (160 registers a thread): 0.829 / 0.787 at best; with
+//             turns, rung 12. Rung 9 with a ring of 3 at D128: 0.881 / 0.938, against 0.883 / 0.941 with its 2.
 // Signature:  as rung 9, with the products' code twice (the loop's, and the first S and last P·V outside it):
 //             3 WARPGROUP.ARRIVE fences and 4 WARPGROUP.DEPBAR waits (the loop's wait_group 1 and 0), where a
 //             serialized pipeline (ptxas note C7514) would have one of each per HGMMA; no LDL/STL.

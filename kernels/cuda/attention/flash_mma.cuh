@@ -128,7 +128,7 @@ struct FlashWarp {
                 for (int nj = 0; nj < NJ; ++nj)
 #pragma unroll
                     for (int e = 2 * h; e < 2 * h + 2; ++e) {
-                        s[mi][nj][e] = exp2_softmax(s[mi][nj][e] * scale_log2 - m_new);  // an FFMA and an EX2 (+ exp2f's fix-up)
+                        s[mi][nj][e] = exp2_softmax(s[mi][nj][e] * scale_log2 - m_new);  // FFMA, EX2 (+ exp2f's fix-up)
                         sum += s[mi][nj][e];
                     }
                 l[mi][h] = l[mi][h] * alpha + sum;
