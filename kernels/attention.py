@@ -18,6 +18,7 @@ torch:sdpa_flash (its FlashAttention backend, forced). The CUDA ladder:
 10_intra_overlap  (Hopper) rung 9, each warpgroup's softmax under its own P·V of the tile before
 11_fast_exp2   (Hopper) rung 10, each exponential one MUFU.EX2 (no exp2f range fix-up)
 12_three_consumers  (Hopper) rung 11 with three consumer warpgroups (192 queries a block) at D = 64
+13_persistent  (Hopper) rung 12 on a persistent grid: a block an SM walks the query blocks (not causal ones)
 
 Every launcher takes (q, k, v, causal, out=None) and returns out; a bad argument raises a ValueError
 that names it. The CUDA launchers check that the tensors are on the GPU before anything else, so a
@@ -289,7 +290,18 @@ HOPPER = {"7_wgmma_tma": (WGMMA_TMA, WGMMA_TMA_ROWS, WGMMA_TMA_THREADS),
           "9_pingpong": (WARP_SPECIALIZED, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
           "10_intra_overlap": (INTRA_OVERLAP, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
           "11_fast_exp2": (INTRA_OVERLAP, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
-          "12_three_consumers": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS)}
+          "12_three_consumers": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS),
+          "13_persistent": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS)}
+# The Hopper rungs whose blocks walk the items (query block, head) gridDim.x apart (PERSISTENT in 7_wgmma_tma.cu).
+PERSISTENT = {"13_persistent"}
+
+
+def persistent_grid(items: int, causal: bool, sm_count: int) -> int:
+    """Rung 13's blocks: one an SM (its shared memory allows no second) for all `items`; causal, one an item: a
+    fixed stride of unequal items leaves SMs idle (H100, S 4096, causal: 0.62x rung 12 at D = 64, where 132 SMs
+    are 6 heads of 22 query blocks, so that each block took the same query block of every head; 0.93x at D = 128),
+    while the hardware's block scheduler gives the next item to whichever SM is free."""
+    return items if causal else min(items, sm_count)
 
 
 def hopper_launch(name: str, head_dim: int) -> tuple[dict, int, int]:
@@ -318,9 +330,12 @@ def _hopper_attention(name: str, q, k, v, causal: bool, out) -> torch.Tensor:
         maps = tuple(tma.encode(t.view(B * H, S, D), (box_rows, 64))
                      for t, box_rows in ((q, rows), (k, c["BLOCK_N"]), (v, c["BLOCK_N"])))
         module = cuda.load(f"attention/{name}.cu", dict(HEAD_DIM=D, **c), arch="sm_90a")
-        cuda.launch(module, "attention", (cuda.cdiv(S, rows), B * H), threads,
+        grid, items = (cuda.cdiv(S, rows), B * H), ()
+        if name in PERSISTENT:
+            grid, items = persistent_grid(grid[0] * grid[1], causal, detect().sm_count), cuda.int32s(B * H)
+        cuda.launch(module, "attention", grid, threads,
                     maps + (out,) + cuda.int32s(S) + (np.float32(triton_attention.LOG2E / math.sqrt(D)),)
-                    + cuda.int32s(causal), wgmma_tma_shared_bytes(D, c, rows))
+                    + cuda.int32s(causal) + items, wgmma_tma_shared_bytes(D, c, rows))
     return out
 
 
@@ -342,6 +357,11 @@ def cuda_fast_exp2(q, k, v, causal: bool, out: torch.Tensor | None = None) -> to
 def cuda_three_consumers(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 12: rung 11 with three consumer warpgroups (192 queries a block) at D = 64, rung 11 itself at D = 128."""
     return _hopper_attention("12_three_consumers", q, k, v, causal, out)
+
+
+def cuda_persistent(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 13: rung 12 with a block an SM, each walking the query blocks gridDim.x apart (causal: a block each)."""
+    return _hopper_attention("13_persistent", q, k, v, causal, out)
 
 
 def cuda_warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -422,6 +442,7 @@ PROBLEM = register(Problem(
         _cuda("10_intra_overlap", cuda_intra_overlap, needs="wgmma"),
         _cuda("11_fast_exp2", cuda_fast_exp2, needs="wgmma"),
         _cuda("12_three_consumers", cuda_three_consumers, needs="wgmma"),
+        _cuda("13_persistent", cuda_persistent, needs="wgmma"),
         *triton_attention.rungs(),
         Rung("torch", "sdpa", sdpa, own_output=True),
         Rung("torch", "sdpa_flash", sdpa_flash, needs="flash_attention", own_output=True),

@@ -31,9 +31,9 @@ def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
 def test_the_cuda_ladder_comes_first():
     assert [r.name for r in CUDA_RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined",
                                             "6_autotuned", "7_wgmma_tma", "8_warp_specialized", "9_pingpong",
-                                            "10_intra_overlap", "11_fast_exp2", "12_three_consumers"]
-    assert at.PROBLEM.rungs[:12] == CUDA_RUNGS   # before the Triton rungs of the same names
-    assert [r.slow for r in CUDA_RUNGS] == [True, True] + [False] * 10
+                                            "10_intra_overlap", "11_fast_exp2", "12_three_consumers", "13_persistent"]
+    assert at.PROBLEM.rungs[:13] == CUDA_RUNGS   # before the Triton rungs of the same names
+    assert [r.slow for r in CUDA_RUNGS] == [True, True] + [False] * 11
     assert all(r.source == f"kernels/cuda/attention/{r.name}.cu" for r in CUDA_RUNGS)
 
 
@@ -203,7 +203,7 @@ def test_wgmma_rung_fits_two_or_three_blocks_per_sm(wgmma_tma):
 
 
 @pytest.mark.parametrize("name", ["7_wgmma_tma", "8_warp_specialized", "9_pingpong", "10_intra_overlap",
-                                  "11_fast_exp2", "12_three_consumers"])
+                                  "11_fast_exp2", "12_three_consumers", "13_persistent"])
 def test_wgmma_rungs_are_hopper_only(name):
     with pytest.raises(CompileError, match="sm_90a"):
         sass.cuda_sass(f"attention/{name}.cu", "sm_90", defines(name, 64))
@@ -310,3 +310,29 @@ def test_three_consumers_rung_adds_a_warpgroup_at_d64_only():
     for op in ("HGMMA", "MUFU.EX2", "BAR.SYNC", "BAR.ARV", "WARPGROUP.DEPBAR"):
         assert s.count(op) == rung11.count(op), op
     assert compiled("12_three_consumers", "sm_90a", 128).text == compiled("11_fast_exp2", "sm_90a", 128).text
+
+
+# ------------------------------------------------------------- rung 13 (sm_90a): a persistent grid
+
+@pytest.mark.parametrize("D", HEAD_DIMS)
+def test_persistent_rung_adds_the_item_loop_and_nothing_else(D):
+    """Rung 13 is rung 12 walking items: the same products, exponentials, turns and copies, nothing spilled; one
+    barrier more (q_empty: initialized, waited for by the producer before it replaces Q, arrived at by the
+    consumers after an item's last S)."""
+    cubin = cuda.compile_cubin("attention/13_persistent.cu", "sm_90a", tuple(sorted(defines("13_persistent", D).items())))
+    s, usage, rung12 = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin), compiled("12_three_consumers",
+                                                                                                "sm_90a", D)
+    assert at.hopper_launch("13_persistent", D) == at.hopper_launch("12_three_consumers", D)
+    for op in ("HGMMA", "MUFU.EX2", "BAR.SYNC", "BAR.ARV", "WARPGROUP.DEPBAR", "UTMALDG", "USETMAXREG", "STG"):
+        assert s.count(op) == rung12.count(op), op
+    assert s.count("SYNCS.EXCH") == rung12.count("SYNCS.EXCH") + 1       # q_empty's init
+    assert s.count("SYNCS.ARRIVE") == rung12.count("SYNCS.ARRIVE") + 1   # the consumers' arrive on it
+    assert s.count("SYNCS.PHASECHK") > rung12.count("SYNCS.PHASECHK")    # the producer's wait on it
+    assert s.count("LDL") == s.count("STL") == 0 and usage["local_bytes"] == 0
+
+
+def test_persistent_grid_is_one_block_an_sm_without_a_mask_and_a_block_an_item_with_one():
+    assert at.persistent_grid(4096, False, 132) == 132
+    assert at.persistent_grid(100, False, 132) == 100     # fewer items than SMs: a block each
+    assert at.persistent_grid(4096, True, 132) == 4096    # causal: the hardware's scheduler balances the items
+    assert at.PERSISTENT == {"13_persistent"}

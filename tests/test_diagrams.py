@@ -466,7 +466,7 @@ def test_intra_overlap_timeline_plays_the_kernels_loops(monkeypatch):
     source = cuda.source(diagrams.INTRA_OVERLAP_RUNG)
     loop = source[source.index("for (int t = 1; t < tiles; ++t)"):]
     order = ["wait_turn(group);", "issue_scores(scores, Qg, Ks + s * KV_TILE);",
-             "issue_pv(warp.acc, p, Vs + (t - 1) % STAGES * KV_TILE);", "pass_turn(group);", "wgmma_wait<1>();",
+             "issue_pv(warp.acc, p, Vs + (t0 + t - 1) % STAGES * KV_TILE);", "pass_turn(group);", "wgmma_wait<1>();",
              "softmax_of(t);", "wgmma_wait<0>();", "warp.rescale(alpha);"]
     found = [loop.index(line) for line in order]
     assert found == sorted(found)

@@ -156,7 +156,7 @@ def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys, monkeypat
     lesson.show_cuda_rung(HOPPER, 10)
     out = capsys.readouterr().out
     assert "#define INTRA_OVERLAP 1" in out and "#if INTRA_OVERLAP" in out
-    assert "issue_pv(warp.acc, p, Vs + (t - 1) % STAGES * KV_TILE);" in out and "wgmma_wait<1>();" in out
+    assert "issue_pv(warp.acc, p, Vs + (t0 + t - 1) % STAGES * KV_TILE);" in out and "wgmma_wait<1>();" in out
     assert "warp.rescale(alpha);" in out and "lines compiled without INTRA_OVERLAP: the earlier rungs'" in out
     assert "warp.softmax(scores, scale_log2);" not in out   # rungs 7-9's loop, folded
     lesson.show_cuda_rung(HOPPER, 7)
@@ -180,10 +180,11 @@ def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys, monkeypat
 
 def test_switched_on_keeps_whole_blocks_and_leaves_out_the_defaults():
     rung7, rung9 = "kernels/cuda/attention/7_wgmma_tma.cu", "kernels/cuda/attention/9_pingpong.cu"
-    assert lesson.switched_off(rung9) == {"INTRA_OVERLAP", "FAST_EXP2"}   # FAST_EXP2: in flash_mma.cuh
-    assert lesson.switched_off(rung7) == {"INTRA_OVERLAP", "PINGPONG", "FAST_EXP2"}
-    assert lesson.switched_off("kernels/cuda/attention/10_intra_overlap.cu") == {"FAST_EXP2"}
-    assert lesson.switched_off("kernels/cuda/attention/11_fast_exp2.cu") == set()
+    assert lesson.switched_off(rung9) == {"INTRA_OVERLAP", "FAST_EXP2", "PERSISTENT"}   # FAST_EXP2: in flash_mma.cuh
+    assert lesson.switched_off(rung7) == {"INTRA_OVERLAP", "PINGPONG", "FAST_EXP2", "PERSISTENT"}
+    assert lesson.switched_off("kernels/cuda/attention/10_intra_overlap.cu") == {"FAST_EXP2", "PERSISTENT"}
+    assert lesson.switched_off("kernels/cuda/attention/11_fast_exp2.cu") == {"PERSISTENT"}
+    assert lesson.switched_off("kernels/cuda/attention/13_persistent.cu") == set()
     lines = lesson.switched_on(rung7, {"PINGPONG"}, context=0, off={"INTRA_OVERLAP"})
     assert lines[0] == "#if PINGPONG" and lines.count("#if PINGPONG") == 3 and lines.count("#endif") == 4
     # without `off`, rung 10's #if INTRA_OVERLAP version reads PINGPONG too: six more blocks

@@ -8,7 +8,7 @@ the rings of rungs 9-10 run on from tile to tile); attention's Hopper rungs 7-12
     compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
     compute-sanitizer --tool racecheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
     compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py matmul --rung 8_tma_warp_specialized --rung 9_persistent --rung 10_cluster_multicast --rung 11_tma_store --rung 12_autotuned
-    compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py attention --rung 7_wgmma_tma --rung 8_warp_specialized --rung 9_pingpong --rung 10_intra_overlap --rung 11_fast_exp2 --rung 12_three_consumers
+    compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py attention --rung 7_wgmma_tma --rung 8_warp_specialized --rung 9_pingpong --rung 10_intra_overlap --rung 11_fast_exp2 --rung 12_three_consumers --rung 13_persistent
     KERNEL_LADDER_EMULATE=sm_75 compute-sanitizer --tool memcheck ... (the same, on the T4's code paths)
 """
 import argparse

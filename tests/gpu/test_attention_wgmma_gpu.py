@@ -1,4 +1,4 @@
-"""Attention rungs 7-11 (Hopper only: wgmma and the TMA; rung 8 warp-specialized, rung 9 ping-pong, rung 10 the softmax under its own P·V, rung 11 its exponentials on MUFU.EX2 alone) on an H100 or H200: ragged S (1, 100, 1000, 4097), causal or not,
+"""Attention rungs 7-13 (Hopper only: wgmma and the TMA; rung 8 warp-specialized, rung 9 ping-pong, rung 10 the softmax under its own P·V, rung 11 its exponentials on MUFU.EX2 alone, rung 12 three consumer warpgroups at D64, rung 13 a persistent grid) on an H100 or H200: ragged S (1, 100, 1000, 4097), causal or not,
 D 64 and 128, several heads, fresh inputs into a NaN-poisoned output against the fp32 reference; a NaN in an input
 reaches exactly the outputs it should (never a neighbouring head's: the TMA reads zeros past a head's last row); Q
 scaled x30 stays finite; bad inputs are named; no local memory; and timed beside rung 6 and SDPA at the headline
@@ -82,6 +82,25 @@ def test_nan_reaches_exactly_its_outputs(rung, D):
     _, out = run_poisoned(rung, (1, 1, 300, D, 1), 6, poison=nan_at("k", (0, 0, 50, 0)))
     rows = (~torch.isfinite(out[0, 0])).any(dim=1).nonzero().flatten().tolist()
     assert rows == list(range(50, 300))
+
+
+@pytest.mark.parametrize("D", HEAD_DIMS)
+def test_persistent_blocks_carry_nothing_from_one_item_to_the_next(D):
+    """Rung 13 with more items than SMs, so that each block computes several (query block, head) items in a row, the
+    ring and Q's barrier going on from one to the next: ragged S, causal or not, and a NaN in one head's keys that
+    reaches that head alone, never the items its block computes after it."""
+    rung = RUNGS["13_persistent"]
+    sms = hardware.detect().sm_count
+    for shape in ((4, 16, 1000, D, 0), (3, 50, 77, D, 0), (2, 40, 1000, D, 1)):
+        items = -(-shape[2] // at.hopper_launch(rung.name, D)[1]) * shape[0] * shape[1]
+        assert items > 2 * sms
+        verdict, _ = run_poisoned(rung, shape, 7)
+        assert verdict.ok, (shape, str(verdict))
+    heads = 3 * sms   # one query block a head: block 1 computes heads 1, 1 + sms and 1 + 2 sms
+    _, out = run_poisoned(rung, (1, heads, 64, D, 0), 8,
+                          poison=lambda q, k, v: k.__setitem__((0, 1, 10, 0), float("nan")))
+    bad = (~torch.isfinite(out)).flatten(2).any(dim=2)[0]
+    assert bad.nonzero().flatten().tolist() == [1]
 
 
 def test_bad_inputs_are_named(rung):
