@@ -2,8 +2,9 @@
 under KERNEL_LADDER_EMULATE=sm_75 (or sm_80) the emulated GPU's code paths. `--rung NAME` (repeatable) keeps
 only the rungs of those names, e.g. matmul's Hopper rungs 8-10 (their ring of mbarriers is what synccheck and
 racecheck look at; (513, 257, 1000) has 16 k-tiles, so the 4-stage ring goes round four times; at (2200, 4500, 300)
-the rings of rungs 9-10 run on from tile to tile); attention's Hopper rungs 7-12 also at S = 1000 (16 or 8 key tiles: its
-2-stage ring goes round several times) and with several heads (the TMA's zeros past a head's last row):
+the rings of rungs 9-10 run on from tile to tile); attention's Hopper rungs 7-13 also at S = 1000 (16 or 8 key tiles: its
+2-stage ring goes round several times), with several heads (the TMA's zeros past a head's last row), and with more
+query blocks than SMs (rung 13's blocks walk several, its ring and Q's barrier going on from one to the next):
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
     compute-sanitizer --tool racecheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
@@ -63,7 +64,8 @@ if "attention" in problems:
         runs.append(("6_autotuned 128x32x8w", lambda q, k, v, c: at.run_config(dict(BLOCK_M=128, BLOCK_N=32, WARPS=8,
                                                                                    STAGES=3), q, k, v, c), None))
     for shape in [(1, 2, 100, 64, 1), (1, 2, 129, 64, 0), (1, 1, 130, 128, 0), (1, 1, 200, 128, 1),
-                  (1, 2, 1000, 128, 1), (1, 2, 100, 64, 0), (2, 2, 1000, 64, 0), (1, 2, 1000, 64, 1)]:
+                  (1, 2, 1000, 128, 1), (1, 2, 100, 64, 0), (2, 2, 1000, 64, 0), (1, 2, 1000, 64, 1),
+                  (2, 150, 100, 64, 0), (1, 300, 70, 128, 0)]:
         q, k, v = (torch.randn(*shape[:4], device="cuda").half() for _ in range(3))
         for name, run, _ in [r for r in runs if shape[2] < 1000 or r[2] == "wgmma"]:
             out = run(q, k, v, bool(shape[4]))
