@@ -178,6 +178,8 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
     const int head = item / m_blocks;
     const KeyRange keys = item_keys(item, m_blocks, S, causal);
     const int tiles = keys.tiles();
+    // the item's last S has landed: the producer may bring the next item's Q (under this one's last softmax)
+    const auto release_q = [&] { if (threadIdx.x % 32 == 0) mbarrier_arrive(&q_empty); };
 #endif
     const int row0 = keys.m0 + threadIdx.x / 32 * 16;  // this warp's 16 queries
     warp.init();
@@ -199,6 +201,9 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
     pass_turn(group);
 #endif
     wgmma_wait<0>();
+#if PERSISTENT
+    if (tiles == 1) release_q();
+#endif
     softmax_of(0);
     p_fragments(p, scores);  // acc is zero: nothing to rescale
     for (int t = 1; t < tiles; ++t) {  // S of tile t and P·V of tile t - 1 in one turn, tile t's softmax under P·V
@@ -217,15 +222,15 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
         pass_turn(group);
 #endif
         wgmma_wait<1>();  // S of tile t landed; P·V of tile t - 1 may still run
+#if PERSISTENT
+        if (t == tiles - 1) release_q();
+#endif
         softmax_of(t);
         wgmma_wait<0>();
         if (threadIdx.x % 32 == 0) mbarrier_arrive(&empty[(t0 + t - 1) % STAGES]);  // tile t - 1 read
         warp.rescale(alpha);
         p_fragments(p, scores);
     }
-#if PERSISTENT
-    if (threadIdx.x % 32 == 0) mbarrier_arrive(&q_empty);  // every S of the item is done: the next Q may come
-#endif
 #if PINGPONG
     wait_turn(group);
 #endif
