@@ -328,21 +328,33 @@ def _defined_by(path: str, name: str) -> str:
 
 
 def _folded(lines: list[str], off: set[str], path: str) -> list[str]:
-    """`lines` with the first version of each `#if NAME ... #else` block whose NAME is `off` folded to one line:
-    the code a later rung switches on in place of this rung's, which that rung's section shows."""
+    """`lines` with the code a later rung switches on folded to one line, which that rung's section shows: the
+    first version of each `#if NAME ... #else` block whose NAME is `off`, and each `#if NAME ... #endif` block (no
+    #else: code the later rung adds) whole."""
     if not off:
         return lines
     folds, covered = [], -1
     for start, other, end in _if_blocks(lines):   # outermost first; a block inside a folded one goes with it
-        if start > covered and _bare_if(lines[start]) in off and other is not None and other > start + 1:
+        if start > covered and _bare_if(lines[start]) in off and (other is None or other > start + 1):
             folds.append((start, other))
-            covered = other
+            covered = end if other is None else other
     out = list(lines)
     for start, other in reversed(folds):
         name, first = _bare_if(lines[start]), lines[start + 1]
-        out[start + 1:other] = [f"{first[:len(first) - len(first.lstrip())]}// ... {other - start - 1} lines compiled "
-                                f"with {name} ({_defined_by(path, name)}), shown with that rung"]
+        stop = other if other is not None else _block_end(lines, start)
+        count = stop - start - 1
+        note = (f"{first[:len(first) - len(first.lstrip())]}// ... {count} line{'s' * (count > 1)} compiled with "
+                f"{name} ({_defined_by(path, name)}), shown with that rung")
+        if other is not None:
+            out[start + 1:other] = [note]
+        else:
+            out[start:stop + 1] = [note]
     return out
+
+
+def _block_end(lines: list[str], start: int) -> int:
+    """The #endif line of the #if block that starts at line `start`."""
+    return next(end for s, _, end in _if_blocks(lines) if s == start)
 
 
 def switched_on(path: str, macros: set[str], context: int = 1, off: set[str] = frozenset()) -> list[str]:

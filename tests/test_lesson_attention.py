@@ -163,7 +163,9 @@ def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys, monkeypat
     out = capsys.readouterr().out
     assert "lines compiled with INTRA_OVERLAP (10_intra_overlap.cu), shown with that rung" in out
     assert "warp.softmax(scores, scale_log2);" in out and "wgmma_wait<1>" not in out
-    assert "wait_turn(group);" in out              # rung 9's lines stay in place (no #else: nothing to fold)
+    # later rungs' additions (no #else) fold whole: rung 9's turns, rung 13's walk over items
+    assert "wait_turn(group);" not in out and "// ... 1 line compiled with PINGPONG (9_pingpong.cu), shown" in out
+    assert "item_keys" not in out and "lines compiled with PERSISTENT (13_persistent.cu), shown with that rung" in out
     # flash_mma.cuh: rung 4's header, shown in that lesson (04b), named here; tma.cuh: 02b's building blocks
     assert "includes kernels/cuda/attention/flash_mma.cuh (its declarations are shown with rung 4_tensor_core" in out
     assert "struct FlashWarp" not in out and "tma.cuh (lesson 02b's building blocks)" in out

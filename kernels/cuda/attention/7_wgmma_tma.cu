@@ -58,9 +58,6 @@ __device__ __forceinline__ unsigned long long k_major(const half* tile, int kk) 
     return descriptor(tile + kk / 4 * ROWS * 64 + kk % 4 * 16, 16);
 }
 
-#if PERSISTENT && !INTRA_OVERLAP
-#error "PERSISTENT (rung 13) carries rung 10's loop from one query block to the next"
-#endif
 #if PERSISTENT
 // Rung 13's item i: query block i % m_blocks of head i / m_blocks, causal blocks heaviest first (as rung 7's grid).
 __device__ __forceinline__ KeyRange item_keys(int i, int m_blocks, int S, int causal) {
