@@ -1352,7 +1352,7 @@ def play_consumers(programs: list[list[tuple]], softmax: float = 2.0, rescale: f
 
 
 def _timeline(ax, boxes: list[tuple], rows: list[str], end: float, title: str):
-    colors = {"product": TENSOR_CORES, "softmax": CUDA, "rescale": _shade(CUDA, 0.45)}
+    colors = {"product": TENSOR_CORES, "softmax": CUDA, "rescale": _shade(CUDA, 0.45), "idle": "0.92"}
     for row, start, stop, label, kind in boxes:
         y = rows.index(row)
         ax.add_patch(Rectangle((start, y + 0.1), stop - start, 0.8, facecolor=colors[kind], edgecolor="white",
@@ -1430,6 +1430,45 @@ def attention_three_consumers(tiles: int = 4, softmax: float = 4.0, rescale: flo
     fig.suptitle(f"One SM at D64, rung 10's loop in each warpgroup: a product 1 unit, a softmax {softmax:g}, "
                  f"O's rescale {rescale:g} (units, not measured times)", fontsize=12)
     _consumers_key(fig, "O rescaled once its P·V is done")
+    return fig
+
+
+def attention_persistent(items: int = 3, tiles: int = 5, copy_in: float = 1.5, tail: float = 1.0,
+                         shape: tuple = (4, 32, 4096, 128, 0), sm_count: int = 132):
+    """One SM's timeline under rungs 12 and 13 over `items` (query block, head) items of `tiles` key tiles each (a
+    key tile 1 unit): a block of rung 12 waits `copy_in` units for its Q and first K/V tiles, then ends with its
+    last P·V and the store of O (`tail` units); rung 13's one block an SM waits once, its next item's copies running
+    under each item's tail. Units, not measured times; the block counts are the launchers' at `shape` on
+    `sm_count` SMs (an H100's 132)."""
+    import kernels.attention as at
+    B, H, S, D, causal = shape
+    rows = at.hopper_launch("13_persistent", D)[1]
+    blocks = -(-S // rows) * B * H
+    walkers = at.persistent_grid(blocks, bool(causal), sm_count)
+    twelve, thirteen = "SM, rung 12", "SM, rung 13"
+    boxes, t = [], 0.0
+    for i in range(items):   # rung 12: a block an item, each starting cold
+        boxes += [(twelve, t, t + copy_in, "Q, K/V in", "idle"), (twelve, t + copy_in, t + copy_in + tiles,
+                                                                  f"item {i}: {tiles} key tiles", "product"),
+                  (twelve, t + copy_in + tiles, t + copy_in + tiles + tail, "store O", "rescale")]
+        t += copy_in + tiles + tail
+    end12, t = t, copy_in
+    boxes.append((thirteen, 0.0, copy_in, "Q, K/V in", "idle"))
+    for i in range(items):   # rung 13: the next item's copies under this one's tail
+        boxes += [(thirteen, t, t + tiles, f"item {i}: {tiles} key tiles", "product"),
+                  (thirteen, t + tiles, t + tiles + tail, "store O", "rescale")]
+        t += tiles + max(tail, copy_in if i < items - 1 else tail)
+    end13 = t
+    fig = _figure(12, 2.6)
+    ax = fig.subplots()
+    _timeline(ax, boxes, [twelve, thirteen], end12,
+              f"{items} items: rung 12 {end12:g} units, rung 13 {end13:g}, its next item's copies under each store "
+              f"(the tensor cores busy {items * tiles / end12:.0%} and {items * tiles / end13:.0%})")
+    fig.suptitle(f"B{B} H{H} S{S} D{D}: rung 12 launches {blocks:,} blocks of one item, rung 13 {walkers} (one an SM), "
+                 f"each walking about {blocks / walkers:.0f} (units, not measured times)", fontsize=11)
+    _key(fig, [("key tiles: the tensor cores busy", TENSOR_CORES), ("the last P·V and the store of O", _shade(CUDA, 0.45)),
+               ("waiting for the first copies", "0.92")], y=0.0)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
 
 
@@ -1657,4 +1696,4 @@ ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_registe
        matmul_tma_store_epilogue, matmul_hopper_search, attention_tensor_core_tile, attention_kv_ring, attention_search,
        attention_backward_programs, attention_backward_atomics, attention_wgmma_tma_ring,
        attention_warp_specialized_ring, attention_pingpong, attention_intra_overlap, softmax_instruction_mix,
-       attention_three_consumers)
+       attention_three_consumers, attention_persistent)

@@ -343,8 +343,8 @@ def _folded(lines: list[str], off: set[str], path: str) -> list[str]:
         name, first = _bare_if(lines[start]), lines[start + 1]
         stop = other if other is not None else _block_end(lines, start)
         count = stop - start - 1
-        note = (f"{first[:len(first) - len(first.lstrip())]}// ... {count} line{'s' * (count > 1)} compiled with "
-                f"{name} ({_defined_by(path, name)}), shown with that rung")
+        note = (f"{first[:len(first) - len(first.lstrip())]}// ... {count} line{'s' * (count > 1)} of "
+                f"{_defined_by(path, name)} ({name})")
         if other is not None:
             out[start + 1:other] = [note]
         else:
@@ -376,8 +376,8 @@ def switched_on(path: str, macros: set[str], context: int = 1, off: set[str] = f
         elif name in macros and other is not None and end > other + 1:
             hidden.update(range(other + 1, end))
             indent = lines[other + 1][:len(lines[other + 1]) - len(lines[other + 1].lstrip())]
-            notes[other + 1] = (f"{indent}// ... {end - other - 1} lines compiled without {name}: the earlier rungs' "
-                                "version, shown with them")
+            count = end - other - 1
+            notes[other + 1] = f"{indent}// ... {count} line{'s' * (count > 1)} without {name}: the earlier rungs' version"
     kept = [i for i in range(len(lines)) if i not in hidden or i in notes]
     lines = [notes.get(i, lines[i]) for i in kept]
     names = re.compile(r"\b(" + "|".join(map(re.escape, sorted(macros))) + r")\b") if macros else None

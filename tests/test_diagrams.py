@@ -505,3 +505,15 @@ def test_three_consumers_picture_keeps_the_tensor_cores_busy_through_a_long_soft
     assert "rung 11: 2 consumer warpgroups" in text and "2 tiles of 64 queries every 5.25 units" in text
     assert "rung 12: 3 consumer warpgroups" in text and "3 tiles of 64 queries every 6 units" in text
     assert "busy 76%" in text and "busy 100%" in text and figcheck.collisions(fig) == []
+
+
+def test_persistent_picture_counts_the_launchers_blocks_and_waits_once():
+    """Rung 13's picture: the block counts are the launchers' (4,096 blocks of 128 queries at B4 H32 S4096 D128; one
+    an SM on 132 SMs); rung 12 waits for its copies once an item, rung 13 once, then only where a copy outlasts
+    the store before it."""
+    fig = diagrams.attention_persistent(items=3, tiles=5, copy_in=1.5, tail=1.0)
+    text = joined(fig)
+    assert "rung 12 launches 4,096 blocks of one item, rung 13 132 (one an SM), each walking about 31" in text
+    assert "rung 12 22.5 units, rung 13 20.5" in text and figcheck.collisions(fig) == []
+    assert "rung 13 19," in joined(diagrams.attention_persistent(items=3, tiles=5, copy_in=1.0, tail=1.0))
+    assert "rung 13 132 (one an SM), each walking about 21" in joined(diagrams.attention_persistent(shape=(4, 32, 4096, 64, 0)))

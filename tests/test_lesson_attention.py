@@ -157,15 +157,15 @@ def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys, monkeypat
     out = capsys.readouterr().out
     assert "#define INTRA_OVERLAP 1" in out and "#if INTRA_OVERLAP" in out
     assert "issue_pv(warp.acc, p, Vs + (t0 + t - 1) % STAGES * KV_TILE);" in out and "wgmma_wait<1>();" in out
-    assert "warp.rescale(alpha);" in out and "lines compiled without INTRA_OVERLAP: the earlier rungs'" in out
+    assert "warp.rescale(alpha);" in out and "lines without INTRA_OVERLAP: the earlier rungs' version" in out
     assert "warp.softmax(scores, scale_log2);" not in out   # rungs 7-9's loop, folded
     lesson.show_cuda_rung(HOPPER, 7)
     out = capsys.readouterr().out
-    assert "lines compiled with INTRA_OVERLAP (10_intra_overlap.cu), shown with that rung" in out
+    assert "lines of 10_intra_overlap.cu (INTRA_OVERLAP)" in out
     assert "warp.softmax(scores, scale_log2);" in out and "wgmma_wait<1>" not in out
     # later rungs' additions (no #else) fold whole: rung 9's turns, rung 13's walk over items
-    assert "wait_turn(group);" not in out and "// ... 1 line compiled with PINGPONG (9_pingpong.cu), shown" in out
-    assert "item_keys" not in out and "lines compiled with PERSISTENT (13_persistent.cu), shown with that rung" in out
+    assert "wait_turn(group);" not in out and "// ... 1 line of 9_pingpong.cu (PINGPONG)" in out
+    assert "item_keys" not in out and "lines of 13_persistent.cu (PERSISTENT)" in out
     # flash_mma.cuh: rung 4's header, shown in that lesson (04b), named here; tma.cuh: 02b's building blocks
     assert "includes kernels/cuda/attention/flash_mma.cuh (its declarations are shown with rung 4_tensor_core" in out
     assert "struct FlashWarp" not in out and "tma.cuh (lesson 02b's building blocks)" in out
@@ -200,7 +200,9 @@ def test_compiled_lines_leave_out_the_versions_a_rung_does_not_compile():
     assert lesson.compiled_lines(lines, set()) == ["a", "#if X", "x1", "x2", "#endif", "#if Z", "z", "#endif",
                                                    "#if N == 1", "n", "#endif"]
     folded = lesson._folded(lines, {"X"}, "kernels/cuda/attention/7_wgmma_tma.cu")
-    assert folded[:4] == ["a", "#if X", "// ... 2 lines compiled with X (a later rung), shown with that rung", "#else"]
+    assert folded[:4] == ["a", "#if X", "// ... 2 lines of a later rung (X)", "#else"]
+    assert lesson._folded(lines, {"Z"}, "kernels/cuda/attention/7_wgmma_tma.cu")[7:9] == [
+        "// ... 1 line of a later rung (Z)", "#if N == 1"]   # no #else: the block folds whole
 
 
 def test_lines_vs_speed_counts_code_and_reads_the_rows():
