@@ -644,6 +644,24 @@ def softmax_instructions(names=("10_intra_overlap", "11_fast_exp2"), head_dims=(
     return "\n".join(lines)
 
 
+def persistent_gain(runs: list[dict], shapes: list[tuple], before: str = "12_three_consumers",
+                    after: str = "13_persistent") -> str:
+    """Lesson 04f's rung 13 Why: per shape (a sweep over S), the key tiles an item walks (S / BLOCK_N), the two
+    rungs' recorded times (`runs`: a recording's rows, both rungs timed in its run) and the speed of `after` over
+    `before`: a saving made once an item shrinks as items get longer."""
+    import kernels.attention as at
+    ms = {(r["rung"], tuple(r["shape"])): r["ms"] for r in runs if r.get("backend") == "cuda"}
+    lines = [f"{'shape (B, H, S, D, causal)':28s} {'key tiles an item':>17s} {'rung 12 ms':>11s} {'rung 13 ms':>11s} "
+             f"{'13 / 12 speed':>13s}"]
+    for shape in shapes:
+        if (before, shape) not in ms or (after, shape) not in ms:
+            continue
+        tiles = -(-shape[2] // at.hopper_launch(after, shape[3])[0]["BLOCK_N"])
+        lines.append(f"{str(shape):28s} {tiles:17d} {ms[before, shape]:11.4f} {ms[after, shape]:11.4f} "
+                     f"{ms[before, shape] / ms[after, shape]:12.3f}x")
+    return "\n".join(lines)
+
+
 # ---- Lesson 04e (attention on Hopper, CUDA rungs 7-10): what its cells print ----
 
 # An sm_90 SM (H100, H200): what the blocks resident on it share.
