@@ -248,3 +248,13 @@ def test_rung_11_shows_the_switch_it_flips_in_the_shared_softmax(capsys):
     assert "#define FAST_EXP2 1" in out and "flash_mma.cuh that read FAST_EXP2" in out
     assert 'asm("ex2.approx.ftz.f32 %0, %1;"' in out and "float exp2_softmax(float x)" in out
     assert "INTRA_OVERLAP" not in out            # rung 10's switch: shown with rung 10
+
+
+def test_persistent_gain_reads_both_rungs_of_each_shape_and_skips_the_rest():
+    runs = [{"backend": "cuda", "rung": "12_three_consumers", "shape": [4, 32, 1024, 64, 0], "ms": 0.11},
+            {"backend": "cuda", "rung": "13_persistent", "shape": [4, 32, 1024, 64, 0], "ms": 0.10},
+            {"backend": "cuda", "rung": "13_persistent", "shape": [4, 32, 2048, 64, 0], "ms": 0.30},
+            {"backend": "torch", "rung": "sdpa", "shape": [4, 32, 1024, 64, 0], "ms": 0.09}]
+    lines = lesson.persistent_gain(runs, [(4, 32, 1024, 64, 0), (4, 32, 2048, 64, 0)]).splitlines()
+    assert len(lines) == 2   # the header, and S 1024 (S 2048 has no rung 12 time)
+    assert lines[1].split()[-4:] == ["8", "0.1100", "0.1000", "1.100x"]   # 1024 keys in 128-key tiles
