@@ -1457,7 +1457,7 @@ def attention_persistent(items: int = 3, tiles: int = 5, copy_in: float = 1.5, t
     for i in range(items):   # rung 13: the next item's copies under this one's tail
         boxes += [(thirteen, t, t + tiles, f"item {i}: {tiles} key tiles", "product"),
                   (thirteen, t + tiles, t + tiles + tail, "store O", "rescale")]
-        t += tiles + max(tail, copy_in if i < items - 1 else tail)
+        t += tiles + (max(tail, copy_in) if i < items - 1 else tail)
     end13 = t
     fig = _figure(12, 2.6)
     ax = fig.subplots()

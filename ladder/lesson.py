@@ -336,12 +336,12 @@ def _folded(lines: list[str], off: set[str], path: str) -> list[str]:
     folds, covered = [], -1
     for start, other, end in _if_blocks(lines):   # outermost first; a block inside a folded one goes with it
         if start > covered and _bare_if(lines[start]) in off and (other is None or other > start + 1):
-            folds.append((start, other))
+            folds.append((start, other, end))
             covered = end if other is None else other
     out = list(lines)
-    for start, other in reversed(folds):
+    for start, other, end in reversed(folds):
         name, first = _bare_if(lines[start]), lines[start + 1]
-        stop = other if other is not None else _block_end(lines, start)
+        stop = other if other is not None else end
         count = stop - start - 1
         note = (f"{first[:len(first) - len(first.lstrip())]}// ... {count} line{'s' * (count > 1)} of "
                 f"{_defined_by(path, name)} ({name})")
@@ -350,11 +350,6 @@ def _folded(lines: list[str], off: set[str], path: str) -> list[str]:
         else:
             out[start:stop + 1] = [note]
     return out
-
-
-def _block_end(lines: list[str], start: int) -> int:
-    """The #endif line of the #if block that starts at line `start`."""
-    return next(end for s, _, end in _if_blocks(lines) if s == start)
 
 
 def switched_on(path: str, macros: set[str], context: int = 1, off: set[str] = frozenset()) -> list[str]:
@@ -377,7 +372,8 @@ def switched_on(path: str, macros: set[str], context: int = 1, off: set[str] = f
             hidden.update(range(other + 1, end))
             indent = lines[other + 1][:len(lines[other + 1]) - len(lines[other + 1].lstrip())]
             count = end - other - 1
-            notes[other + 1] = f"{indent}// ... {count} line{'s' * (count > 1)} without {name}: the earlier rungs' version"
+            notes[other + 1] = (f"{indent}// ... {count} line{'s' * (count > 1)} without {name}: the earlier rungs' "
+                                "version")
     kept = [i for i in range(len(lines)) if i not in hidden or i in notes]
     lines = [notes.get(i, lines[i]) for i in kept]
     names = re.compile(r"\b(" + "|".join(map(re.escape, sorted(macros))) + r")\b") if macros else None
@@ -651,8 +647,9 @@ def persistent_gain(runs: list[dict], shapes: list[tuple], before: str = "12_thr
     `before`: a saving made once an item shrinks as items get longer."""
     import kernels.attention as at
     ms = {(r["rung"], tuple(r["shape"])): r["ms"] for r in runs if r.get("backend") == "cuda"}
-    lines = [f"{'shape (B, H, S, D, causal)':28s} {'key tiles an item':>17s} {'rung 12 ms':>11s} {'rung 13 ms':>11s} "
-             f"{'13 / 12 speed':>13s}"]
+    one, two = before.split("_")[0], after.split("_")[0]
+    lines = [f"{'shape (B, H, S, D, causal)':28s} {'key tiles an item':>17s} {f'rung {one} ms':>11s} "
+             f"{f'rung {two} ms':>11s} {f'{two} / {one} speed':>13s}"]
     for shape in shapes:
         if (before, shape) not in ms or (after, shape) not in ms:
             continue

@@ -445,10 +445,14 @@ def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: t
     o_desc.store([b, h, start_m, 0], (acc / l[:, None]).to(tl.float16).reshape(1, 1, BLOCK_M, HEAD_DIM))
 
 
+# Each descriptor's box: rows of one head, BLOCK_M of Q and O, BLOCK_N of K and V.
+DESCRIPTOR_ROWS = {"q_desc": "BLOCK_M", "k_desc": "BLOCK_N", "v_desc": "BLOCK_N", "o_desc": "BLOCK_M"}
+
+
 def descriptor_boxes(nargs: dict) -> None:
-    """A configuration's boxes: BLOCK_M rows of a head of Q and O, BLOCK_N of K and V (the autotuner calls this
-    before it compiles or launches a configuration; a descriptor's box is part of the kernel's signature)."""
-    for name, rows in (("q_desc", "BLOCK_M"), ("k_desc", "BLOCK_N"), ("v_desc", "BLOCK_N"), ("o_desc", "BLOCK_M")):
+    """A configuration's boxes (DESCRIPTOR_ROWS; the autotuner calls this before it compiles or launches a
+    configuration: a descriptor's box is part of the kernel's signature)."""
+    for name, rows in DESCRIPTOR_ROWS.items():
         nargs[name].block_shape = [1, 1, nargs[rows], nargs["HEAD_DIM"]]
 
 
@@ -486,9 +490,9 @@ def tma_sass_case(config: dict, head_dim: int = 64, causal: bool = False) -> dic
     """ladder.sass.triton_sass's arguments for flash_tma_kernel as rung 7 launches it with `config` (tiles, warps
     and stages) on a GPU: its descriptors' boxes as descriptor_boxes sets them."""
     tiles = {k: v for k, v in config.items() if k.startswith("BLOCK_")}
-    box = {"q_desc": "BLOCK_M", "k_desc": "BLOCK_N", "v_desc": "BLOCK_N", "o_desc": "BLOCK_M"}
     return dict(kernel=flash_tma_kernel,
-                signature={**{d: f"tensordesc<fp16[1,1,{tiles[rows]},{head_dim}]>" for d, rows in box.items()},
+                signature={**{d: f"tensordesc<fp16[1,1,{tiles[rows]},{head_dim}]>"
+                              for d, rows in DESCRIPTOR_ROWS.items()},
                            "S": "i32", "H": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr",
                            "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "CAUSAL": "constexpr"},
                 constexprs=dict(HEAD_DIM=head_dim, CAUSAL=causal, **tiles),
