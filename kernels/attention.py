@@ -19,6 +19,7 @@ torch:sdpa_flash (its FlashAttention backend, forced). The CUDA ladder:
 11_fast_exp2   (Hopper) rung 10, each exponential one MUFU.EX2 (no exp2f range fix-up)
 12_three_consumers  (Hopper) rung 11 with three consumer warpgroups (192 queries a block) at D = 64
 13_persistent  (Hopper) rung 12 on a persistent grid: a block an SM walks the query blocks (not causal ones)
+14_critical_path  (Hopper) rung 13 with less between S's landing and the next wgmma: O's rescale moved, no zeroing
 
 Every launcher takes (q, k, v, causal, out=None) and returns out; a bad argument raises a ValueError
 that names it. The CUDA launchers check that the tensors are on the GPU before anything else, so a
@@ -291,9 +292,10 @@ HOPPER = {"7_wgmma_tma": (WGMMA_TMA, WGMMA_TMA_ROWS, WGMMA_TMA_THREADS),
           "10_intra_overlap": (INTRA_OVERLAP, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
           "11_fast_exp2": (INTRA_OVERLAP, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
           "12_three_consumers": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS),
-          "13_persistent": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS)}
+          "13_persistent": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS),
+          "14_critical_path": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS)}
 # The Hopper rungs whose blocks walk the items (query block, head) gridDim.x apart (PERSISTENT in 7_wgmma_tma.cu).
-PERSISTENT = {"13_persistent"}
+PERSISTENT = {"13_persistent", "14_critical_path"}
 
 
 def persistent_grid(items: int, causal: bool, sm_count: int) -> int:
@@ -362,6 +364,11 @@ def cuda_three_consumers(q, k, v, causal: bool, out: torch.Tensor | None = None)
 def cuda_persistent(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 13: rung 12 with a block an SM, each walking the query blocks gridDim.x apart (causal: a block each)."""
     return _hopper_attention("13_persistent", q, k, v, causal, out)
+
+
+def cuda_critical_path(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 14: rung 13 with O rescaled under the next S's wgmma and S started by the wgmma, not zeroed first."""
+    return _hopper_attention("14_critical_path", q, k, v, causal, out)
 
 
 def cuda_warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -443,6 +450,7 @@ PROBLEM = register(Problem(
         _cuda("11_fast_exp2", cuda_fast_exp2, needs="wgmma"),
         _cuda("12_three_consumers", cuda_three_consumers, needs="wgmma"),
         _cuda("13_persistent", cuda_persistent, needs="wgmma"),
+        _cuda("14_critical_path", cuda_critical_path, needs="wgmma"),
         *triton_attention.rungs(),
         Rung("torch", "sdpa", sdpa, own_output=True),
         Rung("torch", "sdpa_flash", sdpa_flash, needs="flash_attention", own_output=True),

@@ -1503,6 +1503,41 @@ def softmax_instruction_mix(head_dim: int = 64):
     return fig
 
 
+def attention_critical_path(head_dim: int = 128, names=("13_persistent", "14_critical_path")):
+    """Rungs 13 and 14's path from a tile's S landing to the warpgroup's next S (lesson.path_to_next_issue: their
+    SASS for sm_90a, an unmasked tile), its instructions by opcode family (softmax_instruction_mix's colors and
+    "other": barriers, addresses, the wait for the turn): rung 14 takes most of O's rescale (FMUL) off it."""
+    from ladder import lesson
+    import kernels.attention as at
+    families = lesson.SOFTMAX_OPCODES + ("other",)
+    colors = dict(zip(families, ("#4c72b0", TENSOR_CORES, "#8172b2", "#64b5cd", "#ccb974", "#937860", "#dd8452",
+                                 "0.8")))
+    paths = {name: lesson.path_to_next_issue(lesson.attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a",
+                                                                   head_dim).text) for name in names}
+    fig = _figure(11, 2.8)
+    ax = fig.subplots()
+    family_of = lambda op: next((f for f in lesson.SOFTMAX_OPCODES if op == f or op.startswith(f + ".")), "other")  # noqa: E731
+    for y, (name, path) in enumerate(paths.items()):
+        left = 0
+        for family in families:
+            width = sum(family_of(op) == family for op in path)
+            ax.barh(y, width, left=left, color=colors[family], edgecolor="white", height=0.6)
+            left += width
+        ax.text(left + 4, y, f"{left} instructions, {path.count('FMUL')} FMUL", va="center", fontsize=9)
+    ax.set_yticks(range(len(paths)), [f"rung {n.split('_')[0]}" for n in paths])
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.4 * max(len(p) for p in paths.values()))
+    ax.set_xlabel(f"a consumer thread's SASS instructions from S landing to the next S's first HGMMA "
+                  f"(sm_90a, D = {head_dim}, an unmasked tile)")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    fig.suptitle("rung 14 moves O's rescale (FMUL) under the next S's wgmma: fewer instructions between one "
+                 "tile's S and the next", fontsize=11)
+    _key(fig, [(f, colors[f]) for f in families], y=0.0)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return fig
+
+
 def _search_report(tuner: str, shape: tuple):
     from ladder import autotune
     gpu = hardware.detect()
@@ -1696,4 +1731,4 @@ ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_registe
        matmul_tma_store_epilogue, matmul_hopper_search, attention_tensor_core_tile, attention_kv_ring, attention_search,
        attention_backward_programs, attention_backward_atomics, attention_wgmma_tma_ring,
        attention_warp_specialized_ring, attention_pingpong, attention_intra_overlap, softmax_instruction_mix,
-       attention_three_consumers, attention_persistent)
+       attention_three_consumers, attention_persistent, attention_critical_path)

@@ -640,6 +640,41 @@ def softmax_instructions(names=("10_intra_overlap", "11_fast_exp2"), head_dims=(
     return "\n".join(lines)
 
 
+def path_to_next_issue(text: str) -> list[str]:
+    """The opcodes a consumer warpgroup of rungs 10-14 runs in its loop (SASS `text`) between a tile's S landing
+    (WARPGROUP.DEPBAR.LE gsb0, 0x1: all but the last group done) and its first HGMMA of the next tile's S, on an
+    unmasked tile: a predicated branch forward inside the loop (over the mask's code) taken, the rest of the loop
+    body in order, round the loop's back branch to its head."""
+    import re
+    ins = [(int(a, 16), bool(p), op, rest.replace(",", " ").split())
+           for a, p, op, rest in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_.]+)([^;]*);", text)]
+    index = {a: i for i, (a, *_) in enumerate(ins)}
+    land = next(i for i, x in enumerate(ins) if x[2] == "WARPGROUP.DEPBAR.LE" and x[3][-1] == "0x1")
+    back = next(i for i in range(land, len(ins)) if ins[i][2] == "BRA" and int(ins[i][3][0], 16) < ins[land][0])
+    path, i = [], land + 1
+    while not ins[i][2].startswith("HGMMA"):
+        address, predicated, op, operands = ins[i]
+        path.append(op)
+        if op == "BRA" and (i == back or predicated and address < int(operands[0], 16) <= ins[back][0]):
+            i = index[int(operands[0], 16)]
+        else:
+            i += 1
+    return path
+
+
+def critical_path(names=("13_persistent", "14_critical_path"), head_dims=(64, 128)) -> str:
+    """Lesson 04f's rung 14 count: per rung and D, the instructions of path_to_next_issue (the SASS for sm_90a with
+    the launcher's tiles) and of them the FMULs (the softmax's own and O's rescale) and MUFU.EX2s."""
+    import kernels.attention as at
+    lines = [f"{'rung':18s}{'D':>4s}{'instructions':>14s}{'FMUL':>6s}{'MUFU.EX2':>10s}"]
+    for D in head_dims:
+        for name in names:
+            path = path_to_next_issue(attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", D).text)
+            lines.append(f"{name:18s}{D:4d}{len(path):14d}{path.count('FMUL'):6d}{path.count('MUFU.EX2'):10d}")
+    lines.append("(SASS for sm_90a: a consumer warpgroup's loop from S landing to the next S's first HGMMA, unmasked tile)")
+    return "\n".join(lines)
+
+
 def persistent_gain(runs: list[dict], shapes: list[tuple], before: str = "12_three_consumers",
                     after: str = "13_persistent") -> str:
     """Lesson 04f's rung 13 Why: per shape (a sweep over S), the key tiles an item walks (S / BLOCK_N), the two

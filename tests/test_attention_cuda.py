@@ -31,9 +31,10 @@ def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
 def test_the_cuda_ladder_comes_first():
     assert [r.name for r in CUDA_RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined",
                                             "6_autotuned", "7_wgmma_tma", "8_warp_specialized", "9_pingpong",
-                                            "10_intra_overlap", "11_fast_exp2", "12_three_consumers", "13_persistent"]
-    assert at.PROBLEM.rungs[:13] == CUDA_RUNGS   # before the Triton rungs of the same names
-    assert [r.slow for r in CUDA_RUNGS] == [True, True] + [False] * 11
+                                            "10_intra_overlap", "11_fast_exp2", "12_three_consumers", "13_persistent",
+                                            "14_critical_path"]
+    assert at.PROBLEM.rungs[:14] == CUDA_RUNGS   # before the Triton rungs of the same names
+    assert [r.slow for r in CUDA_RUNGS] == [True, True] + [False] * 12
     assert all(r.source == f"kernels/cuda/attention/{r.name}.cu" for r in CUDA_RUNGS)
 
 
@@ -203,7 +204,7 @@ def test_wgmma_rung_fits_two_or_three_blocks_per_sm(wgmma_tma):
 
 
 @pytest.mark.parametrize("name", ["7_wgmma_tma", "8_warp_specialized", "9_pingpong", "10_intra_overlap",
-                                  "11_fast_exp2", "12_three_consumers", "13_persistent"])
+                                  "11_fast_exp2", "12_three_consumers", "13_persistent", "14_critical_path"])
 def test_wgmma_rungs_are_hopper_only(name):
     with pytest.raises(CompileError, match="sm_90a"):
         sass.cuda_sass(f"attention/{name}.cu", "sm_90", defines(name, 64))
@@ -331,8 +332,31 @@ def test_persistent_rung_adds_the_item_loop_and_nothing_else(D):
     assert s.count("LDL") == s.count("STL") == 0 and usage["local_bytes"] == 0
 
 
+# ------------------------------------------------------------- rung 14 (sm_90a): the softmax's critical path
+
+@pytest.mark.parametrize("D", HEAD_DIMS)
+def test_critical_path_rung_moves_the_rescale_and_adds_nothing_else(D):
+    """Rung 14 is rung 13 with O's rescale moved from the path between S landing and the next S (path_to_next_issue)
+    to the turn at the tensor cores: the same products, exponentials, turns, copies and barriers; one wgmma fence more
+    (before P·V, O written again); fewer FMULs on the path and no fewer in the kernel; nothing spilled."""
+    cubin = cuda.compile_cubin("attention/14_critical_path.cu", "sm_90a",
+                               tuple(sorted(defines("14_critical_path", D).items())))
+    s, usage, rung13 = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin), compiled("13_persistent",
+                                                                                                "sm_90a", D)
+    assert at.hopper_launch("14_critical_path", D) == at.hopper_launch("13_persistent", D)
+    for op in ("HGMMA", "MUFU.EX2", "BAR.SYNC", "BAR.ARV", "WARPGROUP.DEPBAR", "UTMALDG", "USETMAXREG", "STG",
+               "SYNCS.EXCH", "SYNCS.ARRIVE"):
+        assert s.count(op) == rung13.count(op), op
+    assert s.count("WARPGROUP.ARRIVE") == rung13.count("WARPGROUP.ARRIVE") + 1
+    assert s.count("FMUL") >= rung13.count("FMUL")
+    path, path13 = lesson.path_to_next_issue(s.text), lesson.path_to_next_issue(rung13.text)
+    assert path.count("FMUL") < path13.count("FMUL") and len(path) < len(path13)
+    assert path.count("MUFU.EX2") == path13.count("MUFU.EX2") == 64 + 2   # a score each, the two rows' alphas
+    assert s.count("LDL") == s.count("STL") == 0 and usage["local_bytes"] == 0
+
+
 def test_persistent_grid_is_one_block_an_sm_without_a_mask_and_a_block_an_item_with_one():
     assert at.persistent_grid(4096, False, 132) == 132
     assert at.persistent_grid(100, False, 132) == 100     # fewer items than SMs: a block each
     assert at.persistent_grid(4096, True, 132) == 4096    # causal: the hardware's scheduler balances the items
-    assert at.PERSISTENT == {"13_persistent"}
+    assert at.PERSISTENT == {"13_persistent", "14_critical_path"}

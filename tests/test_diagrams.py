@@ -517,3 +517,17 @@ def test_persistent_picture_counts_the_launchers_blocks_and_waits_once():
     assert "rung 12 22.5 units, rung 13 20.5" in text and figcheck.collisions(fig) == []
     assert "rung 13 19," in joined(diagrams.attention_persistent(items=3, tiles=5, copy_in=1.0, tail=1.0))
     assert "rung 13 132 (one an SM), each walking about 21" in joined(diagrams.attention_persistent(shape=(4, 32, 4096, 64, 0)))
+
+
+def test_critical_path_picture_counts_the_rungs_sass():
+    """Rung 14's picture: the instructions of lesson.path_to_next_issue for rungs 13 and 14 (their SASS), fewer
+    for rung 14 and fewer of them FMUL."""
+    from ladder import lesson
+    fig = diagrams.attention_critical_path(128)
+    text = joined(fig)
+    counts = {}
+    for name in ("13_persistent", "14_critical_path"):
+        path = lesson.path_to_next_issue(lesson.attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", 128).text)
+        counts[name] = (len(path), path.count("FMUL"))
+        assert f"{len(path)} instructions, {path.count('FMUL')} FMUL" in text
+    assert counts["14_critical_path"] < counts["13_persistent"] and figcheck.collisions(fig) == []

@@ -2,14 +2,14 @@
 under KERNEL_LADDER_EMULATE=sm_75 (or sm_80) the emulated GPU's code paths. `--rung NAME` (repeatable) keeps
 only the rungs of those names, e.g. matmul's Hopper rungs 8-10 (their ring of mbarriers is what synccheck and
 racecheck look at; (513, 257, 1000) has 16 k-tiles, so the 4-stage ring goes round four times; at (2200, 4500, 300)
-the rings of rungs 9-10 run on from tile to tile); attention's Hopper rungs 7-13 also at S = 1000 (16 or 8 key tiles: its
+the rings of rungs 9-10 run on from tile to tile); attention's Hopper rungs 7-14 also at S = 1000 (16 or 8 key tiles: its
 2-stage ring goes round several times), with several heads (the TMA's zeros past a head's last row), and with more
-query blocks than SMs (rung 13's blocks walk several, its ring and Q's barrier going on from one to the next):
+query blocks than SMs (rungs 13-14's blocks walk several, their ring and Q's barrier going on from one to the next):
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
     compute-sanitizer --tool racecheck --error-exitcode 9 python tests/gpu/sanitizer_target.py [matmul|attention]
     compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py matmul --rung 8_tma_warp_specialized --rung 9_persistent --rung 10_cluster_multicast --rung 11_tma_store --rung 12_autotuned
-    compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py attention --rung 7_wgmma_tma --rung 8_warp_specialized --rung 9_pingpong --rung 10_intra_overlap --rung 11_fast_exp2 --rung 12_three_consumers --rung 13_persistent
+    compute-sanitizer --tool synccheck --error-exitcode 9 python tests/gpu/sanitizer_target.py attention --rung 7_wgmma_tma --rung 8_warp_specialized --rung 9_pingpong --rung 10_intra_overlap --rung 11_fast_exp2 --rung 12_three_consumers --rung 13_persistent --rung 14_critical_path
     KERNEL_LADDER_EMULATE=sm_75 compute-sanitizer --tool memcheck ... (the same, on the T4's code paths)
 """
 import argparse

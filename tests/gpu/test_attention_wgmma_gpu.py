@@ -84,12 +84,13 @@ def test_nan_reaches_exactly_its_outputs(rung, D):
     assert rows == list(range(50, 300))
 
 
+@pytest.mark.parametrize("name", sorted(at.PERSISTENT))
 @pytest.mark.parametrize("D", HEAD_DIMS)
-def test_persistent_blocks_carry_nothing_from_one_item_to_the_next(D):
-    """Rung 13 with more items than SMs, so that each block computes several (query block, head) items in a row, the
+def test_persistent_blocks_carry_nothing_from_one_item_to_the_next(D, name):
+    """Rungs 13-14 with more items than SMs, so that each block computes several (query block, head) items in a row, the
     ring and Q's barrier going on from one to the next: ragged S, causal or not, and a NaN in one head's keys that
     reaches that head alone, never the items its block computes after it."""
-    rung = RUNGS["13_persistent"]
+    rung = RUNGS[name]
     sms = hardware.detect().sm_count
     for shape in ((4, 16, 1000, D, 0), (3, 50, 77, D, 0), (2, 40, 1000, D, 1)):
         items = -(-shape[2] // at.hopper_launch(rung.name, D)[1]) * shape[0] * shape[1]

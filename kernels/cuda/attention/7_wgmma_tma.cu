@@ -27,7 +27,8 @@
 // Rung 8 includes this file with CONSUMERS 2 and a producer warpgroup (PRODUCER_THREADS 128, setmaxnreg); rung 9
 // with PINGPONG too (the two consumer warpgroups take turns issuing Q·Kᵀ); rung 10 with INTRA_OVERLAP too (each
 // warpgroup's softmax of a tile runs under its own P·V of the tile before); rung 13 with PERSISTENT too (a block an SM
-// computes query block after query block, the next one's copies under the last one's end).
+// computes query block after query block, the next one's copies under the last one's end); rung 14 with SHORT_PATH too
+// (less work between a tile's S landing and the warpgroup's next wgmma).
 #ifndef CONSUMERS
 #define CONSUMERS 1           // consumer warpgroups, 64 queries each
 #endif
@@ -44,6 +45,9 @@
 
 #ifndef STAGES
 #define STAGES 2
+#endif
+#ifndef SHORT_PATH
+#define SHORT_PATH 0
 #endif
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "7_wgmma_tma.cu uses wgmma: compile it for sm_90a (the launcher does)"
@@ -83,10 +87,11 @@ __device__ __forceinline__ void load_tile(half* dst, const TensorMap& map, int y
 }
 
 // S = Q·Kᵀ of one key tile (k: its K-major tile), 16 dimensions a wgmma, committed as one group, not waited for.
+// Rung 14: the first wgmma overwrites scores (accumulate 0), so they need no zeroing first.
 __device__ __forceinline__ void issue_scores(float (&scores)[1][NJ][4], const half* Qg, const half* k) {
 #pragma unroll
     for (int kk = 0; kk < HEAD_DIM / 16; ++kk)
-        wgmma_m64k16<NJ, false>(scores, k_major<BLOCK_M>(Qg, kk), k_major<BLOCK_N>(k, kk));
+        wgmma_m64k16<NJ, false>(scores, k_major<BLOCK_M>(Qg, kk), k_major<BLOCK_N>(k, kk), !SHORT_PATH || kk > 0);
     wgmma_commit();
 }
 
@@ -205,15 +210,21 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
     p_fragments(p, scores);  // acc is zero: nothing to rescale
     for (int t = 1; t < tiles; ++t) {  // S of tile t and P·V of tile t - 1 in one turn, tile t's softmax under P·V
         const int s = (t0 + t) % STAGES;
+#if !SHORT_PATH
 #pragma unroll
         for (int j = 0; j < NJ; ++j)  // wgmma adds to its accumulators: tile t's S starts from zero, not P of t - 1
             scores[0][j][0] = scores[0][j][1] = scores[0][j][2] = scores[0][j][3] = 0.f;
+#endif
         mbarrier_wait(&full[s], ((t0 + t) / STAGES) & 1);
 #if PINGPONG
         wait_turn(group);
 #endif
         wgmma_fence();  // acc, P and S were written by ordinary instructions
         issue_scores(scores, Qg, Ks + s * KV_TILE);
+#if SHORT_PATH  // O's rescale by tile t - 1's alpha, under this S, before the P·V that adds to O
+        warp.rescale(alpha);
+        wgmma_fence();
+#endif
         issue_pv(warp.acc, p, Vs + (t0 + t - 1) % STAGES * KV_TILE);
 #if PINGPONG
         pass_turn(group);
@@ -225,11 +236,16 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
         softmax_of(t);
         wgmma_wait<0>();
         if (threadIdx.x % 32 == 0) mbarrier_arrive(&empty[(t0 + t - 1) % STAGES]);  // tile t - 1 read
+#if !SHORT_PATH
         warp.rescale(alpha);
+#endif
         p_fragments(p, scores);
     }
 #if PINGPONG
     wait_turn(group);
+#endif
+#if SHORT_PATH
+    warp.rescale(alpha);  // with one tile, tile 0's alpha times O's zeros
 #endif
     wgmma_fence();  // the last tile's P·V
     issue_pv(warp.acc, p, Vs + (t0 + tiles - 1) % STAGES * KV_TILE);

@@ -177,7 +177,7 @@ __device__ __forceinline__ unsigned long long descriptor(const half* p, unsigned
     asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %" #FLAG ", 0;\n"        \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 {" REGS "}, "          \
                  "%" #DA ", %" #DB ", accumulate, 1, 1, 0, %" #TB ";\n}\n"                       \
-                 : __VA_ARGS__ : "l"(desc_a), "l"(desc_b), "r"(1), "n"(B_N_MAJOR))
+                 : __VA_ARGS__ : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(B_N_MAJOR))
 // The same with A in registers (A: the four operands "%i, ..", a warp's 16 rows in mma.sync's A-fragment layout),
 // B N-major.
 #define WGMMA_RS_ASM(N, REGS, A, DB, FLAG, ...)                                                 \
@@ -188,11 +188,11 @@ __device__ __forceinline__ unsigned long long descriptor(const half* p, unsigned
 
 // d (64 x N fp32, the warpgroup's accumulators; a warp's 16 rows in mma.sync's C-fragment layout, which
 // store_accumulators<16, N> writes) += A (64 x 16, K-major) * B (16 x N, N-major, or K-major when !B_N_MAJOR),
-// read from shared memory. N is 64, 128, 192 or 256 (matmul rungs 7-11: 256; rung 12 searches 128-256; attention
+// read from shared memory; with accumulate 0, d = A * B (d's old values ignored). N is 64, 128, 192 or 256 (matmul rungs 7-11: 256; rung 12 searches 128-256; attention
 // rung 7: the key tile, Kᵀ K-major).
 template <int GROUPS, bool B_N_MAJOR = true>  // GROUPS = N / 8
 __device__ __forceinline__ void wgmma_m64k16(float (&d)[1][GROUPS][4], unsigned long long desc_a,
-                                             unsigned long long desc_b) {
+                                             unsigned long long desc_b, int accumulate = 1) {
     static_assert(GROUPS == 8 || GROUPS == 16 || GROUPS == 24 || GROUPS == 32,
                   "wgmma tiles here are 64, 128, 192 or 256 columns wide");
     if constexpr (GROUPS == 8) WGMMA_ASM(64, WGMMA_REGS_32, 32, 33, 34, 35, WGMMA_ACC8(0));
