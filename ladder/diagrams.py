@@ -1516,7 +1516,8 @@ def attention_critical_path(head_dim: int = 128, names=("13_persistent", "14_cri
                                                                    head_dim).text) for name in names}
     fig = _figure(11, 2.8)
     ax = fig.subplots()
-    family_of = lambda op: next((f for f in lesson.SOFTMAX_OPCODES if op == f or op.startswith(f + ".")), "other")  # noqa: E731
+    family_of = lambda op: next((f for f in lesson.SOFTMAX_OPCODES  # noqa: E731
+                                 if op == f or op.startswith(f + ".")), "other")
     for y, (name, path) in enumerate(paths.items()):
         left = 0
         for family in families:
