@@ -327,10 +327,25 @@ def _defined_by(path: str, name: str) -> str:
     return "a later rung"
 
 
+def _later_directives(lines: list[str], off: set[str]) -> set[int]:
+    """The lines of `lines` that only a later rung (its macros `off`) reads, around code the earlier rungs compile:
+    the #if and #endif of each `#if !NAME ... #endif` block (code the later rung drops) and each `#ifndef NAME`
+    default of one."""
+    hidden = set()
+    for start, other, end in _if_blocks(lines):
+        kind, condition = _directive(lines[start])
+        if other is None and kind == "if" and condition.startswith("!") and condition[1:].strip() in off:
+            hidden.update((start, end))
+        elif kind == "ifndef" and condition in off and end == start + 2:
+            hidden.update(range(start, end + 1))
+    return hidden
+
+
 def _folded(lines: list[str], off: set[str], path: str) -> list[str]:
     """`lines` with the code a later rung switches on folded to one line, which that rung's section shows: the
     first version of each `#if NAME ... #else` block whose NAME is `off`, and each `#if NAME ... #endif` block (no
-    #else: code the later rung adds) whole."""
+    #else: code the later rung adds) whole. An `#if !NAME ... #endif` block (code the later rung drops) shows its
+    lines without the two directives, as the earlier rungs compile them; an `#ifndef NAME` default is left out."""
     if not off:
         return lines
     folds, covered = [], -1
@@ -338,7 +353,8 @@ def _folded(lines: list[str], off: set[str], path: str) -> list[str]:
         if start > covered and _bare_if(lines[start]) in off and (other is None or other > start + 1):
             folds.append((start, other, end))
             covered = end if other is None else other
-    out = list(lines)
+    hidden = _later_directives(lines, off)
+    out = [None if i in hidden else line for i, line in enumerate(lines)]
     for start, other, end in reversed(folds):
         name, first = _bare_if(lines[start]), lines[start + 1]
         stop = other if other is not None else end
@@ -349,7 +365,7 @@ def _folded(lines: list[str], off: set[str], path: str) -> list[str]:
             out[start + 1:other] = [note]
         else:
             out[start:stop + 1] = [note]
-    return out
+    return [line for line in out if line is not None]
 
 
 def switched_on(path: str, macros: set[str], context: int = 1, off: set[str] = frozenset()) -> list[str]:
@@ -358,11 +374,11 @@ def switched_on(path: str, macros: set[str], context: int = 1, off: set[str] = f
     one; an `#ifndef NAME` default of one of them is left out (the rung replaces it). An `#if NAME ... #else`
     block with NAME among `macros` shows its first version, the #else one (the earlier rungs') folded to one line.
     `off`: macros the rung leaves off (switched_off): their `#if NAME` versions are not what it compiles, left out
-    (an #else's lines kept as code). `context` lines of the file around each, "..." between runs that are not
-    adjacent."""
+    (an #else's lines kept as code), and so are the directives around code they drop (_later_directives).
+    `context` lines of the file around each, "..." between runs that are not adjacent."""
     import re
     lines = _header_and_body(path)[1]
-    hidden: set[int] = set()
+    hidden = _later_directives(lines, off)
     notes: dict[int, str] = {}
     for start, other, end in _if_blocks(lines):
         name = _bare_if(lines[start])
@@ -671,7 +687,8 @@ def critical_path(names=("13_persistent", "14_critical_path"), head_dims=(64, 12
         for name in names:
             path = path_to_next_issue(attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", D).text)
             lines.append(f"{name:18s}{D:4d}{len(path):14d}{path.count('FMUL'):6d}{path.count('MUFU.EX2'):10d}")
-    lines.append("(SASS for sm_90a: a consumer warpgroup's loop from S landing to the next S's first HGMMA, unmasked tile)")
+    lines.append("(SASS for sm_90a: a consumer warpgroup's loop from S landing to the next S's first HGMMA, "
+                 "an unmasked tile)")
     return "\n".join(lines)
 
 

@@ -87,7 +87,6 @@ __device__ __forceinline__ void load_tile(half* dst, const TensorMap& map, int y
 }
 
 // S = Q·Kᵀ of one key tile (k: its K-major tile), 16 dimensions a wgmma, committed as one group, not waited for.
-// Rung 14: the first wgmma overwrites scores (accumulate 0), so they need no zeroing first.
 __device__ __forceinline__ void issue_scores(float (&scores)[1][NJ][4], const half* Qg, const half* k) {
 #pragma unroll
     for (int kk = 0; kk < HEAD_DIM / 16; ++kk)
@@ -210,7 +209,7 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
     p_fragments(p, scores);  // acc is zero: nothing to rescale
     for (int t = 1; t < tiles; ++t) {  // S of tile t and P·V of tile t - 1 in one turn, tile t's softmax under P·V
         const int s = (t0 + t) % STAGES;
-#if !SHORT_PATH
+#if !SHORT_PATH  // rung 14: issue_scores's first wgmma overwrites S instead (accumulate 0)
 #pragma unroll
         for (int j = 0; j < NJ; ++j)  // wgmma adds to its accumulators: tile t's S starts from zero, not P of t - 1
             scores[0][j][0] = scores[0][j][1] = scores[0][j][2] = scores[0][j][3] = 0.f;
