@@ -463,8 +463,9 @@ def test_intra_overlap_timeline_plays_the_kernels_loops(monkeypatch):
     t and P·V of tile t-1 in one turn, the wait for S alone, the softmax, the wait for P·V, the rescale); played,
     the tensor cores run one product at a time, rung 9 starts a tile every max(4, 2 + softmax) units, rung 10 every
     max(4, 1 + softmax + rescale), each softmax of rung 10 under its own P·V; the figure follows CONSUMERS."""
-    source = cuda.source(diagrams.INTRA_OVERLAP_RUNG)
-    loop = source[source.index("for (int t = 1; t < tiles; ++t)"):]
+    from ladder import lesson
+    source = "\n".join(lesson.compiled_lines(cuda.source(diagrams.INTRA_OVERLAP_RUNG).splitlines(), {"SHORT_PATH"}))
+    loop = source[source.index("for (int t = 1; t < tiles; ++t)"):]   # rung 10's: rung 14's moved rescale left out
     order = ["wait_turn(group);", "issue_scores(scores, Qg, Ks + s * KV_TILE);",
              "issue_pv(warp.acc, p, Vs + (t0 + t - 1) % STAGES * KV_TILE);", "pass_turn(group);", "wgmma_wait<1>();",
              "softmax_of(t);", "wgmma_wait<0>();", "warp.rescale(alpha);"]

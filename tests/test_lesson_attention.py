@@ -159,6 +159,7 @@ def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys, monkeypat
     assert "issue_pv(warp.acc, p, Vs + (t0 + t - 1) % STAGES * KV_TILE);" in out and "wgmma_wait<1>();" in out
     assert "warp.rescale(alpha);" in out and "lines without INTRA_OVERLAP: the earlier rungs' version" in out
     assert "warp.softmax(scores, scale_log2);" not in out   # rungs 7-9's loop, folded
+    assert "SHORT_PATH" not in out   # rung 14's #if !SHORT_PATH around rung 10's zeroing and rescale: left out
     lesson.show_cuda_rung(HOPPER, 7)
     out = capsys.readouterr().out
     assert "lines of 10_intra_overlap.cu (INTRA_OVERLAP)" in out
@@ -166,6 +167,7 @@ def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys, monkeypat
     # later rungs' additions (no #else) fold whole: rung 9's turns, rung 13's walk over items
     assert "wait_turn(group);" not in out and "// ... 1 line of 9_pingpong.cu (PINGPONG)" in out
     assert "item_keys" not in out and "lines of 13_persistent.cu (PERSISTENT)" in out
+    assert "#ifndef SHORT_PATH" not in out and "#if !SHORT_PATH" not in out   # rung 14's default, its directives
     # flash_mma.cuh: rung 4's header, shown in that lesson (04b), named here; tma.cuh: 02b's building blocks
     assert "includes kernels/cuda/attention/flash_mma.cuh (its declarations are shown with rung 4_tensor_core" in out
     assert "struct FlashWarp" not in out and "tma.cuh (lesson 02b's building blocks)" in out
@@ -182,16 +184,24 @@ def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys, monkeypat
 
 def test_switched_on_keeps_whole_blocks_and_leaves_out_the_defaults():
     rung7, rung9 = "kernels/cuda/attention/7_wgmma_tma.cu", "kernels/cuda/attention/9_pingpong.cu"
-    assert lesson.switched_off(rung9) == {"INTRA_OVERLAP", "FAST_EXP2", "PERSISTENT"}   # FAST_EXP2: in flash_mma.cuh
-    assert lesson.switched_off(rung7) == {"INTRA_OVERLAP", "PINGPONG", "FAST_EXP2", "PERSISTENT"}
-    assert lesson.switched_off("kernels/cuda/attention/10_intra_overlap.cu") == {"FAST_EXP2", "PERSISTENT"}
-    assert lesson.switched_off("kernels/cuda/attention/11_fast_exp2.cu") == {"PERSISTENT"}
-    assert lesson.switched_off("kernels/cuda/attention/13_persistent.cu") == set()
+    later = {"PERSISTENT", "SHORT_PATH"}   # rungs 13 and 14 (SHORT_PATH defined 0 first: off too)
+    assert lesson.switched_off(rung9) == {"INTRA_OVERLAP", "FAST_EXP2"} | later   # FAST_EXP2: in flash_mma.cuh
+    assert lesson.switched_off(rung7) == {"INTRA_OVERLAP", "PINGPONG", "FAST_EXP2"} | later
+    assert lesson.switched_off("kernels/cuda/attention/10_intra_overlap.cu") == {"FAST_EXP2"} | later
+    assert lesson.switched_off("kernels/cuda/attention/11_fast_exp2.cu") == later
+    assert lesson.switched_off("kernels/cuda/attention/13_persistent.cu") == {"SHORT_PATH"}
+    assert lesson.switched_off("kernels/cuda/attention/14_critical_path.cu") == set()
     lines = lesson.switched_on(rung7, {"PINGPONG"}, context=0, off={"INTRA_OVERLAP"})
     assert lines[0] == "#if PINGPONG" and lines.count("#if PINGPONG") == 3 and lines.count("#endif") == 4
     # without `off`, rung 10's #if INTRA_OVERLAP version reads PINGPONG too: six more blocks
     assert lesson.switched_on(rung7, {"PINGPONG"}, context=0).count("#if PINGPONG") == 9
     assert lesson.switched_on(rung7, set()) == []
+
+
+def test_later_directives_are_a_later_rungs_negations_and_defaults_only():
+    lines = ["#ifndef L", "#define L 0", "#endif", "a", "#if !L", "b", "#endif", "#if !M", "c", "#endif",
+             "#if !L", "d", "#else", "e", "#endif"]
+    assert lesson._later_directives(lines, {"L"}) == {0, 1, 2, 4, 6}   # not M's (on here), not an #if ! with #else
 
 
 def test_compiled_lines_leave_out_the_versions_a_rung_does_not_compile():
