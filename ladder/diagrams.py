@@ -1472,35 +1472,46 @@ def attention_persistent(items: int = 3, tiles: int = 5, copy_in: float = 1.5, t
     return fig
 
 
+# The softmax's opcode families (lesson.SOFTMAX_OPCODES, in order), then everything else.
+_OPCODE_COLORS = ("#4c72b0", TENSOR_CORES, "#8172b2", "#64b5cd", "#ccb974", "#937860", "#dd8452", "0.8")
+
+
+def _opcode_bars(rows: dict[str, dict], families: tuple, ends: dict[str, str], xlabel: str, title: str,
+                 height: float, xmax: float):
+    """A stacked bar per rung (rows: rung name -> width of each opcode family), the text `ends[name]` after it."""
+    colors = dict(zip(families, _OPCODE_COLORS))
+    fig = _figure(11, height)
+    ax = fig.subplots()
+    for y, (name, widths) in enumerate(rows.items()):
+        left = 0.0
+        for family in families:
+            ax.barh(y, widths[family], left=left, color=colors[family], edgecolor="white", height=0.6)
+            left += widths[family]
+        ax.text(left + 0.01 * xmax, y, ends[name], va="center", fontsize=9)
+    ax.set_yticks(range(len(rows)), [f"rung {n.split('_')[0]}" for n in rows])
+    ax.invert_yaxis()
+    ax.set_xlim(0, xmax)
+    ax.set_xlabel(xlabel)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    fig.suptitle(title, fontsize=11)
+    _key(fig, [(f, colors[f]) for f in families], y=0.0)
+    fig.tight_layout(rect=(0, 0.1 * 3.2 / height, 1, 1))
+    return fig
+
+
 def softmax_instruction_mix(head_dim: int = 64):
     """Rungs 10 and 11's instructions per score at `head_dim`, by opcode family, from their SASS
     (lesson.softmax_instruction_mix): rung 11 drops exp2f's fix-up (FSETP and two FMULs per exponential)."""
     from ladder import lesson
     mix = lesson.softmax_instruction_mix(head_dim=head_dim)
     families = lesson.SOFTMAX_OPCODES
-    colors = dict(zip(families, ("#4c72b0", TENSOR_CORES, "#8172b2", "#64b5cd", "#ccb974", "#937860", "#dd8452")))
-    fig = _figure(11, 3.2)
-    ax = fig.subplots()
-    names = list(mix)
-    for y, name in enumerate(names):
-        left = 0.0
-        for family in families:
-            width = mix[name][family]
-            ax.barh(y, width, left=left, color=colors[family], edgecolor="white", height=0.6)
-            left += width
-        ax.text(left + 0.1, y, f"{left:.2f} a score", va="center", fontsize=9)
-    ax.set_yticks(range(len(names)), [f"rung {n.split('_')[0]}" for n in names])
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1.35 * max(sum(m[f] for f in families) for m in mix.values()))
-    ax.set_xlabel(f"the softmax's SASS instructions per score a consumer thread owns (sm_90a, D = {head_dim}; "
-                  "count / BLOCK_N)")
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    fig.suptitle("rung 11 drops exp2f's range fix-up (FSETP and two FMULs an exponential): the rest of the softmax "
-                 "is the same", fontsize=11)
-    _key(fig, [(f, colors[f]) for f in families], y=0.0)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
-    return fig
+    total = {name: sum(m[f] for f in families) for name, m in mix.items()}
+    return _opcode_bars(mix, families, {name: f"{t:.2f} a score" for name, t in total.items()},
+                        f"the softmax's SASS instructions per score a consumer thread owns (sm_90a, D = {head_dim}; "
+                        "count / BLOCK_N)",
+                        "rung 11 drops exp2f's range fix-up (FSETP and two FMULs an exponential): the rest of the "
+                        "softmax is the same", 3.2, 1.35 * max(total.values()))
 
 
 def attention_critical_path(head_dim: int = 128, names=("13_persistent", "14_critical_path")):
@@ -1510,33 +1521,16 @@ def attention_critical_path(head_dim: int = 128, names=("13_persistent", "14_cri
     from ladder import lesson
     import kernels.attention as at
     families = lesson.SOFTMAX_OPCODES + ("other",)
-    colors = dict(zip(families, ("#4c72b0", TENSOR_CORES, "#8172b2", "#64b5cd", "#ccb974", "#937860", "#dd8452",
-                                 "0.8")))
-    paths = {name: lesson.path_to_next_issue(lesson.attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a",
-                                                                   head_dim).text) for name in names}
-    fig = _figure(11, 2.8)
-    ax = fig.subplots()
     family_of = lambda op: next((f for f in lesson.SOFTMAX_OPCODES  # noqa: E731
                                  if op == f or op.startswith(f + ".")), "other")
-    for y, (name, path) in enumerate(paths.items()):
-        left = 0
-        for family in families:
-            width = sum(family_of(op) == family for op in path)
-            ax.barh(y, width, left=left, color=colors[family], edgecolor="white", height=0.6)
-            left += width
-        ax.text(left + 4, y, f"{left} instructions, {path.count('FMUL')} FMUL", va="center", fontsize=9)
-    ax.set_yticks(range(len(paths)), [f"rung {n.split('_')[0]}" for n in paths])
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1.4 * max(len(p) for p in paths.values()))
-    ax.set_xlabel(f"a consumer thread's SASS instructions from S landing to the next S's first HGMMA "
-                  f"(sm_90a, D = {head_dim}, an unmasked tile)")
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    fig.suptitle("rung 14 moves O's rescale (FMUL) under the next S's wgmma: fewer instructions between one "
-                 "tile's S and the next", fontsize=11)
-    _key(fig, [(f, colors[f]) for f in families], y=0.0)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    return fig
+    paths = {name: lesson.path_to_next_issue(lesson.attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a",
+                                                                   head_dim).text) for name in names}
+    rows = {name: {f: sum(family_of(op) == f for op in path) for f in families} for name, path in paths.items()}
+    return _opcode_bars(rows, families, {n: f"{len(p)} instructions, {p.count('FMUL')} FMUL" for n, p in paths.items()},
+                        f"a consumer thread's SASS instructions from S landing to the next S's first HGMMA "
+                        f"(sm_90a, D = {head_dim}, an unmasked tile)",
+                        "rung 14 moves O's rescale (FMUL) under the next S's wgmma: fewer instructions between one "
+                        "tile's S and the next", 2.8, 1.4 * max(len(p) for p in paths.values()))
 
 
 def _search_report(tuner: str, shape: tuple):
