@@ -1515,16 +1515,14 @@ def softmax_instruction_mix(head_dim: int = 64):
 
 
 def attention_critical_path(head_dim: int = 128, names=("13_persistent", "14_critical_path")):
-    """Rungs 13 and 14's path from a tile's S landing to the warpgroup's next S (lesson.path_to_next_issue: their
+    """Rungs 13 and 14's path from a tile's S landing to the warpgroup's next S (lesson.next_issue_paths: their
     SASS for sm_90a, an unmasked tile), its instructions by opcode family (softmax_instruction_mix's colors and
     "other": barriers, addresses, the wait for the turn): rung 14 takes most of O's rescale (FMUL) off it."""
     from ladder import lesson
-    import kernels.attention as at
     families = lesson.SOFTMAX_OPCODES + ("other",)
     family_of = lambda op: next((f for f in lesson.SOFTMAX_OPCODES  # noqa: E731
                                  if op == f or op.startswith(f + ".")), "other")
-    paths = {name: lesson.path_to_next_issue(lesson.attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a",
-                                                                   head_dim).text) for name in names}
+    paths = lesson.next_issue_paths(tuple(names), head_dim)
     rows = {name: {f: sum(family_of(op) == f for op in path) for f in families} for name, path in paths.items()}
     return _opcode_bars(rows, families, {n: f"{len(p)} instructions, {p.count('FMUL')} FMUL" for n, p in paths.items()},
                         f"a consumer thread's SASS instructions from S landing to the next S's first HGMMA "

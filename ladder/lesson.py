@@ -678,14 +678,22 @@ def path_to_next_issue(text: str) -> list[str]:
     return path
 
 
-def critical_path(names=("13_persistent", "14_critical_path"), head_dims=(64, 128)) -> str:
-    """Lesson 04f's rung 14 count: per rung and D, the instructions of path_to_next_issue (the SASS for sm_90a with
-    the launcher's tiles) and of them the FMULs (the softmax's own and O's rescale) and MUFU.EX2s."""
+@functools.lru_cache(maxsize=None)
+def next_issue_paths(names=("13_persistent", "14_critical_path"), head_dim: int = 128) -> dict[str, list[str]]:
+    """Per CUDA attention rung in `names`, path_to_next_issue of its SASS for sm_90a at `head_dim` with the
+    launcher's tiles. Compiled once per (names, D): lesson 04f's table and picture read the same SASS; do not
+    modify the result."""
     import kernels.attention as at
+    return {name: path_to_next_issue(attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", head_dim).text)
+            for name in names}
+
+
+def critical_path(names=("13_persistent", "14_critical_path"), head_dims=(64, 128)) -> str:
+    """Lesson 04f's rung 14 count: per rung and D, the instructions of path_to_next_issue (next_issue_paths) and of
+    them the FMULs (the softmax's own and O's rescale) and MUFU.EX2s."""
     lines = [f"{'rung':18s}{'D':>4s}{'instructions':>14s}{'FMUL':>6s}{'MUFU.EX2':>10s}"]
     for D in head_dims:
-        for name in names:
-            path = path_to_next_issue(attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", D).text)
+        for name, path in next_issue_paths(tuple(names), D).items():
             lines.append(f"{name:18s}{D:4d}{len(path):14d}{path.count('FMUL'):6d}{path.count('MUFU.EX2'):10d}")
     lines.append("(SASS for sm_90a: a consumer warpgroup's loop from S landing to the next S's first HGMMA, "
                  "an unmasked tile)")

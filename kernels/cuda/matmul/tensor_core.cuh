@@ -188,8 +188,8 @@ __device__ __forceinline__ unsigned long long descriptor(const half* p, unsigned
 
 // d (64 x N fp32, the warpgroup's accumulators; a warp's 16 rows in mma.sync's C-fragment layout, which
 // store_accumulators<16, N> writes) += A (64 x 16, K-major) * B (16 x N, N-major, or K-major when !B_N_MAJOR),
-// read from shared memory; with accumulate 0, d = A * B (d's old values ignored). N is 64, 128, 192 or 256 (matmul rungs 7-11: 256; rung 12 searches 128-256; attention
-// rung 7: the key tile, Kᵀ K-major).
+// read from shared memory; with accumulate 0, d = A * B (d's old values ignored). N is 64, 128, 192 or 256 (matmul
+// rungs 7-11: 256; rung 12 searches 128-256; attention rung 7: the key tile, Kᵀ K-major).
 template <int GROUPS, bool B_N_MAJOR = true>  // GROUPS = N / 8
 __device__ __forceinline__ void wgmma_m64k16(float (&d)[1][GROUPS][4], unsigned long long desc_a,
                                              unsigned long long desc_b, int accumulate = 1) {
