@@ -15,7 +15,7 @@
 //             / 1.080 / 0.980, both (this rung) 1.002 / 1.013 / 1.091 / 0.988, rung 13 0.989 / 1.012 / 1.075 / 0.967.
 //             FlashAttention-3's D128 tile, 176 keys in a ring of 2 with K and V on barriers of their own (K
 //             released once S lands, V once P·V does), on top of this rung: 1.000 / 0.975. Rung 13 with a ring of
-//             2 and one barrier for K and V: 0.75-0.78x SDPA at every key tile tried (128-192), the next tile's copy
+//             2 and one barrier for K and V: 0.75x to 0.78x SDPA at every key tile tried (128-192), the next copy
 //             waiting for the last tile's P·V.
 // Signature:  as rung 13; HGMMA as many, one more WARPGROUP.ARRIVE (the fence before P·V); no LDL/STL.
 #define SHORT_PATH 1
