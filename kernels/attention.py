@@ -20,6 +20,7 @@ torch:sdpa_flash (its FlashAttention backend, forced). The CUDA ladder:
 12_three_consumers  (Hopper) rung 11 with three consumer warpgroups (192 queries a block) at D = 64
 13_persistent  (Hopper) rung 12 on a persistent grid: a block an SM walks the query blocks (not causal ones)
 14_critical_path  (Hopper) rung 13 with less between S's landing and the next wgmma: O's rescale moved, no zeroing
+15_autotuned   (Hopper) rung 14 with searched consumer warpgroups, key tiles and ring depth, per GPU and shape
 
 Every launcher takes (q, k, v, causal, out=None) and returns out; a bad argument raises a ValueError
 that names it. The CUDA launchers check that the tensors are on the GPU before anything else, so a
@@ -247,12 +248,13 @@ TUNERS = {D: autotune.Tuner(problem="attention", name="cuda:6_autotuned", space=
           for D in (64, 128)}
 
 
-def tune_cuda(shapes: list[tuple]) -> list[autotune.Report]:
-    """CUDA rung 6's search at each shape (B, H, S, D, causal), fresh random inputs; winners are cached."""
+def tune_cuda(shapes: list[tuple], tuners: dict | None = None) -> list[autotune.Report]:
+    """CUDA rung 6's search (or `tuners`', per D: HOPPER_TUNERS for rung 15) at each shape (B, H, S, D, causal),
+    fresh random inputs; winners are cached."""
     reports = []
     for shape in shapes:
         q, k, v, causal = _make_inputs(shape, "cuda", torch.Generator("cuda").manual_seed(7))
-        reports.append(TUNERS[shape[3]].search((q, k, v, causal), reference(q, k, v, causal), flops(shape),
+        reports.append((tuners or TUNERS)[shape[3]].search((q, k, v, causal), reference(q, k, v, causal), flops(shape),
                                                lambda: torch.empty(shape[:4], dtype=torch.float16, device="cuda"),
                                                shape=tuple(shape)))
     return reports
@@ -293,9 +295,25 @@ HOPPER = {"7_wgmma_tma": (WGMMA_TMA, WGMMA_TMA_ROWS, WGMMA_TMA_THREADS),
           "11_fast_exp2": (INTRA_OVERLAP, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
           "12_three_consumers": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS),
           "13_persistent": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS),
-          "14_critical_path": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS)}
+          "14_critical_path": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS),
+          "15_autotuned": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS)}  # unsearched: rung 14's
 # The Hopper rungs whose blocks walk the items (query block, head) gridDim.x apart (PERSISTENT in 7_wgmma_tma.cu).
-PERSISTENT = {"13_persistent", "14_critical_path"}
+PERSISTENT = {"13_persistent", "14_critical_path", "15_autotuned"}
+
+
+def scores_computed(shape: tuple, rows: int, block_n: int) -> int:
+    """The scores the Hopper rungs compute at `shape` = (B, H, S, D, causal) in blocks of `rows` queries and
+    `block_n`-key tiles: every row of a block (those past S too), each up to its last key tile (causal: the tile
+    holding the block's last query's key, or S's)."""
+    B, H, S, _, causal = shape
+    keys = [-(-min(S, m0 + rows if causal else S) // block_n) * block_n for m0 in range(0, S, rows)]
+    return B * H * rows * sum(min(k, -(-S // block_n) * block_n) for k in keys)
+
+
+def scores_needed(shape: tuple) -> int:
+    """The scores attention needs at `shape`: S² a head, S(S + 1) / 2 causal."""
+    B, H, S, _, causal = shape
+    return B * H * (S * (S + 1) // 2 if causal else S * S)
 
 
 def persistent_grid(items: int, causal: bool, sm_count: int) -> int:
@@ -321,14 +339,14 @@ def wgmma_tma_shared_bytes(head_dim: int, tiles: dict | None = None, rows: int =
     return 2 * head_dim * (rows + 2 * c["STAGES"] * c["BLOCK_N"]) + 1024
 
 
-def _hopper_attention(name: str, q, k, v, causal: bool, out) -> torch.Tensor:
-    """Hopper rung `name` (sm_90a, its launch in HOPPER): Q·Kᵀ and P·V on wgmma, Q, K and V brought by the TMA
-    through 3-D tensor maps (a head's rows: zeros past S); the tensor maps need 16-byte aligned tensors, the stores
-    4-byte pairs."""
+def _hopper_attention(name: str, q, k, v, causal: bool, out, launch: tuple | None = None) -> torch.Tensor:
+    """Hopper rung `name` (sm_90a, its launch in HOPPER, or `launch` = (defines, rows, threads): a searched
+    configuration's): Q·Kᵀ and P·V on wgmma, Q, K and V brought by the TMA through 3-D tensor maps (a head's rows:
+    zeros past S); the tensor maps need 16-byte aligned tensors, the stores 4-byte pairs."""
     B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
     if out.numel():
         _grid_fits(BH=B * H)
-        c, rows, threads = hopper_launch(name, D)
+        c, rows, threads = launch or hopper_launch(name, D)
         maps = tuple(tma.encode(t.view(B * H, S, D), (box_rows, 64))
                      for t, box_rows in ((q, rows), (k, c["BLOCK_N"]), (v, c["BLOCK_N"])))
         module = cuda.load(f"attention/{name}.cu", dict(HEAD_DIM=D, **c), arch="sm_90a")
@@ -371,6 +389,64 @@ def cuda_critical_path(q, k, v, causal: bool, out: torch.Tensor | None = None) -
     return _hopper_attention("14_critical_path", q, k, v, causal, out)
 
 
+# ------------------------------------------------------------- CUDA rung 15: rung 14, searched
+
+# Consumer warpgroups (the registers setmaxnreg gives each consumer thread follow: what 24 for the producer
+# warpgroup leaves of 65,536), key tile and ring depth; rung 14's launch is one point of the space.
+HOPPER_SEARCH_SPACE = dict(CONSUMERS=[2, 3], BLOCK_N=[64, 128], STAGES=[2, 3, 4])
+CONSUMER_REGISTERS = {2: 240, 3: 160}
+# Where record searches rung 15 besides the headline shapes: models' (GPT-2's 1k sequences at D64, a 2k and an 8k
+# causal D128 model).
+MODEL_SHAPES = [(8, 12, 1024, 64, 1), (8, 12, 1024, 64, 0), (4, 32, 2048, 128, 1), (1, 32, 8192, 128, 1)]
+
+
+def searched_launch(c: dict, head_dim: int) -> tuple[dict, int, int]:
+    """A rung 15 configuration's launch: its defines, queries a block (64 a consumer warpgroup), threads a block
+    (the consumers and a producer warpgroup)."""
+    defines = dict(c, CONSUMER_REGISTERS=CONSUMER_REGISTERS[c["CONSUMERS"]])
+    return defines, 64 * c["CONSUMERS"], 128 * c["CONSUMERS"] + 128
+
+
+def hopper_prune_reason(c: dict, gpu, head_dim: int) -> str | None:
+    """Why rung 15's configuration `c` is not timed at head size `head_dim` on `gpu` (None: it is); a variant that
+    spills registers is pruned when it compiles."""
+    if gpu is not None and not gpu.has("wgmma"):
+        return f"no wgmma on {gpu.arch}"
+    _, rows, _ = searched_launch(c, head_dim)
+    need = wgmma_tma_shared_bytes(head_dim, c, rows)
+    if gpu is not None and need > gpu.smem_per_block_bytes:
+        return f"{need // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB"
+    return None
+
+
+def run_searched(c: dict, q, k, v, causal: bool, out=None):
+    """Rung 15's kernel (rung 14's) with configuration `c` (what the search times)."""
+    return _hopper_attention("15_autotuned", q, k, v, causal, out, searched_launch(c, q.shape[-1]))
+
+
+def rung14_config(head_dim: int) -> dict:
+    """Rung 14's launch as a point of HOPPER_SEARCH_SPACE: what rung 15 runs where nothing was searched."""
+    tiles, rows, _ = hopper_launch("14_critical_path", head_dim)
+    return dict(CONSUMERS=rows // 64, **tiles)
+
+
+HOPPER_TUNERS = {
+    D: autotune.Tuner(problem="attention", name="cuda:15_autotuned", space=HOPPER_SEARCH_SPACE,
+                      prune=lambda c, gpu, D=D: hopper_prune_reason(c, gpu, D),
+                      compile=lambda c, D=D: cuda.without_spills(
+                          cuda.load("attention/15_autotuned.cu", dict(HEAD_DIM=D, **searched_launch(c, D)[0]),
+                                    arch="sm_90a"), "attention"),
+                      run=run_searched, default=lambda gpu, D=D: rung14_config(D))
+    for D in (64, 128)}
+
+
+def cuda_hopper_autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 15: rung 14's kernel with the configuration searched for the nearest shape (same D and mask) on this
+    GPU; rung 14's own where none was."""
+    B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
+    return run_searched(HOPPER_TUNERS[D].best((B, H, S, D, int(causal))), q, k, v, causal, out)
+
+
 def cuda_warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 8: two consumer warpgroups (128 queries) and a producer warpgroup a block, registers moved by setmaxnreg."""
     return _hopper_attention("8_warp_specialized", q, k, v, causal, out)
@@ -386,9 +462,10 @@ def _cuda(name: str, run, **kw) -> Rung:
 
 
 def _tune(labels: list[str]) -> list:
-    """The searches (rung 6 in both languages, Triton's rung 7) at the headline shapes, before they are timed (for
-    `record`)."""
+    """The searches (rung 6 in both languages, Triton's rung 7) at the headline shapes, CUDA rung 15's there and at
+    MODEL_SHAPES, before they are timed (for `record`)."""
     return ((tune_cuda(HEADLINE) if "cuda:6_autotuned" in labels else [])
+            + (tune_cuda(HEADLINE + MODEL_SHAPES, HOPPER_TUNERS) if "cuda:15_autotuned" in labels else [])
             + [r for tuner in ("triton:6_autotuned", "triton:7_tma") if tuner in labels
                for r in triton_attention.tune(HEADLINE, tuner)])
 
@@ -451,6 +528,7 @@ PROBLEM = register(Problem(
         _cuda("12_three_consumers", cuda_three_consumers, needs="wgmma"),
         _cuda("13_persistent", cuda_persistent, needs="wgmma"),
         _cuda("14_critical_path", cuda_critical_path, needs="wgmma"),
+        _cuda("15_autotuned", cuda_hopper_autotuned, needs="wgmma", searches=True),
         *triton_attention.rungs(),
         Rung("torch", "sdpa", sdpa, own_output=True),
         Rung("torch", "sdpa_flash", sdpa_flash, needs="flash_attention", own_output=True),

@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex, to_rgba
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.patches import FancyArrowPatch, Polygon, Rectangle
 
 from kernels.triton.attention import causal_key_range
 from ladder import cuda, hardware, roofline
@@ -1472,6 +1472,36 @@ def attention_persistent(items: int = 3, tiles: int = 5, copy_in: float = 1.5, t
     return fig
 
 
+def attention_query_blocks(shape: tuple = (8, 12, 1024, 64, 1), rows=(192, 128), block_n: int = 128):
+    """A head's score matrix at `shape` (B, H, S, D, causal) as the Hopper rungs compute it in blocks of each of
+    `rows` queries (three or two consumer warpgroups) and `block_n`-key tiles: each block's rows (those past S too)
+    up to its last key tile (kernels/attention.py, scores_computed), over the scores attention needs."""
+    import kernels.attention as at
+    B, H, S, D, causal = shape
+    head = (1, 1, S, D, causal)
+    fig = _figure(11, 6.2)
+    axes = fig.subplots(1, len(rows))
+    tall = max(_cdiv(S, r) * r for r in rows)
+    for ax, r in zip(axes, rows):
+        for m0 in range(0, S, r):
+            keys = min(_cdiv(min(S, m0 + r) if causal else S, block_n) * block_n, _cdiv(S, block_n) * block_n)
+            _box(ax, 0, m0, keys, r, _shade(CUDA, 0.35), fill=True, lw=0, z=1)
+            _box(ax, 0, m0, keys, r, "white", lw=1.5, z=4)
+        needed = [(0, 0), (S, S), (0, S)] if causal else [(0, 0), (S, 0), (S, S), (0, S)]
+        ax.add_patch(Polygon(needed, closed=True, facecolor=CUDA, edgecolor="none", zorder=2))
+        ax.axhline(S, color="k", lw=1, ls="--", zorder=5)
+        ax.text(S * 1.02, S, "S", va="center", fontsize=9)
+        _bare(ax, -0.04 * S, 1.1 * S, -0.04 * S, tall + 0.02 * S)
+        ax.set_title(f"{r} queries a block ({r // 64} consumer warpgroups): {_cdiv(S, r)} blocks,\n"
+                     f"{at.scores_computed(head, r, block_n) / at.scores_needed(head):.2f}x the scores needed",
+                     fontsize=10)
+    fig.suptitle(f"One head at S = {S}{', causal' if causal else ''} (B{B} H{H} D{D}): keys across in tiles of "
+                 f"{block_n}, queries down", fontsize=11)
+    _key(fig, [("needed", CUDA), ("computed, not needed (masked, or rows past S)", _shade(CUDA, 0.35))], y=0.0)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.93))
+    return fig
+
+
 # The softmax's opcode families (lesson.SOFTMAX_OPCODES, in order), then everything else.
 _OPCODE_COLORS = ("#4c72b0", TENSOR_CORES, "#8172b2", "#64b5cd", "#ccb974", "#937860", "#dd8452", "0.8")
 
@@ -1724,4 +1754,4 @@ ALL = (vector_add_loads, matmul_warp_sectors, matmul_shared_tile, matmul_registe
        matmul_tma_store_epilogue, matmul_hopper_search, attention_tensor_core_tile, attention_kv_ring, attention_search,
        attention_backward_programs, attention_backward_atomics, attention_wgmma_tma_ring,
        attention_warp_specialized_ring, attention_pingpong, attention_intra_overlap, softmax_instruction_mix,
-       attention_three_consumers, attention_persistent, attention_critical_path)
+       attention_three_consumers, attention_persistent, attention_critical_path, attention_query_blocks)

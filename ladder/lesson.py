@@ -700,6 +700,36 @@ def critical_path(names=("13_persistent", "14_critical_path"), head_dims=(64, 12
     return "\n".join(lines)
 
 
+def query_block_fill(shapes: list[tuple], rows=(192, 128), block_n: int = 128) -> str:
+    """Lesson 04f's rung 15 count: per shape (B, H, S, D, causal), the query blocks a head and the scores computed
+    over those needed (kernels/attention.py, scores_computed) with blocks of each of `rows` queries."""
+    import kernels.attention as at
+    lines = [f"{'shape (B, H, S, D, causal)':28s}" + "".join(f"{f'blocks of {r}':>18s} {'computed':>11s}" for r in rows)]
+    for shape in shapes:
+        lines.append(f"{str(tuple(shape)):28s}" + "".join(
+            f"{-(-shape[2] // r):18d} {at.scores_computed(shape, r, block_n) / at.scores_needed(shape):10.3f}x"
+            for r in rows))
+    lines.append(f"(computed: the scores a block's rows compute, each up to its last {block_n}-key tile, over those "
+                 "attention needs)")
+    return "\n".join(lines)
+
+
+def search_steps(tuner: str = "cuda:15_autotuned") -> str:
+    """Lesson 04f's rung 15 Why: per recorded search of `tuner` (kernels.attention.HOPPER_TUNERS), the winner and,
+    timed in the same search on the same inputs, rung 14's configuration: the step the search made there."""
+    import kernels.attention as at
+    from ladder.autotune import format_config, recorded_reports
+    lines = [f"{'shape (B, H, S, D, causal)':28s} {'winner':36s} {'ms':>7s} {'rung 14 ms':>11s} {'step':>6s}"]
+    for r in recorded_reports():
+        if r.tuner != tuner:
+            continue
+        own = next(t["ms"] for t in r.timed if t["config"] == at.rung14_config(r.shape[3]))
+        lines.append(f"{str(tuple(r.shape)):28s} {format_config(r.best):36s} {r.best_ms:7.4f} {own:11.4f} "
+                     f"{own / r.best_ms:5.3f}x")
+    lines.append("(one search each: every configuration timed on the same inputs, L2 flushed; rung 14's is one of them)")
+    return "\n".join(lines)
+
+
 def persistent_gain(runs: list[dict], shapes: list[tuple], before: str = "12_three_consumers",
                     after: str = "13_persistent") -> str:
     """Lesson 04f's rung 13 Why: per shape (a sweep over S), the key tiles an item walks (S / BLOCK_N), the two

@@ -32,9 +32,9 @@ def test_the_cuda_ladder_comes_first():
     assert [r.name for r in CUDA_RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined",
                                             "6_autotuned", "7_wgmma_tma", "8_warp_specialized", "9_pingpong",
                                             "10_intra_overlap", "11_fast_exp2", "12_three_consumers", "13_persistent",
-                                            "14_critical_path"]
-    assert at.PROBLEM.rungs[:14] == CUDA_RUNGS   # before the Triton rungs of the same names
-    assert [r.slow for r in CUDA_RUNGS] == [True, True] + [False] * 12
+                                            "14_critical_path", "15_autotuned"]
+    assert at.PROBLEM.rungs[:15] == CUDA_RUNGS   # before the Triton rungs of the same names
+    assert [r.slow for r in CUDA_RUNGS] == [True, True] + [False] * 13
     assert all(r.source == f"kernels/cuda/attention/{r.name}.cu" for r in CUDA_RUNGS)
 
 
@@ -204,7 +204,8 @@ def test_wgmma_rung_fits_two_or_three_blocks_per_sm(wgmma_tma):
 
 
 @pytest.mark.parametrize("name", ["7_wgmma_tma", "8_warp_specialized", "9_pingpong", "10_intra_overlap",
-                                  "11_fast_exp2", "12_three_consumers", "13_persistent", "14_critical_path"])
+                                  "11_fast_exp2", "12_three_consumers", "13_persistent", "14_critical_path",
+                                  "15_autotuned"])
 def test_wgmma_rungs_are_hopper_only(name):
     with pytest.raises(CompileError, match="sm_90a"):
         sass.cuda_sass(f"attention/{name}.cu", "sm_90", defines(name, 64))
@@ -359,4 +360,26 @@ def test_persistent_grid_is_one_block_an_sm_without_a_mask_and_a_block_an_item_w
     assert at.persistent_grid(4096, False, 132) == 132
     assert at.persistent_grid(100, False, 132) == 100     # fewer items than SMs: a block each
     assert at.persistent_grid(4096, True, 132) == 4096    # causal: the hardware's scheduler balances the items
-    assert at.PERSISTENT == {"13_persistent", "14_critical_path"}
+    assert at.PERSISTENT == {"13_persistent", "14_critical_path", "15_autotuned"}
+
+
+# ------------------------------------------------------------- rung 15 (sm_90a): rung 14, searched
+
+def test_hopper_search_holds_rung_14_and_prunes_what_does_not_fit():
+    """Rung 14's launch is a point of rung 15's space (what runs unsearched), compiled to rung 14's SASS; a
+    configuration's launch follows its consumer warpgroups; shared memory past the block's limit is pruned."""
+    h100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, hardware.datasheet_for("H100"))
+    t4 = GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, hardware.datasheet_for("T4"))
+    for D in HEAD_DIMS:
+        tuner, default = at.HOPPER_TUNERS[D], at.rung14_config(D)
+        assert default in tuner.configs() and tuner.default(h100) == default and tuner.prune(default, h100) is None
+        assert at.searched_launch(default, D) == (dict(default, CONSUMER_REGISTERS={64: 160, 128: 240}[D]),
+                                                   *at.hopper_launch("14_critical_path", D)[1:])
+        assert tuner.prune(default, t4) == "no wgmma on sm_75"
+    assert at.searched_launch(dict(CONSUMERS=2, BLOCK_N=64, STAGES=4), 64)[1:] == (128, 384)
+    assert at.hopper_prune_reason(dict(CONSUMERS=2, BLOCK_N=128, STAGES=4), h100, 128) == (
+        "289 KiB of shared memory > 227 KiB")
+    for D in HEAD_DIMS:
+        rung15 = sass.cuda_sass("attention/15_autotuned.cu", "sm_90a",
+                                dict(HEAD_DIM=D, **at.searched_launch(at.rung14_config(D), D)[0]))
+        assert rung15.opcodes() == compiled("14_critical_path", "sm_90a", D).opcodes()

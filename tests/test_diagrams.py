@@ -532,3 +532,16 @@ def test_critical_path_picture_counts_the_rungs_sass():
         counts[name] = (len(path), path.count("FMUL"))
         assert f"{len(path)} instructions, {path.count('FMUL')} FMUL" in text
     assert counts["14_critical_path"] < counts["13_persistent"] and figcheck.collisions(fig) == []
+
+
+def test_query_blocks_picture_counts_the_scores_the_model_counts():
+    """Rung 15's picture: GPT-2's causal S 1024 in blocks of 192 and 128 queries, its numbers those of
+    kernels.attention.scores_computed (a head: 6 blocks x 192 rows over 4,096 keys in all, 8 x 128 over 4,608)."""
+    assert at.scores_computed((1, 1, 1024, 64, 1), 192, 128) == 192 * (256 + 384 + 640 + 768 + 1024 + 1024)
+    assert at.scores_computed((1, 1, 1024, 64, 1), 128, 128) == 128 * 128 * 36
+    assert at.scores_computed((2, 3, 1024, 64, 0), 192, 128) == 2 * 3 * 6 * 192 * 1024
+    assert at.scores_needed((1, 1, 1024, 64, 1)) == 1024 * 1025 // 2
+    fig = diagrams.attention_query_blocks()
+    text = joined(fig)
+    assert "6 blocks,\n1.50x the scores needed" in text and "8 blocks,\n1.12x the scores needed" in text
+    assert figcheck.collisions(fig) == []

@@ -76,7 +76,7 @@ def test_cuda_sources_compile_to_ptx_for_the_emulated_architecture(emulated_t4, 
                         "attention/8_warp_specialized.cu", "attention/9_pingpong.cu",
                         "attention/10_intra_overlap.cu", "attention/11_fast_exp2.cu",
                         "attention/12_three_consumers.cu", "attention/13_persistent.cu",
-                        "attention/14_critical_path.cu"):
+                        "attention/14_critical_path.cu", "attention/15_autotuned.cu"):
         with pytest.raises(NotAvailable, match="built for sm_90a: not on the emulated T4"):
             cuda._target(hopper_only, "sm_90a")
     # __CUDA_ARCH__ follows the virtual architecture: rung 5's cp.async path from compute_80 only

@@ -35,7 +35,8 @@ def test_search_summary_is_one_line_per_search():
     if not reports:
         pytest.skip("no recorded attention searches")
     text = lesson.search_summary(reports)
-    assert sum("BLOCK_M=" in line for line in text.splitlines()) == len(reports)
+    assert [line.split()[0] for line in text.splitlines() if not line.startswith("  pruned")] == [
+        r.tuner for r in reports]
 
 
 def test_backward_ratios_judge_the_issue_goals():

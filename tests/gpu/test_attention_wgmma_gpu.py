@@ -1,4 +1,4 @@
-"""Attention rungs 7-13 (Hopper only: wgmma and the TMA; rung 8 warp-specialized, rung 9 ping-pong, rung 10 the softmax under its own P·V, rung 11 its exponentials on MUFU.EX2 alone, rung 12 three consumer warpgroups at D64, rung 13 a persistent grid) on an H100 or H200: ragged S (1, 100, 1000, 4097), causal or not,
+"""Attention rungs 7-15 (Hopper only: wgmma and the TMA; rung 8 warp-specialized, rung 9 ping-pong, rung 10 the softmax under its own P·V, rung 11 its exponentials on MUFU.EX2 alone, rung 12 three consumer warpgroups at D64, rung 13 a persistent grid, rung 14 a shorter path to the next wgmma, rung 15 rung 14 searched) on an H100 or H200: ragged S (1, 100, 1000, 4097), causal or not,
 D 64 and 128, several heads, fresh inputs into a NaN-poisoned output against the fp32 reference; a NaN in an input
 reaches exactly the outputs it should (never a neighbouring head's: the TMA reads zeros past a head's last row); Q
 scaled x30 stays finite; bad inputs are named; no local memory; and timed beside rung 6 and SDPA at the headline
@@ -13,7 +13,7 @@ import torch
 import kernels.attention as at
 from ladder import cuda, hardware
 from ladder.check import compare
-from ladder.runner import time_rung, unavailable
+from ladder.runner import check_rung, time_rung, unavailable
 
 RUNGS = {name: at.PROBLEM.rung("cuda", name) for name in at.HOPPER}
 
@@ -87,7 +87,7 @@ def test_nan_reaches_exactly_its_outputs(rung, D):
 @pytest.mark.parametrize("name", sorted(at.PERSISTENT))
 @pytest.mark.parametrize("D", HEAD_DIMS)
 def test_persistent_blocks_carry_nothing_from_one_item_to_the_next(D, name):
-    """Rungs 13-14 with more items than SMs, so that each block computes several (query block, head) items in a row, the
+    """Rungs 13-15 with more items than SMs, so that each block computes several (query block, head) items in a row, the
     ring and Q's barrier going on from one to the next: ragged S, causal or not, and a NaN in one head's keys that
     reaches that head alone, never the items its block computes after it."""
     rung = RUNGS[name]
@@ -123,6 +123,17 @@ def test_loads_without_local_memory(rung, D):
     module = cuda.load(f"attention/{rung.name}.cu", dict(HEAD_DIM=D, **at.HOPPER[rung.name][0][D]), "sm_90a")
     attributes = module.get_function("attention").attributes
     assert attributes["local_size_bytes"] == 0, attributes
+
+
+def test_hopper_search_times_what_fits_and_the_winner_is_used():
+    """Rung 15's search at a small causal shape: every configuration of D64's space fits an H100 and runs correctly;
+    the launcher then runs the winner, correct there and at a ragged shape without a mask."""
+    shape = (1, 8, 1000, 64, 1)
+    report, = at.tune_cuda([shape], at.HOPPER_TUNERS)
+    assert report.failed == report.pruned == [] and len(report.timed) == 12, report.summary()
+    assert report.best == at.HOPPER_TUNERS[64].best(shape)
+    for shape_, result in check_rung(at.PROBLEM, RUNGS["15_autotuned"], [shape, (2, 3, 333, 64, 0)], seed=3):
+        assert result.ok, (shape_, str(result))
 
 
 def test_timed_beside_rung_6_and_sdpa():

@@ -16,7 +16,7 @@
 //             tiles: 0.916-0.925 / 0.916-0.918 (4 or 5 stages) against rung 11's 0.970 / 1.004 (D128 / causal).
 // Signature:  at D = 64 as rung 11, with the consumers' setmaxnreg to 160 (not 240) and three turn barriers (named
 //             barriers 1-3); no LDL/STL. At D = 128 rung 11's SASS, instruction for instruction.
-#if HEAD_DIM == 64
+#if HEAD_DIM == 64 && !defined(CONSUMERS)  // rung 15 passes its searched count
 #define CONSUMERS 3
 #define CONSUMER_REGISTERS 160
 #endif
