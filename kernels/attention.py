@@ -301,13 +301,17 @@ HOPPER = {"7_wgmma_tma": (WGMMA_TMA, WGMMA_TMA_ROWS, WGMMA_TMA_THREADS),
 PERSISTENT = {"13_persistent", "14_critical_path", "15_autotuned"}
 
 
+def block_keys(m0: int, rows: int, S: int, causal: bool, block_n: int) -> int:
+    """The keys the Hopper rungs' block of `rows` queries from m0 computes, in whole `block_n`-key tiles: up to the
+    tile holding S's last key, or causal, its own last query's."""
+    return -(-min(S, m0 + rows if causal else S) // block_n) * block_n
+
+
 def scores_computed(shape: tuple, rows: int, block_n: int) -> int:
     """The scores the Hopper rungs compute at `shape` = (B, H, S, D, causal) in blocks of `rows` queries and
-    `block_n`-key tiles: every row of a block (those past S too), each up to its last key tile (causal: the tile
-    holding the block's last query's key, or S's)."""
+    `block_n`-key tiles: every row of a block (those past S too) over its block_keys."""
     B, H, S, _, causal = shape
-    keys = [-(-min(S, m0 + rows if causal else S) // block_n) * block_n for m0 in range(0, S, rows)]
-    return B * H * rows * sum(min(k, -(-S // block_n) * block_n) for k in keys)
+    return B * H * rows * sum(block_keys(m0, rows, S, causal, block_n) for m0 in range(0, S, rows))
 
 
 def scores_needed(shape: tuple) -> int:
@@ -391,8 +395,8 @@ def cuda_critical_path(q, k, v, causal: bool, out: torch.Tensor | None = None) -
 
 # ------------------------------------------------------------- CUDA rung 15: rung 14, searched
 
-# Consumer warpgroups (the registers setmaxnreg gives each consumer thread follow: what 24 for the producer
-# warpgroup leaves of 65,536), key tile and ring depth; rung 14's launch is one point of the space.
+# Consumer warpgroups, key tile and ring depth; rung 14's launch is one point of the space. A consumer thread gets
+# what setmaxnreg can give it beside a producer warpgroup at 24 registers: 240 with two warpgroups, 160 with three.
 HOPPER_SEARCH_SPACE = dict(CONSUMERS=[2, 3], BLOCK_N=[64, 128], STAGES=[2, 3, 4])
 CONSUMER_REGISTERS = {2: 240, 3: 160}
 # Where record searches rung 15 besides the headline shapes: models' (GPT-2's 1k sequences at D64, a 2k and an 8k

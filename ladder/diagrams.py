@@ -1475,7 +1475,7 @@ def attention_persistent(items: int = 3, tiles: int = 5, copy_in: float = 1.5, t
 def attention_query_blocks(shape: tuple = (8, 12, 1024, 64, 1), rows=(192, 128), block_n: int = 128):
     """A head's score matrix at `shape` (B, H, S, D, causal) as the Hopper rungs compute it in blocks of each of
     `rows` queries (three or two consumer warpgroups) and `block_n`-key tiles: each block's rows (those past S too)
-    up to its last key tile (kernels/attention.py, scores_computed), over the scores attention needs."""
+    over its keys (kernels/attention.py, block_keys and scores_computed), over the scores attention needs."""
     import kernels.attention as at
     B, H, S, D, causal = shape
     head = (1, 1, S, D, causal)
@@ -1484,7 +1484,7 @@ def attention_query_blocks(shape: tuple = (8, 12, 1024, 64, 1), rows=(192, 128),
     tall = max(_cdiv(S, r) * r for r in rows)
     for ax, r in zip(axes, rows):
         for m0 in range(0, S, r):
-            keys = min(_cdiv(min(S, m0 + r) if causal else S, block_n) * block_n, _cdiv(S, block_n) * block_n)
+            keys = at.block_keys(m0, r, S, bool(causal), block_n)
             _box(ax, 0, m0, keys, r, _shade(CUDA, 0.35), fill=True, lw=0, z=1)
             _box(ax, 0, m0, keys, r, "white", lw=1.5, z=4)
         needed = [(0, 0), (S, S), (0, S)] if causal else [(0, 0), (S, 0), (S, S), (0, S)]
