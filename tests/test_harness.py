@@ -323,7 +323,7 @@ def test_compiling_ahead_uses_small_shapes_that_compile_the_same_and_skips_searc
     assert matmul.PROBLEM.compile_shape((4095, 4097, 31)) == (31, 17, 31)
     assert attention.PROBLEM.compile_shape((4, 32, 4096, 128, 1)) == (1, 1, 16, 128, 1)  # D and causal kept
     searching = {r.label for r in [*matmul.PROBLEM.rungs, *attention.PROBLEM.rungs] if r.searches}
-    assert searching == {"cuda:6_autotuned", "cuda:12_autotuned", "triton:6_autotuned", "triton:7_tma"}
+    assert searching == {"cuda:6_autotuned", "cuda:12_autotuned", "cuda:15_autotuned", "triton:6_autotuned", "triton:7_tma"}
     assert runner.compile_ahead(attention.PROBLEM) == []   # no GPU here: nothing to compile for
 
 
