@@ -404,7 +404,7 @@ CONSUMER_REGISTERS = {2: 240, 3: 160}
 MODEL_SHAPES = [(8, 12, 1024, 64, 1), (8, 12, 1024, 64, 0), (4, 32, 2048, 128, 1), (1, 32, 8192, 128, 1)]
 
 
-def searched_launch(c: dict, head_dim: int) -> tuple[dict, int, int]:
+def searched_launch(c: dict) -> tuple[dict, int, int]:
     """A rung 15 configuration's launch: its defines, queries a block (64 a consumer warpgroup), threads a block
     (the consumers and a producer warpgroup)."""
     defines = dict(c, CONSUMER_REGISTERS=CONSUMER_REGISTERS[c["CONSUMERS"]])
@@ -416,7 +416,7 @@ def hopper_prune_reason(c: dict, gpu, head_dim: int) -> str | None:
     spills registers is pruned when it compiles."""
     if gpu is not None and not gpu.has("wgmma"):
         return f"no wgmma on {gpu.arch}"
-    _, rows, _ = searched_launch(c, head_dim)
+    _, rows, _ = searched_launch(c)
     need = wgmma_tma_shared_bytes(head_dim, c, rows)
     if gpu is not None and need > gpu.smem_per_block_bytes:
         return f"{need // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB"
@@ -425,7 +425,7 @@ def hopper_prune_reason(c: dict, gpu, head_dim: int) -> str | None:
 
 def run_searched(c: dict, q, k, v, causal: bool, out=None):
     """Rung 15's kernel (rung 14's) with configuration `c` (what the search times)."""
-    return _hopper_attention("15_autotuned", q, k, v, causal, out, searched_launch(c, q.shape[-1]))
+    return _hopper_attention("15_autotuned", q, k, v, causal, out, searched_launch(c))
 
 
 def rung14_config(head_dim: int) -> dict:
@@ -438,7 +438,7 @@ HOPPER_TUNERS = {
     D: autotune.Tuner(problem="attention", name="cuda:15_autotuned", space=HOPPER_SEARCH_SPACE,
                       prune=lambda c, gpu, D=D: hopper_prune_reason(c, gpu, D),
                       compile=lambda c, D=D: cuda.without_spills(
-                          cuda.load("attention/15_autotuned.cu", dict(HEAD_DIM=D, **searched_launch(c, D)[0]),
+                          cuda.load("attention/15_autotuned.cu", dict(HEAD_DIM=D, **searched_launch(c)[0]),
                                     arch="sm_90a"), "attention"),
                       run=run_searched, default=lambda gpu, D=D: rung14_config(D))
     for D in (64, 128)}

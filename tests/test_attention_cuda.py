@@ -373,13 +373,13 @@ def test_hopper_search_holds_rung_14_and_prunes_what_does_not_fit():
     for D in HEAD_DIMS:
         tuner, default = at.HOPPER_TUNERS[D], at.rung14_config(D)
         assert default in tuner.configs() and tuner.default(h100) == default and tuner.prune(default, h100) is None
-        assert at.searched_launch(default, D) == (dict(default, CONSUMER_REGISTERS={64: 160, 128: 240}[D]),
+        assert at.searched_launch(default) == (dict(default, CONSUMER_REGISTERS={64: 160, 128: 240}[D]),
                                                    *at.hopper_launch("14_critical_path", D)[1:])
         assert tuner.prune(default, t4) == "no wgmma on sm_75"
-    assert at.searched_launch(dict(CONSUMERS=2, BLOCK_N=64, STAGES=4), 64)[1:] == (128, 384)
+    assert at.searched_launch(dict(CONSUMERS=2, BLOCK_N=64, STAGES=4))[1:] == (128, 384)
     assert at.hopper_prune_reason(dict(CONSUMERS=2, BLOCK_N=128, STAGES=4), h100, 128) == (
         "289 KiB of shared memory > 227 KiB")
     for D in HEAD_DIMS:
         rung15 = sass.cuda_sass("attention/15_autotuned.cu", "sm_90a",
-                                dict(HEAD_DIM=D, **at.searched_launch(at.rung14_config(D), D)[0]))
+                                dict(HEAD_DIM=D, **at.searched_launch(at.rung14_config(D))[0]))
         assert rung15.opcodes() == compiled("14_critical_path", "sm_90a", D).opcodes()
