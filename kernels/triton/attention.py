@@ -430,12 +430,22 @@ def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: t
     would first write its four to global memory and fence them: on the H100 the kernel ran 1.03-1.10x slower so,
     the most where programs are short, causal).
 
-    Tried on the way and left out (H100, Triton 3.6, one run, 5 interleaved rounds, x SDPA at S 4096):
-    warp_specialize=True on the key loop compiles to the same SASS (no producer warp, no setmaxnreg), 0.889 against
-    0.889 at D128; a persistent grid (a program per SM looping over query tiles, flattened or not) asks for 257 KiB
-    of shared memory at D128 (it does not launch) and ran 0.63x against 0.94x at D64; Q kept in registers for
-    Q.K^T's wgmma (behind an identity the compiler cannot see through) ran 0.889 against 0.896 at D128, though
-    0.987 against 0.920 at D64 causal with 64x64 tiles in 3 stages."""
+    Tried on the way and left out (Triton 3.6, one run each, 5 interleaved rounds, x SDPA at S 4096, H100 unless
+    said):
+    - warp_specialize=True on the key loop compiles to the same SASS at 8 warps (no producer warp, no setmaxnreg),
+      0.889 against 0.889 at D128. At 4 warps Triton's Hopper pass does split the loop (a producer warpgroup at 40
+      registers, two consumer warpgroups of 64 queries at 232, each synchronized on its own named barrier), but only
+      for one key loop (the mask in it) with O stored through pointers; that kernel hung at its first launch in six
+      of six cases (45 s each, H200), and Triton 3.9 does not compile it (the pass splits Q's load, not its box).
+    - Q.K^T of the next key block issued before this block's softmax, in the source: the compiler waits for it
+      right after issuing it (WARPGROUP.DEPBAR after its HGMMAs), so nothing overlaps.
+    - Two programs an SM at D128 (maxnreg=128 on 128x64 tiles in 2 stages: 128 registers, 96 KiB): 0.829 against
+      0.888 (the same tile at one program an SM: 0.672). Four warpgroups a program (256 queries, 16 warps, 64-key
+      tiles): 0.797 against 0.839 (H200).
+    - A persistent grid (a program per SM looping over query tiles, flattened or not) asks for 257 KiB of shared
+      memory at D128 (it does not launch) and ran 0.63x against 0.94x at D64.
+    - Q kept in registers for Q.K^T's wgmma (behind an identity the compiler cannot see through) ran 0.889 against
+      0.896 at D128, though 0.987 against 0.920 at D64 causal with 64x64 tiles in 3 stages."""
     start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
     qk_scale = tl.cast(qk_scale, tl.float32)
     b, h = bh // H, bh % H   # a descriptor's coordinates (32-bit)
