@@ -433,10 +433,13 @@ def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: t
     Tried on the way and left out (Triton 3.6, one run each, 5 interleaved rounds, x SDPA at S 4096, H100 unless
     said):
     - warp_specialize=True on the key loop compiles to the same SASS at 8 warps (no producer warp, no setmaxnreg),
-      0.889 against 0.889 at D128. At 4 warps Triton's Hopper pass does split the loop (a producer warpgroup at 40
-      registers, two consumer warpgroups of 64 queries at 232, each synchronized on its own named barrier), but only
-      for one key loop (the mask in it) with O stored through pointers; that kernel hung at its first launch in six
-      of six cases (45 s each, H200), and Triton 3.9 does not compile it (the pass splits Q's load, not its box).
+      0.889 against 0.889 at D128. At 4 warps Triton's Hopper pass splits the loop into a producer warpgroup (40
+      registers) and two consumer warpgroups of 64 queries (232), each on its own named barrier, but only for one key
+      loop (the mask in every block) with O stored through pointers. It halves Q's load but not a host descriptor's
+      box: each half's copy brings all 128 rows against a 64-row barrier count, and all six such kernels hung at
+      their first launch (45 s each, H200; Triton 3.9 refuses to compile them). With Q's descriptor made in the
+      kernel (2-D), which it splits, the kernel ran: 0.851 against rung 7's 0.906 at D128, 0.802 against 0.909 causal,
+      0.763 against 0.950 at D64 (3 interleaved rounds), and wrong (NaN) at D64 causal in 3 stages.
     - Q.K^T of the next key block issued before this block's softmax, in the source: the compiler waits for it
       right after issuing it (WARPGROUP.DEPBAR after its HGMMAs), so nothing overlaps.
     - Two programs an SM at D128 (maxnreg=128 on 128x64 tiles in 2 stages: 128 registers, 96 KiB): 0.829 against
