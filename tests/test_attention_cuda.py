@@ -374,7 +374,7 @@ def test_hopper_search_holds_rung_14_and_prunes_what_does_not_fit():
         tuner, default = at.HOPPER_TUNERS[D], at.rung14_config(D)
         assert default in tuner.configs() and tuner.default(h100) == default and tuner.prune(default, h100) is None
         assert at.searched_launch(default) == (dict(default, CONSUMER_REGISTERS={64: 160, 128: 240}[D]),
-                                                   *at.hopper_launch("14_critical_path", D)[1:])
+                                                *at.hopper_launch("14_critical_path", D)[1:])
         assert tuner.prune(default, t4) == "no wgmma on sm_75"
     assert at.searched_launch(dict(CONSUMERS=2, BLOCK_N=64, STAGES=4))[1:] == (128, 384)
     assert at.hopper_prune_reason(dict(CONSUMERS=2, BLOCK_N=128, STAGES=4), h100, 128) == (
