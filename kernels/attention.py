@@ -188,12 +188,14 @@ def flash_shared_bytes(c: dict, head_dim: int, gpu=None) -> int:
     return 2 * (head_dim + 8) * (c["BLOCK_M"] + 2 * stages * c["BLOCK_N"])
 
 
-def _flash_launch(filename: str, kernel: str, config: dict, q, k, v, causal: bool, out):
-    """Rungs 4-6: kernel(Q, K, V, O, S, scale_log2, causal) with `config`'s tiles, a block per BLOCK_M
-    queries of a head; tiles are copied in 16-byte pieces, so every tensor must start on 16 bytes."""
+def _flash_launch(filename: str, kernel: str, config_for, q, k, v, causal: bool, out):
+    """Rungs 4-6: kernel(Q, K, V, O, S, scale_log2, causal) with the tiles config_for(shape) chooses for the
+    validated shape (B, H, S, D, causal), a block per BLOCK_M queries of a head; tiles are copied in 16-byte
+    pieces, so every tensor must start on 16 bytes."""
     B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
     if out.numel():
         _grid_fits(BH=B * H)
+        config = config_for((B, H, S, D, int(causal)))
         module = cuda.load(f"attention/{filename}", dict(HEAD_DIM=D, **config))
         cuda.launch(module, kernel, (cuda.cdiv(S, config["BLOCK_M"]), B * H), 32 * config["WARPS"],
                     (q, k, v, out) + cuda.int32s(S) + (np.float32(triton_attention.LOG2E / math.sqrt(D)),)
@@ -203,12 +205,12 @@ def _flash_launch(filename: str, kernel: str, config: dict, q, k, v, causal: boo
 
 def cuda_tensor_core(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 4: Q·Kᵀ and P·V on mma.sync, the softmax on the accumulators; K, V tiles loaded synchronously."""
-    return _flash_launch("4_tensor_core.cu", "attention", TENSOR_CORE, q, k, v, causal, out)
+    return _flash_launch("4_tensor_core.cu", "attention", lambda shape: TENSOR_CORE, q, k, v, causal, out)
 
 
 def cuda_pipelined(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 5: rung 4 with cp.async double buffering of K and V (rung 4's loads on GPUs without cp.async)."""
-    return _flash_launch("5_pipelined.cu", "attention", PIPELINED, q, k, v, causal, out)
+    return _flash_launch("5_pipelined.cu", "attention", lambda shape: PIPELINED, q, k, v, causal, out)
 
 
 # ------------------------------------------------------------- CUDA rung 6: the search
@@ -237,7 +239,7 @@ def prune_reason(c: dict, gpu, head_dim: int) -> str | None:
 
 def run_config(c: dict, q, k, v, causal: bool, out=None):
     """Rung 6's kernel with configuration `c` (what the search times): heaviest causal blocks first."""
-    return _flash_launch("6_autotuned.cu", "attention_heavy_first", c, q, k, v, causal, out)
+    return _flash_launch("6_autotuned.cu", "attention_heavy_first", lambda shape: c, q, k, v, causal, out)
 
 
 TUNERS = {D: autotune.Tuner(problem="attention", name="cuda:6_autotuned", space=SEARCH_SPACE,
@@ -262,8 +264,8 @@ def tune_cuda(shapes: list[tuple], tuners: dict | None = None) -> list[autotune.
 
 def cuda_autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 6 with the configuration searched for the nearest shape (same D and mask) on this GPU."""
-    B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
-    return run_config(TUNERS[D].best((B, H, S, D, int(causal))), q, k, v, causal, out)
+    return _flash_launch("6_autotuned.cu", "attention_heavy_first", lambda shape: TUNERS[shape[3]].best(shape),
+                         q, k, v, causal, out)
 
 
 # ------------------------------------------------------------- CUDA rung 7: Hopper's wgmma and TMA
@@ -343,14 +345,15 @@ def wgmma_tma_shared_bytes(head_dim: int, tiles: dict | None = None, rows: int =
     return 2 * head_dim * (rows + 2 * c["STAGES"] * c["BLOCK_N"]) + 1024
 
 
-def _hopper_attention(name: str, q, k, v, causal: bool, out, launch: tuple | None = None) -> torch.Tensor:
-    """Hopper rung `name` (sm_90a, its launch in HOPPER, or `launch` = (defines, rows, threads): a searched
-    configuration's): Q·Kᵀ and P·V on wgmma, Q, K and V brought by the TMA through 3-D tensor maps (a head's rows:
-    zeros past S); the tensor maps need 16-byte aligned tensors, the stores 4-byte pairs."""
+def _hopper_attention(name: str, q, k, v, causal: bool, out, launch_for=None) -> torch.Tensor:
+    """Hopper rung `name` (sm_90a) with its launch in HOPPER, or launch_for(shape) = (defines, rows, threads) for the
+    validated shape (B, H, S, D, causal): a searched configuration's. Q·Kᵀ and P·V on wgmma, Q, K and V brought by
+    the TMA through 3-D tensor maps (a head's rows: zeros past S); the tensor maps need 16-byte aligned tensors,
+    the stores 4-byte pairs."""
     B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
     if out.numel():
         _grid_fits(BH=B * H)
-        c, rows, threads = launch or hopper_launch(name, D)
+        c, rows, threads = launch_for((B, H, S, D, int(causal))) if launch_for else hopper_launch(name, D)
         maps = tuple(tma.encode(t.view(B * H, S, D), (box_rows, 64))
                      for t, box_rows in ((q, rows), (k, c["BLOCK_N"]), (v, c["BLOCK_N"])))
         module = cuda.load(f"attention/{name}.cu", dict(HEAD_DIM=D, **c), arch="sm_90a")
@@ -425,7 +428,7 @@ def hopper_prune_reason(c: dict, gpu, head_dim: int) -> str | None:
 
 def run_searched(c: dict, q, k, v, causal: bool, out=None):
     """Rung 15's kernel (rung 14's) with configuration `c` (what the search times)."""
-    return _hopper_attention("15_autotuned", q, k, v, causal, out, searched_launch(c))
+    return _hopper_attention("15_autotuned", q, k, v, causal, out, lambda shape: searched_launch(c))
 
 
 def rung14_config(head_dim: int) -> dict:
@@ -447,8 +450,8 @@ HOPPER_TUNERS = {
 def cuda_hopper_autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 15: rung 14's kernel with the configuration searched for the nearest shape (same D and mask) on this
     GPU; rung 14's own where none was."""
-    B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
-    return run_searched(HOPPER_TUNERS[D].best((B, H, S, D, int(causal))), q, k, v, causal, out)
+    return _hopper_attention("15_autotuned", q, k, v, causal, out,
+                             lambda shape: searched_launch(HOPPER_TUNERS[shape[3]].best(shape)))
 
 
 def cuda_warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
