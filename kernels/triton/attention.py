@@ -450,8 +450,9 @@ def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: t
     - Part of each block's exponentials on the FMA pipe instead of the MUFU (FA4's trick: 2^x as 2^floor(x) times a
       cubic in the fraction, 8 instructions an element): slower at every share, an eighth 0.884, a quarter 0.881,
       half 0.810 against 0.903 all on the MUFU at D128 (0.905 / 0.882 / 0.814 against 0.948 at D64): each element
-      moved adds 7 instructions to a loop whose issue slots, not its MUFU, set the pace. O rescaled only when some
-      row's maximum grows past 2^8 (FA4's lazy rescale, a branch on the program's largest growth): 0.770 against
+      moved trades one MUFU instruction for 8 others, and the loop slowed: the MUFU's rate is not what holds it
+      back (this rules the MUFU out; it does not show what does).
+    - O rescaled only when some row's maximum grows past 2^8 (FA4's lazy rescale, a branch on the program's largest growth): 0.770 against
       0.887 at D128, 0.757 against 0.901 causal (its SASS: two more CTA barriers a block, for the program-wide maximum).
     - Causal query blocks heaviest first (CUDA rung 6's order) within each head: 0.907 against 0.908 at D128, 0.909
       against 0.917 at D64; with the heads fastest as well (a wave then reads K and V of 132 heads, not about four):
