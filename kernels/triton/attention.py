@@ -449,8 +449,8 @@ def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: t
       after Q.K^T of block j instead (FA3's order, O rescaled after the exponentials): the compiler issues P.V's
       HGMMAs among block j's exponentials and waits for them before the rescale, as CUDA rung 10 does, yet it ran
       0.866 against 0.897 at D128 and 0.851 against 0.896 causal (H100, 5 rounds; ncu: tensor pipe 62.5%, barrier
-      1.84 warps an issue); with P carried in fp16 rather
-      than fp32 the compiler stages it in shared memory, 256 KiB in all at D128.
+      1.84 warps an issue). With P carried in fp16 rather than fp32 the compiler stages it in shared memory, 256 KiB
+      in all at D128.
     - Two programs an SM at D128 (maxnreg=128 on 128x64 tiles in 2 stages: 128 registers, 96 KiB): 0.829 against
       0.888 (the same tile at one program an SM: 0.672). Four warpgroups a program (256 queries, 16 warps, 64-key
       tiles): 0.797 against 0.839 (H200).
@@ -460,9 +460,10 @@ def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: t
       cubic in the fraction, 8 instructions an element): slower at every share, an eighth 0.884, a quarter 0.881,
       half 0.810 against 0.903 all on the MUFU at D128 (0.905 / 0.882 / 0.814 against 0.948 at D64): each element
       moved trades one MUFU instruction for 8 others, and the loop slowed: the MUFU's rate is not what holds it
-      back (this rules the MUFU out; it does not show what does).
-    - O rescaled only when some row's maximum grows past 2^8 (FA4's lazy rescale, a branch on the program's largest growth): 0.770 against
-      0.887 at D128, 0.757 against 0.901 causal (its SASS: two more CTA barriers a block, for the program-wide maximum).
+      back (the counters above agree).
+    - O rescaled only when some row's maximum grows past 2^8 (FA4's lazy rescale, a branch on the program's largest
+      growth): 0.770 against 0.887 at D128, 0.757 against 0.901 causal (its SASS: two more CTA barriers a block, for
+      the program-wide maximum).
     - Causal query blocks heaviest first (CUDA rung 6's order) within each head: 0.907 against 0.908 at D128, 0.909
       against 0.917 at D64; with the heads fastest as well (a wave then reads K and V of 132 heads, not about four):
       0.638 and 0.821.
