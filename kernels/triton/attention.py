@@ -19,6 +19,7 @@ rungs stop their key loop at the diagonal block). Ragged S is masked.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -26,7 +27,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from ladder import autotune, validate
+from ladder import autotune, ptx, validate
 from ladder.problems import Rung
 from ladder.world import WORLD, device
 
@@ -420,7 +421,7 @@ def autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.T
 
 @triton.jit
 def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+                     BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, SPLIT_REFILLS: tl.constexpr = False):
     """flash_kernel (rung 6) with Q, K, V read and O written through tensor descriptors: each of all of a tensor,
     (B, H, S, D), copied in boxes of one head's BLOCK_M (Q, O) or BLOCK_N (K, V) rows. On sm_90 a box is one TMA
     copy into shared memory, issued by one thread: the copy engine computes the addresses, reads rows past S as
@@ -433,6 +434,22 @@ def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: t
     At D128 (ncu on the H100, one launch at S 4096, without a mask) the tensor pipe is busy 63.6% of the cycles, the
     issue slots 32.1% and the MUFU 32.9%; per issued instruction 2.11 warps wait at a CTA barrier (three BAR.SYNC a
     key block keep the two warpgroups in step) and 1.36 on a fixed-latency dependency: no pipe is full.
+
+    The barriers are what holds it back. Triton places them by its Membar analysis, which takes an mbarrier for
+    shared memory any thread may touch; two of the three order nothing (around waits and copies the mbarriers
+    order), the third keeps a refill after every warp's last read of the slot. SPLIT_REFILLS (tma's split_refills)
+    compiles the kernel through ladder.ptx's pass, which drops the two and splits the third: the two warps that issue
+    the copies sync, the other six only arrive. H200, Triton 3.6, each tile the recorded winner's, one run, 5
+    interleaved rounds, x SDPA (the split against rung 7 as compiled):
+    - D128 0.990 against 0.907, D128 causal 0.941 against 0.910, S 16384 D128 causal 0.998 against 0.960; at D64 the
+      winners have 4 warps (one warpgroup, no lockstep to end): the pass leaves them as compiled (0.945 and 0.913).
+    - ncu at D128: barrier stall 2.11 -> 0.93 warps an issue, tensor pipe 63.6% -> 71.6% busy, 1.861 -> 1.713 ms.
+    - Only the two barriers that order nothing dropped: 0.993 and 0.998 of rung 7 at D128 in two runs (the one left
+      keeps the lockstep). Every barrier in the loop dropped (unsafe: a refill may overwrite a slot a warp still
+      reads): 0.998 and 1.004 x SDPA, the ceiling of ending the lockstep.
+    - Checked on ragged S (333, 1000), causal and not, Q x1 and x30, NaN-poisoned output: error at most SDPA's;
+      compute-sanitizer racecheck and synccheck clean at S 333. Triton 3.9 compiles the loop with five barriers and
+      other spellings: the pass leaves it as compiled.
 
     Tried on the way and left out (Triton 3.6, one run each, 5 interleaved rounds, x SDPA at S 4096, H100 unless
     said):
@@ -499,16 +516,19 @@ def descriptor_boxes(nargs: dict) -> None:
 TMA_SEARCHES, tma_kernel = searched(flash_tma_kernel, "triton:7_tma", query="q_desc", pre_hook=descriptor_boxes)
 
 
-def tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+def tma(q, k, v, causal: bool, out: torch.Tensor | None = None, split_refills: bool = False) -> torch.Tensor:
     """Rung 7: the first call at each new (S, D, causal) runs the search (see TMA_SEARCHES.reports). A TMA copy
-    starts on 16 bytes: so must every tensor."""
+    starts on 16 bytes: so must every tensor. split_refills: compiled through ladder.ptx's pass, the CTA barrier
+    before each refill split into arrive and sync (8 warps or more; the search's winner, searched so if this call
+    searches; SPLIT_REFILLS keeps the two binaries apart in Triton's cache)."""
     B, H, S, D, out = operands(q, k, v, out)
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
         validate.tensor(name, t, dtype=torch.float16, ndim=4, device=device(), align_bytes=16)
     if out.numel():
         descriptors = [TensorDescriptor.from_tensor(t, [1, 1, 16, D]) for t in (q, k, v, out)]  # boxes: descriptor_boxes
-        launch_searched(TMA_SEARCHES, tma_kernel, S, B * H, *descriptors, S, H, LOG2E / math.sqrt(D), D,
-                        CAUSAL=causal)
+        with ptx.refill_barriers_split() if split_refills else contextlib.nullcontext():
+            launch_searched(TMA_SEARCHES, tma_kernel, S, B * H, *descriptors, S, H, LOG2E / math.sqrt(D), D,
+                            CAUSAL=causal, SPLIT_REFILLS=split_refills)
     return out
 
 
@@ -526,16 +546,18 @@ def tune(shapes: list[tuple], tuner: str = "triton:6_autotuned") -> list[autotun
     return [latest[tuple(s)] for s in shapes if tuple(s) in latest]
 
 
-def tma_sass_case(config: dict, head_dim: int = 64, causal: bool = False) -> dict:
+def tma_sass_case(config: dict, head_dim: int = 64, causal: bool = False, split_refills: bool = False) -> dict:
     """ladder.sass.triton_sass's arguments for flash_tma_kernel as rung 7 launches it with `config` (tiles, warps
-    and stages) on a GPU: its descriptors' boxes as descriptor_boxes sets them."""
+    and stages) on a GPU: its descriptors' boxes as descriptor_boxes sets them (split_refills: compile it inside
+    ladder.ptx.refill_barriers_split for the pass to apply)."""
     tiles = {k: v for k, v in config.items() if k.startswith("BLOCK_")}
     return dict(kernel=flash_tma_kernel,
                 signature={**{d: f"tensordesc<fp16[1,1,{tiles[rows]},{head_dim}]>"
                               for d, rows in DESCRIPTOR_ROWS.items()},
                            "S": "i32", "H": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr",
-                           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "CAUSAL": "constexpr"},
-                constexprs=dict(HEAD_DIM=head_dim, CAUSAL=causal, **tiles),
+                           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "CAUSAL": "constexpr",
+                           "SPLIT_REFILLS": "constexpr"},
+                constexprs=dict(HEAD_DIM=head_dim, CAUSAL=causal, SPLIT_REFILLS=split_refills, **tiles),
                 divisible_by_16=("S",), num_warps=config["num_warps"], num_stages=config["num_stages"])
 
 

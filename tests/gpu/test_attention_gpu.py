@@ -94,3 +94,33 @@ def test_anchors_take_misaligned_views_and_empty_inputs_without_faulting(rung):
     assert rung.run(empty, empty, empty, False).shape == (1, 2, 0, 64)
     torch.cuda.synchronize()  # nothing sticky: the next CUDA call works
     assert torch.ones(1, device="cuda").item() == 1
+
+
+@pytest.mark.parametrize("D", [64, 128] if any(r.label == "triton:7_tma" for r in RUNNABLE) else [])
+def test_rung_7_with_its_refill_barriers_split(D):
+    """Rung 7 through ladder.ptx's pass, searched and at an 8-warp tile (two warpgroups: the pass splits its refill
+    barrier), on ragged S, causal and not, into a NaN-poisoned output, Q × 1 and × 30."""
+    import math
+    import triton
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    from kernels.triton import attention as ta
+    from ladder import ptx
+    kernel = ta.flash_tma_kernel
+    while not isinstance(kernel, triton.runtime.jit.JITFunction):
+        kernel = kernel.fn
+    block_n = 64 if D == 128 else 128
+    for S in (333, 1000):
+        for scale in (1, 30):
+            q, k, v = (torch.randn(2, 3, S, D, device="cuda").half() for _ in range(3))
+            q = (q * scale).half()
+            for causal in (False, True):
+                ref = at.reference(q, k, v, causal)
+                searched = ta.tma(q, k, v, causal, torch.full_like(q, float("nan")), split_refills=True)
+                out = torch.full_like(q, float("nan"))
+                boxes = [TensorDescriptor.from_tensor(t, [1, 1, r, D])
+                         for t, r in ((q, 128), (k, block_n), (v, block_n), (out, 128))]
+                with ptx.refill_barriers_split():
+                    kernel[(triton.cdiv(S, 128), 6)](*boxes, S, 3, ta.LOG2E / math.sqrt(D), D, 128, block_n, causal,
+                                                     True, num_warps=8, num_stages=3)
+                for got in (searched, out):
+                    assert got.isfinite().all() and compare(got, ref).ok, (S, scale, causal)

@@ -1,0 +1,198 @@
+"""A PTX pass for Triton's pipelined TMA loops on Hopper: the CTA barrier before each refill, split.
+
+Triton 3.6 places a CTA barrier (`bar.sync 0`) next to every mbarrier wait and TMA issue of a pipelined loop (its
+Membar analysis treats the mbarriers as shared memory any thread may touch): three a key block in rung 7's
+attention loop. Two of them order nothing: every access before them since the last barrier is an mbarrier wait or
+arrival, or a TMA issue, which the mbarriers themselves order. The third keeps the refill of a ring slot after
+every warp's last read of it. That one is needed, but only by the warps that issue the copies: the others need
+only say they are done. Split into `bar.sync` (issuers) and `bar.arrive` (the rest), the warpgroups stop meeting
+once a key block and one's softmax can run under the other's products (CUDA rung 9's turns, unscheduled).
+
+`split_refill_barriers` does both to a kernel's PTX, and changes nothing unless the PTX has the shape this was
+written for (a loop with one barrier left, followed by the loop's TMA copies, each issued by warps a `tid < 32k`
+test picks, no named barriers in use, 8 warps or more: with one warpgroup there is no lockstep to end).
+`refill_barriers_split()` applies it to what Triton compiles inside it."""
+from __future__ import annotations
+
+import hashlib
+import re
+from contextlib import contextmanager
+from pathlib import Path
+
+_LABEL = re.compile(r"^(\$L__\w+):")
+_BRANCH = re.compile(r"^(@!?%p\d+\s+)?bra(\.uni)?\s+(\$L__\w+);")
+_BARRIER = re.compile(r"^bar\.sync\s+0;")
+# what a CTA barrier may be there to order: any memory, fence or barrier instruction
+_MEMORY = re.compile(r"^(@!?%p\d+\s+)?(ld|st|atom|red|cp|wgmma|ldmatrix|stmatrix|fence|membar|mbarrier|bar|barrier"
+                     r"|tcgen05|griddepcontrol|multimem|prefetch|cvta|isspacep|tensormap)\b")
+# ... but these the mbarriers order themselves
+_ORDERED_BY_MBARRIERS = re.compile(r"^(@!?%p\d+\s+)?(mbarrier\.try_wait\.parity\.shared|mbarrier\.arrive\.expect_tx"
+                                   r"\.shared|cp\.async\.bulk\.tensor\.\dd\.shared::(cluster|cta)\.global\.mbarrier)")
+MIN_THREADS = 256   # two warpgroups
+
+
+class _Program:
+    """A kernel's PTX as statements (an inline asm block is one) and its control flow."""
+
+    def __init__(self, ptx: str):
+        self.lines = ptx.splitlines()
+        self.stmts: list[tuple[int, list[str]]] = []   # (first line, text of each instruction)
+        n = 0
+        while n < len(self.lines):
+            s = self.lines[n].strip()
+            if s.startswith("// begin inline asm"):
+                body, n = [], n + 1
+                while not self.lines[n].strip().startswith("// end inline asm"):
+                    t = self.lines[n].strip()
+                    if t and not t.startswith("//"):
+                        body.append(t)
+                    n += 1
+                self.stmts.append((n, body or [""]))
+            elif s and not s.startswith(("//", ".loc")):
+                self.stmts.append((n, [s]))
+            n += 1
+        self.text = [body[0] if len(body) == 1 else "" for _, body in self.stmts]
+        self.labels = {m.group(1): k for k, t in enumerate(self.text) if (m := _LABEL.match(t))}
+        self.entry = next((k for k, t in enumerate(self.text) if t.startswith("$L__func_begin")), 0)
+        self.succs: dict[int, list[int]] = {}
+        self.preds: dict[int, list[int]] = {k: [] for k in range(len(self.stmts))}
+        for k, t in enumerate(self.text):
+            m = _BRANCH.match(t)
+            nxt = [self.labels[m.group(3)]] if m and m.group(3) in self.labels else []
+            if not (m and m.group(1) is None) and not t.startswith(("ret", "exit")) and k + 1 < len(self.stmts):
+                nxt.append(k + 1)
+            self.succs[k] = nxt
+            for j in nxt:
+                self.preds[j].append(k)
+
+    def region(self, k: int, forward: bool) -> list[str] | None:
+        """The instructions on every path from statement k to the next CTA barrier (backward or forward); None
+        if a path leaves the kernel first."""
+        out, seen = [], set()
+        todo = list(self.succs[k] if forward else self.preds[k])
+        while todo:
+            j = todo.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if j <= self.entry or self.text[j].startswith(("ret", "exit", "}")):
+                return None
+            if _BARRIER.match(self.text[j]):
+                continue
+            out.extend(self.stmts[j][1])
+            todo.extend(self.succs[j] if forward else self.preds[j])
+        return out
+
+    def redundant(self, k: int) -> bool:
+        """Barrier k orders nothing another barrier does not: before it only what the mbarriers order, and after
+        it no mbarrier set up anew (if any was used before) and no copy that could complete a phase a wait before
+        it has not yet seen."""
+        before, after = self.region(k, False), self.region(k, True)
+        if before is None or after is None:
+            return False
+        if any(_MEMORY.match(t) and not _ORDERED_BY_MBARRIERS.match(t) for t in before):
+            return False
+        if any("mbarrier" in t for t in before) and any(re.search(r"mbarrier\.(init|inval)", t) for t in after):
+            return False
+        return not (any("try_wait" in t for t in before) and any("cp.async.bulk.tensor" in t for t in after))
+
+
+def drop_redundant_barriers(ptx: str) -> tuple[str, int]:
+    """`ptx` without the CTA barriers that order nothing; and how many."""
+    prog = _Program(ptx)
+    drop = {prog.stmts[k][0] for k, t in enumerate(prog.text) if _BARRIER.match(t) and prog.redundant(k)}
+    kept = [line for n, line in enumerate(prog.lines) if n not in drop]
+    return "\n".join(kept) + "\n", len(drop)
+
+
+def _issuing_warps(text: list[str]):
+    """A function from a TMA copy's predicate register to the `tid < 32k` predicate it is a conjunction of."""
+    tid = {m.group(1) for t in text if (m := re.match(r"^mov\.u32\s+(%r\d+),\s+%tid\.x;", t))}
+    masked = {m.group(1) for t in text if (m := re.match(r"^and\.b32\s+(%r\d+),\s+(%r\d+),\s+\d+;", t))
+              and m.group(2) in tid}
+    warps = {m.group(1) for t in text if (m := re.match(r"^setp\.lt\.u32\s+(%p\d+),\s+(%r\d+),\s+(\d+);", t))
+             and m.group(2) in masked and int(m.group(3)) % 32 == 0}
+    ands = {m.group(1): m.group(2, 3) for t in text if (m := re.match(r"^and\.pred\s+(%p\d+),\s+(%p\d+),\s+(%p\d+);", t))}
+
+    def find(p: str, depth: int = 0) -> str | None:
+        if p in warps:
+            return p
+        return next((w for q in ands.get(p, ()) if depth < 4 and (w := find(q, depth + 1))), None)
+    return find
+
+
+def split_refill_barriers(ptx: str) -> tuple[str, int]:
+    """`ptx` with its redundant CTA barriers dropped and each loop's refill barrier split into sync (the warps that
+    issue the copies) and arrive (the others), on named barriers 1 and 2 in turn: a warp can be one key block
+    ahead of the issuers, never two (what it reads next came from their previous refill). The barriers changed
+    (0 and `ptx` unchanged unless it has the expected shape)."""
+    original = ptx
+    ptx, dropped = drop_redundant_barriers(ptx)
+    lines = ptx.splitlines()
+    text = [line.strip() for line in lines]
+    named = [m.group(2) for t in text if (m := re.match(r"^(@!?%p\d+\s+)?(?:bar|barrier)\.\S+\s+(\S+)", t))]
+    threads = next((int(m.group(1)) for t in text if (m := re.match(r"^\.reqntid\s+(\d+)", t))), 0)
+    if any(b != "0;" for b in named) or threads < MIN_THREADS or threads % 32:
+        return original, 0
+    issuers_of = _issuing_warps(text)
+    labels = {m.group(1): n for n, t in enumerate(text) if (m := _LABEL.match(t))}
+    split = {}
+    for n, t in enumerate(text):
+        m = _BRANCH.match(t)
+        if not (m and labels.get(m.group(3), n) < n):
+            continue   # not the branch back to a loop's head
+        body = range(labels[m.group(3)], n)
+        barriers = [k for k in body if _BARRIER.match(text[k])]
+        copies = [k for k in body if "cp.async.bulk.tensor" in text[k]]
+        issuers = {issuers_of(p.group(1)) if (p := re.match(r"^@(%p\d+)\s+cp\.async", text[k])) else None
+                   for k in copies}
+        if len(barriers) != 1 or not copies or min(copies) < barriers[0] or len(issuers) != 1 or None in issuers:
+            return original, 0
+        w = issuers.pop()
+        indent = lines[barriers[0]][: len(lines[barriers[0]]) - len(text[barriers[0]])]
+        split[barriers[0]] = [f"xor.b32 \t%refill_turn, %refill_turn, 3;",   # named barrier 1, 2, 1, ...
+                              f"setp.eq.u32 \t%refill_odd, %refill_turn, 1;",
+                              f"and.pred \t%refill_sync1, {w}, %refill_odd;",
+                              f"and.pred \t%refill_sync2, {w}, !%refill_odd;",
+                              f"and.pred \t%refill_arrive1, !{w}, %refill_odd;",
+                              f"and.pred \t%refill_arrive2, !{w}, !%refill_odd;",
+                              f"@%refill_sync1 bar.sync \t1, {threads};",
+                              f"@%refill_sync2 bar.sync \t2, {threads};",
+                              f"@%refill_arrive1 bar.arrive \t1, {threads};",
+                              f"@%refill_arrive2 bar.arrive \t2, {threads};"]
+        split[barriers[0]] = [indent + s for s in split[barriers[0]]]
+    if not split:
+        return original, 0
+    out = []
+    for n, line in enumerate(lines):
+        out.extend(split.get(n, [line]))
+        if re.match(r"^\s*\.reg\s+\.b32\s+%r<\d+>;", line):
+            out += ["\t.reg .b32 \t%refill_turn;",
+                    "\t.reg .pred \t%refill_odd, %refill_sync1, %refill_sync2, %refill_arrive1, %refill_arrive2;"]
+        if text[n].startswith("$L__func_begin"):
+            out.append("\tmov.b32 \t%refill_turn, 2;")
+    return "\n".join(out) + "\n", dropped + len(split)
+
+
+@contextmanager
+def refill_barriers_split():
+    """What Triton compiles inside goes through split_refill_barriers (a cached binary is not compiled again: a
+    kernel compiled both ways needs a constexpr that tells them apart, as rung 7's SPLIT_REFILLS)."""
+    import triton
+    knobs = triton.knobs
+    version = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+    def hook(*args):
+        if not args:   # newer Triton (3.9) asks for a key, to cache the pass's binaries apart
+            return "kernel-ladder-split-refill-barriers", version
+        backend, stages = args[:2]
+        make_ptx = stages["ptx"]
+
+        stages["ptx"] = lambda src, metadata: split_refill_barriers(make_ptx(src, metadata))[0]
+
+    previous = knobs.runtime.add_stages_inspection_hook
+    knobs.runtime.add_stages_inspection_hook = hook
+    try:
+        yield
+    finally:
+        knobs.runtime.add_stages_inspection_hook = previous
