@@ -78,10 +78,13 @@ def shared_bytes(config: dict) -> int:
     return 2 * c["STAGES"] * (c["BM"] * (c["BK"] + 8) + c["BK"] * (c["BN"] + 8))
 
 
-def _tensor_core_launch(filename, kernel, defines, grid, n_threads, a, b, out, smem=0, arch=None, operands=None):
-    """Shared by rungs 4-11: kernel(A, B, C, M, N, K, ldb) on 16-byte rows, grid(M, N) blocks. `operands(a, b, out)`
-    gives what the kernel takes in place of the pointers A and B (rungs 8-11: their tensor maps, and C's)."""
-    M, N, K, out = _operands(a, b, out)
+def _tensor_core_launch(filename, kernel, defines, grid, n_threads, a, b, out, smem=0, arch=None, operands=None,
+                        checked=None):
+    """Shared by rungs 4-12: kernel(A, B, C, M, N, K, ldb) on 16-byte rows, grid(M, N) blocks. `operands(a, b, out)`
+    gives what the kernel takes in place of the pointers A and B (rungs 8-12: their tensor maps, and C's).
+    `checked`: (M, N, K, out) from a caller that validated the operands already (rungs 6 and 12, to pick a
+    configuration by the shape)."""
+    M, N, K, out = checked or _operands(a, b, out)
     if out.numel() and out.data_ptr() % 4:  # a view of C 2 bytes in: the kernels store pairs of halves, 4-byte aligned
         out.copy_(_tensor_core_launch(filename, kernel, defines, grid, n_threads, a, b, None, smem, arch, operands))
         return out
@@ -116,11 +119,11 @@ def pipelined(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None)
 
 # ------------------------------------------------------------- rung 6: the search
 
-def run_config(c: dict, a, b, out=None):
+def run_config(c: dict, a, b, out=None, checked=None):
     """Rung 6's kernel with one configuration (what the search times): a 1-D grid, grouped inside."""
     return _tensor_core_launch("6_autotuned.cu", "matmul_grouped", c,
                                lambda M, N: cuda.cdiv(M, c["BM"]) * cuda.cdiv(N, c["BN"]), threads(c),
-                               a, b, out, shared_bytes(c))
+                               a, b, out, shared_bytes(c), checked=checked)
 
 
 SEARCH_SPACE = dict(BM=[64, 128, 256], BN=[128, 256], BK=[32, 64], WARPS_M=[2, 4], WARPS_N=[2, 4],
@@ -196,8 +199,8 @@ def tune(shapes=TUNE_SHAPES, tuner=None) -> list[autotune.Report]:
 
 def autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 6 with the configuration the search chose for the nearest tuned shape on this GPU."""
-    M, N, K, out = _operands(a, b, out)
-    return run_config(TUNER.best((M, N, K)), a, b, out)
+    checked = _operands(a, b, out)
+    return run_config(TUNER.best(checked[:3]), a, b, checked[3], checked)
 
 
 # ------------------------------------------------------------- rung 7: Hopper's wgmma
@@ -344,12 +347,12 @@ def hopper_grid(c: dict, M: int, N: int, sms: int | None = None) -> int:
     return walking_grid(M, N, c["BM"], c["BN"], c["CLUSTER"], sms)
 
 
-def run_hopper_config(c: dict, a, b, out=None):
+def run_hopper_config(c: dict, a, b, out=None, checked=None):
     """Rung 12's kernel (11_tma_store.cu's) with one configuration: what the search times."""
     return _tensor_core_launch("12_autotuned.cu", "matmul", c, lambda M, N: hopper_grid(c, M, N), 384, a, b, out,
                                hopper_shared_bytes(c), arch="sm_90a",
                                operands=lambda a, b, out: (tma.encode(a, (c["BM"], 64)), tma.encode(b, (64, 64)),
-                                                           c_map(out)))
+                                                           c_map(out)), checked=checked)
 
 
 HOPPER_DEFAULT = dict(BM=128, BN=256, STAGES=3, CLUSTER=2, GROUP_M=8, BOX_BY_BOX=0)  # rung 11's configuration
@@ -379,8 +382,8 @@ HOPPER_TUNER = autotune.Tuner(
 
 def hopper_autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 12 with the configuration the search chose for the nearest tuned shape on this GPU."""
-    M, N, K, out = _operands(a, b, out)
-    return run_hopper_config(HOPPER_TUNER.best((M, N, K)), a, b, out)
+    checked = _operands(a, b, out)
+    return run_hopper_config(HOPPER_TUNER.best(checked[:3]), a, b, checked[3], checked)
 
 
 # ------------------------------------------------------------- cuBLAS and the problem

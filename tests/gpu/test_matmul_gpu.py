@@ -29,8 +29,8 @@ def test_bad_inputs_are_named(rung):
         rung.run(a.float(), b)
     with pytest.raises(ValueError, match="inner dimensions differ"):
         rung.run(a, b[:31])
-    with pytest.raises(ValueError, match="not contiguous"):
-        rung.run(a, torch.randn(48, 32, device="cuda").half().t())
+    with pytest.raises(ValueError, match="not contiguous"):   # every other column: no rung reads it in place
+        rung.run(a, torch.randn(32, 96, device="cuda").half()[:, ::2])
     with pytest.raises(ValueError, match="is on cpu"):
         rung.run(a.cpu(), b.cpu())
 
@@ -81,3 +81,15 @@ def test_triton_search_reports_what_it_did():
 def test_bias_relu_rungs_correct_on_ragged_shapes(rung):
     for shape, result in check_rung(mbr.PROBLEM, rung, seed=3):
         assert result.ok, (rung.label, shape, str(result))
+
+
+@pytest.mark.parametrize("rung", [r for r in KERNELS if r.label in ("cuda:6_autotuned", "cuda:12_autotuned")],
+                         ids=lambda r: r.label)
+def test_searched_rungs_validate_their_operands_once(rung, monkeypatch):
+    """Rungs 6 and 12 pick a configuration by the validated shape and launch with it: one validation a call."""
+    calls = []
+    validate = mm._operands
+    monkeypatch.setattr(mm, "_operands", lambda *args, **kw: calls.append(args) or validate(*args, **kw))
+    a, b = (torch.randn(s, device="cuda").half() for s in ((300, 136), (136, 264)))
+    out = rung.run(a, b)
+    assert len(calls) == 1 and compare(out, mm.reference(a, b)).ok
