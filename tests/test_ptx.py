@@ -1,0 +1,99 @@
+"""ladder.ptx's rules on a small PTX loop shaped as Triton 3.6 writes rung 7's: which CTA barriers it drops, which it
+keeps, how it splits the refill barrier, and that PTX of another shape comes back unchanged."""
+from ladder import ptx
+
+WAIT = """	// begin inline asm
+	{{
+	.reg .pred complete;
+	waitLoop:
+	mbarrier.try_wait.parity.shared.b64 complete, [{bar}], %r9;
+	@!complete bra.uni waitLoop;
+	}}
+	// end inline asm
+"""
+COPY = """	// begin inline asm
+	@%p2 mbarrier.arrive.expect_tx.shared.b64 _, [{bar}], 16384;
+	// end inline asm
+	bar.sync 	0;
+	elect.sync 	%r8|%p4, -1;
+	and.pred 	%p5, %p3, %p4;
+	and.pred 	%p6, %p1, %p5;
+	// begin inline asm
+	@%p6 cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd1, {{%r5, %r5, %r5, %r5}}], [{bar}];
+	// end inline asm
+"""
+
+
+def kernel(loop_body: str, threads: int = 256, after_loop: str = "\tbar.sync \t0;\n") -> str:
+    """A kernel whose key loop waits for K and V, reads them (the wgmma), then refills both slots; after the loop a
+    barrier, as Triton writes one before it invalidates the mbarriers (a path to the exit without one keeps a
+    barrier: the pass is conservative there)."""
+    return f""".visible .entry k(
+	.param .u64 k_param_0
+)
+.reqntid {threads}
+{{
+	.reg .pred 	%p<8>;
+	.reg .b32 	%r<12>;
+	.reg .b64 	%rd<2>;
+$L__func_begin0:
+	mov.u32 	%r1, %tid.x;
+	and.b32 	%r2, %r1, 255;
+	setp.eq.b32 	%p2, %r2, 0;
+	setp.lt.u32 	%p1, %r2, 64;
+	@%p2 mbarrier.init.shared::cta.b64 [%r3], 1;
+	bar.sync 	0;
+	@%p2 mbarrier.init.shared::cta.b64 [%r4], 1;
+	bar.sync 	0;
+$L__BB0_2:
+{loop_body}	setp.lt.s32 	%p7, %r10, %r11;
+	@%p7 bra 	$L__BB0_2;
+{after_loop}	ret;
+}}
+"""
+
+
+LOOP = (WAIT.format(bar="%r3") + "\tbar.sync \t0;\n" + WAIT.format(bar="%r4")
+        + "\twgmma.fence.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;\n"
+        + COPY.format(bar="%r3") + COPY.format(bar="%r4"))
+
+
+def barriers(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip().startswith(("bar.", "@%refill"))]
+
+
+def test_the_barriers_between_waits_and_between_copies_go_and_the_refill_barrier_splits():
+    out, changed = ptx.split_refill_barriers(kernel(LOOP))
+    assert changed == 3   # the one between the two waits, the one between the two copies dropped; one split
+    body = out[out.index("$L__BB0_2:"):out.index("@%p7 bra")]
+    assert barriers(body) == ["@%refill_sync1 bar.sync \t1, 256;", "@%refill_sync2 bar.sync \t2, 256;",
+                              "@%refill_arrive1 bar.arrive \t1, 256;", "@%refill_arrive2 bar.arrive \t2, 256;"]
+    assert "and.pred \t%refill_sync1, %p1, %refill_odd;" in out   # the issuers: tid < 64, the copies' predicate
+    assert out.count("bar.sync \t0;") == 3   # the two after the mbarrier inits and the one after the loop stay
+    assert ".reg .b32 \t%refill_turn;" in out and "mov.b32 \t%refill_turn, 2;" in out
+
+
+def test_a_barrier_kept_where_it_orders_something():
+    # shared memory written before it: the barrier orders that store against the loads after it
+    stored = LOOP.replace("\tbar.sync \t0;\n", "\tst.shared.b32 \t[%r7], %r8;\n\tbar.sync \t0;\n", 1)
+    assert ptx.drop_redundant_barriers(kernel(stored))[0].count("bar.sync \t0;") \
+        > ptx.drop_redundant_barriers(kernel(LOOP))[0].count("bar.sync \t0;")
+    # a wait before it and an mbarrier invalidated after it: every thread must be done waiting first
+    tail = WAIT.format(bar="%r3") + "\tbar.sync \t0;\n\t@%p2 mbarrier.inval.shared::cta.b64 [%r3];\n"
+    out, _ = ptx.drop_redundant_barriers(kernel(LOOP, after_loop=tail))
+    assert "\tbar.sync \t0;\n\t@%p2 mbarrier.inval" in out
+    # a wait before it and a copy after it: the copy could complete the phase after the one a late warp waits for
+    late = WAIT.format(bar="%r3") + COPY.format(bar="%r3").replace("\tbar.sync \t0;\n", "")
+    late = late.replace("\t// begin inline asm\n\t@%p6 cp", "\tbar.sync \t0;\n\t// begin inline asm\n\t@%p6 cp")
+    out, dropped = ptx.drop_redundant_barriers(kernel(late))
+    assert dropped == 0 and "\tbar.sync \t0;\n\t// begin inline asm\n\t@%p6 cp" in out
+
+
+def test_ptx_of_another_shape_comes_back_unchanged():
+    one_warpgroup = kernel(LOOP, threads=128)
+    assert ptx.split_refill_barriers(one_warpgroup) == (one_warpgroup, 0)
+    named = kernel(LOOP.replace("wgmma.fence", "bar.arrive \t3, 256;\n\twgmma.fence"))
+    assert ptx.split_refill_barriers(named) == (named, 0)   # named barriers in use already
+    two_left = kernel(LOOP.replace("\twgmma.wait_group", "\tld.shared.b32 \t%r7, [%r6];\n\tbar.sync \t0;\n"
+                                                        "\twgmma.wait_group"))
+    assert ptx.split_refill_barriers(two_left) == (two_left, 0)   # two barriers left in the loop
