@@ -200,7 +200,7 @@ def tune(shapes=TUNE_SHAPES, tuner=None) -> list[autotune.Report]:
 def autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 6 with the configuration the search chose for the nearest tuned shape on this GPU."""
     checked = _operands(a, b, out)
-    return run_config(TUNER.best(checked[:3]), a, b, checked[3], checked)
+    return run_config(TUNER.best(checked[:3]), a, b, checked=checked)
 
 
 # ------------------------------------------------------------- rung 7: Hopper's wgmma
@@ -383,7 +383,7 @@ HOPPER_TUNER = autotune.Tuner(
 def hopper_autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 12 with the configuration the search chose for the nearest tuned shape on this GPU."""
     checked = _operands(a, b, out)
-    return run_hopper_config(HOPPER_TUNER.best(checked[:3]), a, b, checked[3], checked)
+    return run_hopper_config(HOPPER_TUNER.best(checked[:3]), a, b, checked=checked)
 
 
 # ------------------------------------------------------------- cuBLAS and the problem

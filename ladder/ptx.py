@@ -14,6 +14,7 @@ test picks, no named barriers in use, 8 warps or more: with one warpgroup there 
 `refill_barriers_split()` applies it to what Triton compiles inside it."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from contextlib import contextmanager
@@ -36,7 +37,7 @@ class _Program:
 
     def __init__(self, ptx: str):
         self.lines = ptx.splitlines()
-        self.stmts: list[tuple[int, list[str]]] = []   # (first line, text of each instruction)
+        self.stmts: list[tuple[int, list[str]]] = []   # (its line, the last of an inline asm block; its instructions)
         n = 0
         while n < len(self.lines):
             s = self.lines[n].strip()
@@ -150,17 +151,17 @@ def split_refill_barriers(ptx: str) -> tuple[str, int]:
             return original, 0
         w = issuers.pop()
         indent = lines[barriers[0]][: len(lines[barriers[0]]) - len(text[barriers[0]])]
-        split[barriers[0]] = [f"xor.b32 \t%refill_turn, %refill_turn, 3;",   # named barrier 1, 2, 1, ...
-                              f"setp.eq.u32 \t%refill_odd, %refill_turn, 1;",
-                              f"and.pred \t%refill_sync1, {w}, %refill_odd;",
-                              f"and.pred \t%refill_sync2, {w}, !%refill_odd;",
-                              f"and.pred \t%refill_arrive1, !{w}, %refill_odd;",
-                              f"and.pred \t%refill_arrive2, !{w}, !%refill_odd;",
-                              f"@%refill_sync1 bar.sync \t1, {threads};",
-                              f"@%refill_sync2 bar.sync \t2, {threads};",
-                              f"@%refill_arrive1 bar.arrive \t1, {threads};",
-                              f"@%refill_arrive2 bar.arrive \t2, {threads};"]
-        split[barriers[0]] = [indent + s for s in split[barriers[0]]]
+        split[barriers[0]] = [indent + s for s in (
+            "xor.b32 \t%refill_turn, %refill_turn, 3;",   # named barrier 1, 2, 1, ...
+            "setp.eq.u32 \t%refill_odd, %refill_turn, 1;",
+            f"and.pred \t%refill_sync1, {w}, %refill_odd;",
+            f"and.pred \t%refill_sync2, {w}, !%refill_odd;",
+            f"and.pred \t%refill_arrive1, !{w}, %refill_odd;",
+            f"and.pred \t%refill_arrive2, !{w}, !%refill_odd;",
+            f"@%refill_sync1 bar.sync \t1, {threads};",
+            f"@%refill_sync2 bar.sync \t2, {threads};",
+            f"@%refill_arrive1 bar.arrive \t1, {threads};",
+            f"@%refill_arrive2 bar.arrive \t2, {threads};")]
     if not split:
         return original, 0
     out = []
@@ -174,24 +175,29 @@ def split_refill_barriers(ptx: str) -> tuple[str, int]:
     return "\n".join(out) + "\n", dropped + len(split)
 
 
+@functools.cache
+def _version() -> str:
+    """This pass's version, for Triton's cache key: the hash of this file (read once)."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+def _hook(*args):
+    """Triton's add_stages_inspection_hook: the PTX stage wrapped in split_refill_barriers."""
+    if not args:   # newer Triton (3.9) asks for a key at every launch, to cache the pass's binaries apart
+        return "kernel-ladder-split-refill-barriers", _version()
+    stages = args[1]   # (backend, stages, options, language, capability)
+    make_ptx = stages["ptx"]
+    stages["ptx"] = lambda src, metadata: split_refill_barriers(make_ptx(src, metadata))[0]
+
+
 @contextmanager
 def refill_barriers_split():
     """What Triton compiles inside goes through split_refill_barriers (a cached binary is not compiled again: a
     kernel compiled both ways needs a constexpr that tells them apart, as rung 7's SPLIT_REFILLS)."""
     import triton
     knobs = triton.knobs
-    version = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-
-    def hook(*args):
-        if not args:   # newer Triton (3.9) asks for a key, to cache the pass's binaries apart
-            return "kernel-ladder-split-refill-barriers", version
-        backend, stages = args[:2]
-        make_ptx = stages["ptx"]
-
-        stages["ptx"] = lambda src, metadata: split_refill_barriers(make_ptx(src, metadata))[0]
-
     previous = knobs.runtime.add_stages_inspection_hook
-    knobs.runtime.add_stages_inspection_hook = hook
+    knobs.runtime.add_stages_inspection_hook = _hook
     try:
         yield
     finally:
