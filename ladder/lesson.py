@@ -8,7 +8,7 @@ import functools
 import inspect
 from pathlib import Path
 
-from ladder import results, sass
+from ladder import ptx, results, sass
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -590,8 +590,11 @@ def attention_sass(rung, arch: str, head_dim: int = 64, config: dict | None = No
     if rung.backend == "cuda":
         return sass.cuda_sass(f"attention/{rung.name}.cu", arch,
                               dict(HEAD_DIM=head_dim, **cuda_attention_tiles(rung.name, head_dim)))
-    if rung.backend == "triton" and rung.name == "7_tma":
-        return sass.triton_sass(**ta.tma_sass_case(config, head_dim), arch=arch) if config else None
+    if rung.backend == "triton" and rung.name == "7_tma":   # through ladder.ptx's pass, as tma compiles it
+        if not config:
+            return None
+        with ptx.refill_barriers_split():
+            return sass.triton_sass(**ta.tma_sass_case(config, head_dim), arch=arch)
     materialized = _materialized_triton(ta)
     if rung.name in materialized:
         parts = [sass.triton_sass(kernel, sig, const, arch, tuple(a for a in sig if a.endswith("_ptr") or a == "S"),

@@ -1,12 +1,14 @@
 """A PTX pass for Triton's pipelined TMA loops on Hopper: the CTA barrier before each refill, split.
 
-Triton 3.6 places a CTA barrier (`bar.sync 0`) next to every mbarrier wait and TMA issue of a pipelined loop (its
-Membar analysis treats the mbarriers as shared memory any thread may touch): three a key block in rung 7's
-attention loop. Two of them order nothing: every access before them since the last barrier is an mbarrier wait or
-arrival, or a TMA issue, which the mbarriers themselves order. The third keeps the refill of a ring slot after
-every warp's last read of it. That one is needed, but only by the warps that issue the copies: the others need
-only say they are done. Split into `bar.sync` (issuers) and `bar.arrive` (the rest), the warpgroups stop meeting
-once a key block and one's softmax can run under the other's products (CUDA rung 9's turns, unscheduled).
+Triton places CTA barriers (`bar.sync 0`) next to the mbarrier waits, TMA issues and wgmma of a pipelined loop (its
+Membar analysis treats the mbarriers and the ring as shared memory any thread may touch): three a key block in rung
+7's attention loop under Triton 3.6, five under 3.9. One orders something: the refill of a ring slot after every
+warp's last read of it. The others order nothing: every access before them since the last barrier is an mbarrier
+wait or arrival, a TMA issue (which the mbarriers order themselves) or a wgmma still in flight (its reads end at a
+`wgmma.wait_group`, which no barrier after its issue waits for). The one left is needed, but only by the warps that
+issue the copies: the others need only say they are done. Split into `bar.sync` (issuers) and `bar.arrive` (the
+rest), the warpgroups stop meeting once a key block and one's softmax can run under the other's products (CUDA
+rung 9's turns, unscheduled).
 
 `split_refill_barriers` does both to a kernel's PTX, and changes nothing unless the PTX has the shape this was
 written for (a loop with one barrier left, followed by the loop's TMA copies, each issued by warps a `tid < 32k`
@@ -29,6 +31,9 @@ _MEMORY = re.compile(r"^(@!?%p\d+\s+)?(ld|st|atom|red|cp|wgmma|ldmatrix|stmatrix
 # ... but these the mbarriers order themselves
 _ORDERED_BY_MBARRIERS = re.compile(r"^(@!?%p\d+\s+)?(mbarrier\.try_wait\.parity\.shared|mbarrier\.arrive\.expect_tx"
                                    r"\.shared|cp\.async\.bulk\.tensor\.\dd\.shared::(cluster|cta)\.global\.mbarrier)")
+# ... and a barrier cannot order a wgmma still in flight: it reads shared memory until a wgmma.wait_group, which
+# is what a barrier after it orders (these three only issue it)
+_ASYNC_WGMMA_ISSUE = re.compile(r"^(@!?%p\d+\s+)?wgmma\.(fence|mma_async|commit_group)\b")
 MIN_THREADS = 256   # two warpgroups
 
 
@@ -91,7 +96,7 @@ class _Program:
         before, after = self.region(k, False), self.region(k, True)
         if before is None or after is None:
             return False
-        if any(_MEMORY.match(t) and not _ORDERED_BY_MBARRIERS.match(t) for t in before):
+        if any(_MEMORY.match(t) and not (_ORDERED_BY_MBARRIERS.match(t) or _ASYNC_WGMMA_ISSUE.match(t)) for t in before):
             return False
         if any("mbarrier" in t for t in before) and any(re.search(r"mbarrier\.(init|inval)", t) for t in after):
             return False

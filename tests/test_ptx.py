@@ -1,4 +1,4 @@
-"""ladder.ptx's rules on a small PTX loop shaped as Triton 3.6 writes rung 7's: which CTA barriers it drops, which it
+"""ladder.ptx's rules on small PTX loops shaped as Triton 3.6 and 3.9 write rung 7's: which CTA barriers it drops, which it
 keeps, how it splits the refill barrier, and that PTX of another shape comes back unchanged."""
 from ladder import ptx
 
@@ -97,3 +97,28 @@ def test_ptx_of_another_shape_comes_back_unchanged():
     two_left = kernel(LOOP.replace("\twgmma.wait_group", "\tld.shared.b32 \t%r7, [%r6];\n\tbar.sync \t0;\n"
                                                         "\twgmma.wait_group"))
     assert ptx.split_refill_barriers(two_left) == (two_left, 0)   # two barriers left in the loop
+
+
+# Triton 3.9's loop: Q·Kᵀ waited for, then a barrier (the refill's: every warp's reads of the slot it refills are
+# done), the softmax, P·V issued and left in flight, a barrier, the copies.
+QK_THEN_PV = (WAIT.format(bar="%r3") + WAIT.format(bar="%r4")
+              + "\twgmma.fence.sync.aligned;\n\twgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%r1}, %rd1, %rd1, "
+                "%p1, 1, 1, 0, 0;\n\twgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;\n"
+              + "\tbar.sync \t0;\n\tex2.approx.f32 \t%r7, %r8;\n"
+              + "\twgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%r1}, {%r7}, %rd1, %p1, 1, 1, 1;\n"
+                "\twgmma.commit_group.sync.aligned;\n"
+              + "\tbar.sync \t0;\n" + COPY.format(bar="%r3") + COPY.format(bar="%r4"))
+
+
+def test_a_barrier_after_a_wgmma_in_flight_goes_and_the_one_after_its_wait_splits():
+    out, changed = ptx.split_refill_barriers(kernel(QK_THEN_PV))
+    assert changed == 4   # after P·V's issue and between the copies (two) dropped; the one after the wait split
+    body = out[out.index("$L__BB0_2:"):out.index("@%p7 bra")]
+    assert barriers(body)[0] == "@%refill_sync1 bar.sync \t1, 256;" and "bar.sync \t0;" not in body
+    assert body.index("bar.arrive") < body.index("ex2.approx")   # split where the wait left it
+    # P·V waited for before the second barrier: that barrier orders its reads and stays, and with two barriers
+    # left in the loop the PTX comes back unchanged
+    waited = kernel(QK_THEN_PV.replace("\twgmma.commit_group.sync.aligned;\n\tbar.sync",
+                                       "\twgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;\n"
+                                       "\tbar.sync"))
+    assert ptx.split_refill_barriers(waited) == (waited, 0)

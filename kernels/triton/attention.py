@@ -436,20 +436,24 @@ def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: t
     key block keep the two warpgroups in step) and 1.36 on a fixed-latency dependency: no pipe is full.
 
     The barriers are what holds it back. Triton places them by its Membar analysis, which takes an mbarrier for
-    shared memory any thread may touch; two of the three order nothing (around waits and copies the mbarriers
-    order), the third keeps a refill after every warp's last read of the slot. SPLIT_REFILLS (tma's split_refills)
-    compiles the kernel through ladder.ptx's pass, which drops the two and splits the third: the two warps that issue
-    the copies sync, the other six only arrive. H200, Triton 3.6, each tile the recorded winner's, one run, 5
-    interleaved rounds, x SDPA (the split against rung 7 as compiled):
-    - D128 0.990 against 0.907, D128 causal 0.941 against 0.910, S 16384 D128 causal 0.998 against 0.960; at D64 the
-      winners have 4 warps (one warpgroup, no lockstep to end): the pass leaves them as compiled (0.945 and 0.913).
-    - ncu at D128: barrier stall 2.11 -> 0.93 warps an issue, tensor pipe 63.6% -> 71.6% busy, 1.861 -> 1.713 ms.
-    - Only the two barriers that order nothing dropped: 0.993 and 0.998 of rung 7 at D128 in two runs (the one left
-      keeps the lockstep). Every barrier in the loop dropped (unsafe: a refill may overwrite a slot a warp still
+    shared memory any thread may touch; of the loop's barriers only one orders anything (the refill of a ring slot
+    after every warp's last read of it), and it needs only the warps that issue the copies to wait. So rung 7 ships
+    compiled through ladder.ptx's pass (tma's split_refills, on by default): the others dropped, that one split (the
+    two issuing warps sync, the other six only arrive). H200, each tile the recorded winner's, one run, 5
+    interleaved rounds, x SDPA (through the pass against as compiled, split_refills=False):
+    - Triton 3.6: D128 0.988 against 0.904, D128 causal 0.944 against 0.915; an earlier run 0.990 against 0.907,
+      0.941 against 0.910, S 16384 D128 causal 0.998 against 0.960.
+    - Triton 3.9 (its loop keeps a barrier after P.V's wgmma is issued; the pass drops it: a barrier cannot order
+      a wgmma still in flight): D128 0.992 against 0.830, D128 causal 0.976 against 0.852, S 16384 D128 causal
+      1.038 against 0.890.
+    - At D64 the winners have 4 warps (one warpgroup, no lockstep to end): the pass leaves them as compiled (3.9:
+      0.952 and 0.903 causal). 8-warp D64 tiles through the pass ran slower (0.879 and 0.813 on 3.9).
+    - ncu at D128 (3.6): barrier stall 2.11 -> 0.93 warps an issue, tensor pipe 63.6% -> 71.6% busy, 1.861 ->
+      1.713 ms. Only the barriers that order nothing dropped: 0.993 and 0.998 of rung 7 in two runs (the one left
+      keeps the lockstep); every barrier in the loop dropped (unsafe: a refill may overwrite a slot a warp still
       reads): 0.998 and 1.004 x SDPA, the ceiling of ending the lockstep.
-    - Checked on ragged S (333, 1000), causal and not, Q x1 and x30, NaN-poisoned output: error at most SDPA's;
-      compute-sanitizer racecheck and synccheck clean at S 333. Triton 3.9 compiles the loop with five barriers and
-      other spellings: the pass leaves it as compiled.
+    - Checked on ragged S (333, 1000), causal and not, Q x1 and x30, NaN-poisoned output, at 8-warp tiles: error at
+      most SDPA's on both Tritons; compute-sanitizer racecheck and synccheck clean at S 333.
 
     Tried on the way and left out (Triton 3.6, one run each, 5 interleaved rounds, x SDPA at S 4096, H100 unless
     said):
@@ -516,11 +520,12 @@ def descriptor_boxes(nargs: dict) -> None:
 TMA_SEARCHES, tma_kernel = searched(flash_tma_kernel, "triton:7_tma", query="q_desc", pre_hook=descriptor_boxes)
 
 
-def tma(q, k, v, causal: bool, out: torch.Tensor | None = None, split_refills: bool = False) -> torch.Tensor:
+def tma(q, k, v, causal: bool, out: torch.Tensor | None = None, split_refills: bool = True) -> torch.Tensor:
     """Rung 7: the first call at each new (S, D, causal) runs the search (see TMA_SEARCHES.reports). A TMA copy
-    starts on 16 bytes: so must every tensor. split_refills: compiled through ladder.ptx's pass, the CTA barrier
-    before each refill split into arrive and sync (8 warps or more; the search's winner, searched so if this call
-    searches; SPLIT_REFILLS keeps the two binaries apart in Triton's cache)."""
+    starts on 16 bytes: so must every tensor. split_refills (default): compiled through ladder.ptx's pass, the
+    loop's CTA barriers that order nothing dropped and the refill's split into arrive and sync (8 warps or more;
+    PTX of another shape is left as compiled); False: as Triton compiles it, at the winner of the search (which
+    times what the first call at a shape asks for; SPLIT_REFILLS keeps the two binaries apart in Triton's cache)."""
     B, H, S, D, out = operands(q, k, v, out)
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
         validate.tensor(name, t, dtype=torch.float16, ndim=4, device=device(), align_bytes=16)
@@ -546,7 +551,7 @@ def tune(shapes: list[tuple], tuner: str = "triton:6_autotuned") -> list[autotun
     return [latest[tuple(s)] for s in shapes if tuple(s) in latest]
 
 
-def tma_sass_case(config: dict, head_dim: int = 64, causal: bool = False, split_refills: bool = False) -> dict:
+def tma_sass_case(config: dict, head_dim: int = 64, causal: bool = False, split_refills: bool = True) -> dict:
     """ladder.sass.triton_sass's arguments for flash_tma_kernel as rung 7 launches it with `config` (tiles, warps
     and stages) on a GPU: its descriptors' boxes as descriptor_boxes sets them (split_refills: compile it inside
     ladder.ptx.refill_barriers_split for the pass to apply)."""

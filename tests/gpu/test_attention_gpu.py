@@ -98,8 +98,9 @@ def test_anchors_take_misaligned_views_and_empty_inputs_without_faulting(rung):
 
 @pytest.mark.parametrize("D", [64, 128] if any(r.label == "triton:7_tma" for r in RUNNABLE) else [])
 def test_rung_7_with_its_refill_barriers_split(D):
-    """Rung 7 through ladder.ptx's pass, searched and at an 8-warp tile (two warpgroups: the pass splits its refill
-    barrier), on ragged S, causal and not, into a NaN-poisoned output, Q × 1 and × 30."""
+    """Rung 7 through ladder.ptx's pass (its default), searched and at an 8-warp tile (two warpgroups: the pass
+    splits its refill barrier), and as Triton compiles it (split_refills=False), on ragged S, causal and not, into a
+    NaN-poisoned output, Q × 1 and × 30."""
     import math
     import triton
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -112,12 +113,13 @@ def test_rung_7_with_its_refill_barriers_split(D):
             q = (q * scale).half()
             for causal in (False, True):
                 ref = at.reference(q, k, v, causal)
-                searched = ta.tma(q, k, v, causal, torch.full_like(q, float("nan")), split_refills=True)
+                searched = ta.tma(q, k, v, causal, torch.full_like(q, float("nan")))
+                as_compiled = ta.tma(q, k, v, causal, torch.full_like(q, float("nan")), split_refills=False)
                 out = torch.full_like(q, float("nan"))
                 boxes = [TensorDescriptor.from_tensor(t, [1, 1, r, D])
                          for t, r in ((q, 128), (k, block_n), (v, block_n), (out, 128))]
                 with ptx.refill_barriers_split():
                     ta.flash_tma_kernel[(triton.cdiv(S, 128), 6)](*boxes, S, 3, ta.LOG2E / math.sqrt(D), D, 128,
                                                                   block_n, causal, True, num_warps=8, num_stages=3)
-                for got in (searched, out):
+                for got in (searched, as_compiled, out):
                     assert got.isfinite().all() and compare(got, ref).ok, (S, scale, causal)
