@@ -624,6 +624,22 @@ def attention_signatures(problem, archs=("sm_80", "sm_90"), families=ATTENTION_F
     return "\n".join(out)
 
 
+def refill_barriers(head_dim: int = 128, families=("BAR.SYNC", "BAR.ARV", "HGMMA", "UTMALDG")) -> str:
+    """Triton's rung 7 at `head_dim` with its recorded search's winner (two warpgroups at D128), compiled here for
+    sm_90a as Triton compiles it and through ladder/ptx.py's pass (tma's default): each family's count in the SASS.
+    The counts move with the Triton version compiling it, so the lesson's cell prints them unchecked."""
+    from kernels.triton import attention as ta
+    config = recorded_winner("triton:7_tma", head_dim)
+    as_compiled = sass.triton_sass(**ta.tma_sass_case(config, head_dim, split_refills=False), arch="sm_90a")
+    with ptx.refill_barriers_split():
+        through_pass = sass.triton_sass(**ta.tma_sass_case(config, head_dim), arch="sm_90a")
+    tile = f"{config['BLOCK_M']}x{config['BLOCK_N']}, {config['num_warps']} warps"
+    rows = [(f"rung 7, D{head_dim}, {tile}", families),
+            ("as compiled (split_refills=False)", [as_compiled.count(f) for f in families]),
+            ("through ladder/ptx.py (default)", [through_pass.count(f) for f in families])]
+    return "\n".join(f"{name:38s}" + "".join(f"{c:>9}" for c in cells) for name, cells in rows)
+
+
 # ---- Lesson 04f (attention on Hopper, rung 11: the softmax's instructions): what its cells print ----
 
 # The softmax's opcodes, as the SASS names them (F2FP: two fp32 rounded into a half2 of P; FSETP and FMUL: exp2f's

@@ -126,6 +126,17 @@ def _blocks(line: str) -> tuple[int, int]:
     return int(found.group(1)), int(found.group(2))
 
 
+def test_refill_barriers_counts_rung_7_both_ways_at_its_recorded_d128_tile():
+    """04e's table: the same products and copies both ways; through ladder/ptx.py fewer CTA barriers, 4 of them
+    arrivals (or, on a Triton whose loop the pass was not written for, the build as compiled)."""
+    head, compiled, through = lesson.refill_barriers(128).splitlines()
+    assert head.startswith("rung 7, D128, 128x128, 8 warps") and head.split()[-4:] == ["BAR.SYNC", "BAR.ARV", "HGMMA",
+                                                                                         "UTMALDG"]
+    (sync, arv, hgmma, utmaldg), after = (list(map(int, row.split()[-4:])) for row in (compiled, through))
+    assert arv == 0 and hgmma > 0 and utmaldg > 0 and after[2:] == [hgmma, utmaldg]
+    assert after[:2] == [sync, 0] or (after[1] == 4 and after[0] < sync)
+
+
 def test_blocks_table_holds_what_ncu_recorded():
     """At D64 ncu recorded rung 7's theoretical occupancy as 15 of 64 warps (3 blocks of 5) and rung 8's as 12 (one
     block): the table, computed from the compile, agrees; rung 7 fits 2 blocks at D128. A smaller SM holds fewer."""

@@ -441,8 +441,8 @@ def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: t
     compiled through ladder.ptx's pass (tma's split_refills, on by default): the others dropped, that one split (the
     two issuing warps sync, the other six only arrive). H200, each tile the recorded winner's, one run, 5
     interleaved rounds, x SDPA (through the pass against as compiled, split_refills=False):
-    - Triton 3.6: D128 0.988 against 0.904, D128 causal 0.944 against 0.915; an earlier run 0.990 against 0.907,
-      0.941 against 0.910, S 16384 D128 causal 0.998 against 0.960.
+    - Triton 3.6: D128 0.988 against 0.904, D128 causal 0.944 against 0.915; another run 0.979 against 0.896,
+      0.950 against 0.919, S 16384 D128 causal 0.996 against 0.965 (CUDA rung 15 there: 1.005, 1.020, 1.086).
     - Triton 3.9 (its loop keeps a barrier after P.V's wgmma is issued; the pass drops it: a barrier cannot order
       a wgmma still in flight): D128 0.992 against 0.830, D128 causal 0.976 against 0.852, S 16384 D128 causal
       1.038 against 0.890.
