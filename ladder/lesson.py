@@ -8,7 +8,7 @@ import functools
 import inspect
 from pathlib import Path
 
-from ladder import ptx, results, sass
+from ladder import results, sass
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -590,11 +590,8 @@ def attention_sass(rung, arch: str, head_dim: int = 64, config: dict | None = No
     if rung.backend == "cuda":
         return sass.cuda_sass(f"attention/{rung.name}.cu", arch,
                               dict(HEAD_DIM=head_dim, **cuda_attention_tiles(rung.name, head_dim)))
-    if rung.backend == "triton" and rung.name == "7_tma":   # through ladder.ptx's pass, as tma compiles it
-        if not config:
-            return None
-        with ptx.refill_barriers_split():
-            return sass.triton_sass(**ta.tma_sass_case(config, head_dim), arch=arch)
+    if rung.backend == "triton" and rung.name == "7_tma":
+        return ta.tma_sass(config, arch, head_dim) if config else None
     materialized = _materialized_triton(ta)
     if rung.name in materialized:
         parts = [sass.triton_sass(kernel, sig, const, arch, tuple(a for a in sig if a.endswith("_ptr") or a == "S"),
@@ -630,9 +627,7 @@ def refill_barriers(head_dim: int = 128, families=("BAR.SYNC", "BAR.ARV", "HGMMA
     The counts move with the Triton version compiling it, so the lesson's cell prints them unchecked."""
     from kernels.triton import attention as ta
     config = recorded_winner("triton:7_tma", head_dim)
-    as_compiled = sass.triton_sass(**ta.tma_sass_case(config, head_dim, split_refills=False), arch="sm_90a")
-    with ptx.refill_barriers_split():
-        through_pass = sass.triton_sass(**ta.tma_sass_case(config, head_dim), arch="sm_90a")
+    as_compiled, through_pass = (ta.tma_sass(config, "sm_90a", head_dim, split_refills=split) for split in (False, True))
     tile = f"{config['BLOCK_M']}x{config['BLOCK_N']}, {config['num_warps']} warps"
     rows = [(f"rung 7, D{head_dim}, {tile}", families),
             ("as compiled (split_refills=False)", [as_compiled.count(f) for f in families]),

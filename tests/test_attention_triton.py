@@ -88,7 +88,7 @@ def test_tma_rung_copies_by_tma_on_hopper_and_loads_by_pointer_before():
     and no program builds a descriptor (the host did: no UTMACCTL, the fence a descriptor written in the kernel
     needs before its first copy). Before sm_90 Triton rewrites the descriptors into pointer loads: a direct call
     there would run, but the ladder reports the rung N/A, as it is rung 6 again."""
-    hopper, ampere = (sass.triton_sass(**ta.tma_sass_case(TMA_EXAMPLE), arch=arch) for arch in ("sm_90", "sm_80"))
+    hopper, ampere = (ta.tma_sass(TMA_EXAMPLE, arch) for arch in ("sm_90", "sm_80"))
     assert hopper.count("UTMALDG") > 0 and hopper.count("UTMASTG") > 0 and hopper.count("HGMMA") > 0
     assert hopper.count("LDG") == hopper.count("STG") == hopper.count("LDGSTS") == hopper.count("UTMACCTL") == 0
     assert ampere.count("UTMALDG") == 0 and ampere.count("LDG") > 0 and ampere.count("HMMA") > 0
@@ -169,12 +169,10 @@ def test_split_refills_splits_rung_7s_refill_barrier():
     others) on named barriers 1 and 2, in both key loops; the products and the copies unchanged. One warpgroup (4
     warps) is left as compiled: the pass changes nothing it was not written for."""
     import triton
-    from ladder import ptx
     eight = dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3)
-    stock = sass.triton_sass(**ta.tma_sass_case(eight, 128, split_refills=False), arch="sm_90a")
-    with ptx.refill_barriers_split():
-        split = sass.triton_sass(**ta.tma_sass_case(eight, 128), arch="sm_90a")
-        one_warpgroup = sass.triton_sass(**ta.tma_sass_case(dict(eight, num_warps=4, BLOCK_N=64), 128), arch="sm_90a")
+    stock = ta.tma_sass(eight, "sm_90a", 128, split_refills=False)
+    split = ta.tma_sass(eight, "sm_90a", 128)
+    one_warpgroup = ta.tma_sass(dict(eight, num_warps=4, BLOCK_N=64), "sm_90a", 128)
     assert stock.count("BAR.ARV") == one_warpgroup.count("BAR.ARV") == 0
     fewer = {"3.6": 10, "3.9": 20}.get(triton.__version__[:3])   # CTA barriers fewer in all (3.9: 22 dropped, 2 split)
     if fewer is not None:   # a Triton this was not written for: its loop comes back as compiled, or split as here

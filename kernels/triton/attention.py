@@ -551,19 +551,19 @@ def tune(shapes: list[tuple], tuner: str = "triton:6_autotuned") -> list[autotun
     return [latest[tuple(s)] for s in shapes if tuple(s) in latest]
 
 
-def tma_sass_case(config: dict, head_dim: int = 64, causal: bool = False, split_refills: bool = True) -> dict:
-    """ladder.sass.triton_sass's arguments for flash_tma_kernel as rung 7 launches it with `config` (tiles, warps
-    and stages) on a GPU: its descriptors' boxes as descriptor_boxes sets them (split_refills: compile it inside
-    ladder.ptx.refill_barriers_split for the pass to apply)."""
+def tma_sass(config: dict, arch: str, head_dim: int = 64, causal: bool = False, split_refills: bool = True):
+    """The SASS of flash_tma_kernel compiled for `arch` as tma launches it with `config` (tiles, warps and stages):
+    its descriptors' boxes as descriptor_boxes sets them, through ladder.ptx's pass unless split_refills=False."""
+    from ladder import sass
     tiles = {k: v for k, v in config.items() if k.startswith("BLOCK_")}
-    return dict(kernel=flash_tma_kernel,
-                signature={**{d: f"tensordesc<fp16[1,1,{tiles[rows]},{head_dim}]>"
-                              for d, rows in DESCRIPTOR_ROWS.items()},
-                           "S": "i32", "H": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr",
-                           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "CAUSAL": "constexpr",
-                           "SPLIT_REFILLS": "constexpr"},
-                constexprs=dict(HEAD_DIM=head_dim, CAUSAL=causal, SPLIT_REFILLS=split_refills, **tiles),
-                divisible_by_16=("S",), num_warps=config["num_warps"], num_stages=config["num_stages"])
+    with ptx.refill_barriers_split() if split_refills else contextlib.nullcontext():
+        return sass.triton_sass(
+            flash_tma_kernel,
+            signature={**{d: f"tensordesc<fp16[1,1,{tiles[rows]},{head_dim}]>" for d, rows in DESCRIPTOR_ROWS.items()},
+                       "S": "i32", "H": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr",
+                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "SPLIT_REFILLS": "constexpr"},
+            constexprs=dict(HEAD_DIM=head_dim, CAUSAL=causal, SPLIT_REFILLS=split_refills, **tiles), arch=arch,
+            divisible_by_16=("S",), num_warps=config["num_warps"], num_stages=config["num_stages"])
 
 
 def rungs() -> list[Rung]:
