@@ -24,8 +24,10 @@ import math
 
 import torch
 import torch.nn.functional as F
+import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ladder import autotune, ops
 from ladder.hardware import detect
 from ladder.problems import Problem, Rung, register, same_specialization
 from kernels import attention as forward_problem
@@ -61,7 +63,6 @@ class Forward:
 
     def flash(self) -> tuple:
         if "flash" not in self.made:
-            from ladder import ops  # noqa: F401 -- registers torch.ops.ladder
             self.made["flash"] = torch.ops.ladder.attention(self.q, self.k, self.v, self.causal)
         return self.made["flash"]
 
@@ -197,7 +198,43 @@ def backend_unavailable(kind: str):
 # ------------------------------------------------------------- rung 4's search, and memory (for `record`)
 
 def _tune(labels: list[str]) -> list:
-    return tab.tune(BUCKETS, exact_grads) if "triton:4_autotuned" in labels else []
+    return tune(BUCKETS, exact_grads) if "triton:4_autotuned" in labels else []
+
+
+def tune(buckets: list[tuple], reference, device: str = "cuda") -> list[autotune.Report]:
+    """Rung 4's searches, each kernel at each (S, D, causal) of `buckets`, on fp16 inputs of B·H·S = tab.SEARCH_KEYS
+    (B = 1); `reference(q, k, v, do, causal)` -> the exact (dQ, dK, dV) each configuration is checked against.
+    (device: "cpu" only where a test stands in for the GPU's parts.)"""
+    reports = []
+    for S, D, causal in buckets:
+        gen = torch.Generator(device).manual_seed(7)
+        H = max(1, tab.SEARCH_KEYS // S)
+        q, k, v, do = (torch.randn(1, H, S, D, generator=gen, device=device).half() for _ in range(4))
+        o, lse = torch.ops.ladder.attention(q, k, v, bool(causal))
+        scale = 1 / math.sqrt(D)
+        dq, dk, dv = reference(q, k, v, do, bool(causal))
+        delta = tab.prepare(q, k, v, o, lse, do, bool(causal), scale, None, None, None)[3]
+        inputs = (q, k, v, do, lse, delta, bool(causal), scale)
+        flop = 2.5 * 4 * H * S * S * D * (0.5 if causal else 1.0)
+        for kernel, want in (("dkdv", torch.stack((dk, dv))), ("dq", dq), ("dkdv_atomic", torch.stack((dq, dk, dv)))):
+            out = tab.run_config(kernel, tab.GPU_TILES[D][kernel], *inputs)
+            search = tab.tuner(kernel, D,
+                               compile=lambda c, kernel=kernel, out=out: tab.no_spills(kernel, c, inputs, out, causal))
+            kept = [c for c in search.configs() if search.prune(c, detect()) is None]
+            fn = tab.dq_kernel if kernel == "dq" else tab.dkdv_kernel
+            # one compile-ahead per kind of arguments: the descriptors' boxes are BLOCK_M rows; dQ's sums a pointer
+            # or a descriptor
+            for kind in sorted({(c["BLOCK_M"], c.get("DQ_BY_TMA", False)) for c in kept}):
+                group = [c for c in kept if (c["BLOCK_M"], c.get("DQ_BY_TMA", False)) == kind]
+                args, _, constexprs = tab.search_args(kernel, group[0], q, k, v, do, lse, delta, out, scale)
+                autotune.compile_ahead(fn, [triton.Config({n: c[n] for n in ("BLOCK_M", "BLOCK_N")},
+                                                          num_warps=c["num_warps"], num_stages=c["num_stages"])
+                                            for c in group],
+                                       dict(zip(fn.arg_names, args)), dict(CAUSAL=bool(causal), **constexprs))
+            reports.append(search.search(inputs, want, flop, lambda out=out: torch.empty_like(out),
+                                         warmup_ms=tab.SEARCH_WARMUP_MS, rep_ms=tab.SEARCH_REP_MS, shape=(S, D, int(causal))))
+        del q, k, v, do, o, lse, delta, dq, dk, dv
+    return reports
 
 
 def peak_bytes(run_forward_backward, device: str = "cuda") -> tuple[int, int]:
@@ -221,7 +258,6 @@ def measure_memory(labels: list[str]) -> dict[str, list[dict]]:
     """Forward + backward's peak bytes allocated, rung 1 against rung 2, fp16 inputs (Q, K, V, dO allocated
     before the reset: counted in `inputs_bytes`, not in `peak_above_inputs_bytes`). Rung 1 at S 16384 is measured
     at B 1, H 1 (its row says so, with what B 4, H 32 would need: `needs_at_headline_bytes`)."""
-    from ladder import ops
     rows = []
     for rung, shape in MEMORY_SHAPES:
         if f"triton:{rung}" not in labels:

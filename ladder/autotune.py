@@ -29,11 +29,12 @@ from typing import Callable
 import torch
 
 from ladder import results as results_mod
-from ladder.ceilings import CACHE_DIR
+from ladder.cache import CACHE_DIR
 from ladder.check import compare
 from ladder.hardware import detect
 from ladder.timing import search_bench
-from ladder.world import NotAvailable
+from ladder.errors import NotAvailable, Spills
+from ladder.world import WORLD
 
 CACHE = CACHE_DIR / "autotune.json"
 # Each configuration runs this long (ms) before and while it is timed. Triton's default (25 / 100) is a short
@@ -129,11 +130,6 @@ class Report:
 
 def format_config(config: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in config.items())
-
-
-class Spills(RuntimeError):
-    """Raised by a tuner's compile(config) for a kernel that builds but keeps values in local memory (register
-    spills): the search prunes it, since the register budget model let it through (see the tuners' prune)."""
 
 
 @dataclass
@@ -398,7 +394,6 @@ class TritonSearchLog:
     def bench(self, kernel_call, quantiles):
         """Time one configuration: on a GPU in short windows, then (unless already SCREEN_MARGIN x slower than the best
         timed before it) in the full ones (search_bench); one timed call in the interpreter."""
-        from ladder.world import WORLD
         screened = False
         try:
             if WORLD.gpu:

@@ -15,9 +15,7 @@ recordings made before they were measured have none: the roofline then draws no 
 from __future__ import annotations
 
 import json
-import os
 import warnings
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -25,11 +23,11 @@ import triton
 import triton.language as tl
 
 from ladder import cuda
+from ladder.cache import CACHE_DIR
 from ladder.hardware import GPU, detect
 from ladder.timing import bench
 from ladder.world import require_gpu
 
-CACHE_DIR = Path(os.environ.get("KERNEL_LADDER_CACHE", Path.home() / ".cache" / "kernel-ladder"))
 
 
 def copy_TBps(nbytes: int = 2 << 30) -> float:

@@ -38,7 +38,8 @@ from pathlib import Path
 
 from ladder import colab, hardware, problems as problems_mod, results as results_mod
 from ladder.exercises.notebooks import execute
-from ladder.world import WORLD, NotAvailable, require_gpu
+from ladder.errors import NotAvailable
+from ladder.world import WORLD, require_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIRS = ("notebooks", "solutions", "exercises")
@@ -165,13 +166,13 @@ def _shape(text: str) -> tuple:
 
 
 def cmd_sweep(args) -> None:
-    from ladder import dispatch
+    from ladder import dispatch, sweep
     start = time.time()
     shapes = dispatch.shapes_to_sweep(args.model, args.grid, args.shape)
     if args.warp_states_only:
-        print(f"wrote {dispatch.record_warp_states(shapes)} in {time.time() - start:.0f} s")
+        print(f"wrote {sweep.record_warp_states(shapes)} in {time.time() - start:.0f} s")
         return
-    swept = dispatch.sweep(shapes, search=args.search)
+    swept = sweep.sweep(shapes, search=args.search)
     print("\n".join(dispatch.goals(swept.rows)))
     print(f"wrote {swept.table}" + (f" and {swept.recording}" if swept.recording else
                                     " (no recording of this GPU to add the rows to: `python -m ladder record` first)")

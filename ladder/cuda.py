@@ -22,7 +22,10 @@ import site
 import sys
 from pathlib import Path
 
-from ladder.world import NotAvailable, require_gpu
+from ladder.cache import CACHE_DIR
+from ladder.errors import NotAvailable, Spills
+from ladder import hardware
+from ladder.world import require_gpu
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels" / "cuda"
 COMMON_OPTIONS = ("-std=c++17",)
@@ -114,7 +117,7 @@ def _compile(text: str, options: tuple[str, ...], arch: str | None):
     # a target CuPy does not choose itself (sm_90a: wgmma; compute_75: emulation): NVRTC directly, then load
     binary = _nvrtc(text, "kernel.cu", arch, options)
     suffix = "ptx" if arch.startswith("compute_") else "cubin"  # the driver JIT-compiles PTX as it loads it
-    cache = Path(os.environ.get("KERNEL_LADDER_CACHE", Path.home() / ".cache" / "kernel-ladder")) / suffix
+    cache = CACHE_DIR / suffix
     cache.mkdir(parents=True, exist_ok=True)
     path = cache / f"{hashlib.sha256(binary).hexdigest()[:24]}.{suffix}"
     path.write_bytes(binary)
@@ -123,8 +126,7 @@ def _compile(text: str, options: tuple[str, ...], arch: str | None):
 
 def _target(path, arch: str | None) -> str | None:
     """What `load` compiles for: `arch`, else the emulated GPU's PTX, else None (this GPU, CuPy's choice)."""
-    from ladder.hardware import detect
-    gpu = detect()
+    gpu = hardware.detect()
     if gpu is None or gpu.emulated_on is None:
         return arch
     if arch is not None:  # only rung 7 names one (sm_90a), and its rung is N/A on the older GPUs emulated
@@ -215,10 +217,9 @@ def launch(module, kernel: str, grid: int | tuple, block: int | tuple, args: tup
 @functools.lru_cache(maxsize=None)
 def without_spills(module, kernel: str):
     """`module`, once its `kernel` is known to keep every value in registers: a kernel with local memory (a
-    register spill) raises autotune.Spills, which a search counts as pruned."""
+    register spill) raises Spills, which a search counts as pruned."""
     spilled = module.get_function(kernel).attributes["local_size_bytes"]
     if spilled:
-        from ladder.autotune import Spills
         raise Spills(f"spills registers: {spilled} bytes of local memory per thread")
     return module
 

@@ -1,7 +1,5 @@
 """Which kernel ladder.ops.matmul runs at each shape, and in which configuration: a dispatch table that a shape
-sweep on this GPU fills.
-
-    python -m ladder sweep [--model] [--grid] [--shape MxNxK ..] [--search]
+sweep on this GPU fills (ladder.sweep).
 
 The shapes, (M, N, K) with A M x K and B K x N:
   MODEL_SHAPES  the five matmuls of lesson 05's model (GPT-2 small on 8 sequences of 1024 tokens), under the names
@@ -10,17 +8,7 @@ The shapes, (M, N, K) with A M x K and B K x N:
                 and thin, log-spaced from 256 to 8192. 1449 is their geometric mean (1448) made odd: rows that start
                 off 16-byte boundaries, masked edges, the TMA rungs' padded copies (`--grid`)
 
-At each shape the sweep runs every candidate once on the same inputs (all outputs kept until each is checked
-against the float64 product, so none can pass on a result another left in its memory), then times the correct
-ones with ladder.timing.bench (L2 flushed before every run, the median kept), one after the other in one run:
-  torch:cublas             torch.matmul, the anchor
-  triton:6_autotuned       rung 6 through ladder.ops.matmul, in the configuration the op's own rule gives it (the
-                           nearest search winner; with --search, a search at this shape first)
-  triton:7_tma_persistent  (TMA, sm_90) rung 6 with its tiles loaded by TMA descriptors, its one configuration
-  cuda:12_autotuned        (wgmma, sm_90) CUDA C++ rung 12 in the nearest searched configuration (--search: its own)
-Its rows go to results/<gpu>.json under "shape_sweep" (the rows at other shapes, and every other kind, kept), the
-table to <cache>/dispatch-<gpu>.json (the cache directory of ladder.autotune: ~/.cache/kernel-ladder or
-$KERNEL_LADDER_CACHE), over the entries of an earlier valid table at other shapes.
+ladder.sweep fills the table; its docstring says what it times.
 
 The op's pick at a shape is between the candidates it launches: in an eager call EAGER_CANDIDATES (rung 6, rung 7
 where this GPU has the TMA, and torch.matmul), under torch.compile OP_CANDIDATES (rung 6 and torch.matmul: rung 7's
@@ -41,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import json
 import statistics
-import sys
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
@@ -50,12 +37,10 @@ from typing import Callable
 import torch
 import triton
 
-from ladder import autotune, hardware, problems, results
+from ladder import autotune, hardware, results
 from ladder.capstone.config import PRESETS
-from ladder.ceilings import CACHE_DIR
-from ladder.check import compare
-from ladder.timing import bench, rates
-from ladder.world import WORLD, NotAvailable, device, require_gpu
+from ladder.cache import CACHE_DIR
+from ladder.world import WORLD
 
 CUBLAS, RUNG6 = "torch:cublas", "triton:6_autotuned"
 RUNG7, RUNG12 = "triton:7_tma_persistent", "cuda:12_autotuned"
@@ -93,7 +78,7 @@ def shapes_to_sweep(model: bool, grid: bool, given: list[tuple] = ()) -> dict[tu
             **{tuple(s): goals.get(tuple(s)) or grid_shapes.get(tuple(s), "given") for s in given}}
 
 
-def _text(shape: tuple) -> str:
+def shape_text(shape: tuple) -> str:
     return "x".join(map(str, shape))
 
 
@@ -127,7 +112,7 @@ class Found:
     exact: bool
 
     def __str__(self) -> str:
-        where = "this shape" if self.exact else f"the nearest swept shape, {_text(self.entry.shape)}"
+        where = "this shape" if self.exact else f"the nearest swept shape, {shape_text(self.entry.shape)}"
         return f"measured at {where}"
 
 
@@ -249,17 +234,24 @@ def lookup(shape: tuple) -> Found | None:
     return None if table is None else table.lookup(shape)
 
 
+_ON_RELOAD: list[Callable[[], None]] = []   # what forgets choices made from the table (ladder.ops registers its own)
+
+
+def on_reload(forget: Callable[[], None]) -> None:
+    """Call `forget` whenever the table is read again (`reload`): choices made from the old one are stale."""
+    _ON_RELOAD.append(forget)
+
+
 def reload() -> None:
-    """Read the table again at the next lookup; ladder.ops chooses again at every shape."""
+    """Read the table again at the next lookup; whatever chose from the table chooses again (on_reload)."""
     global _loaded
     _loaded = None
-    ops = sys.modules.get("ladder.ops")   # not imported yet: it has chosen nothing
-    if ops is not None:
-        ops.forget_choices()
+    for forget in _ON_RELOAD:
+        forget()
 
 
 @contextlib.contextmanager
-def _suspended():
+def suspended():
     """No table in effect (the op runs rung 6 in its own rule's configuration: what the sweep times), and the
     op's choices forgotten on the way in and out."""
     global _loaded
@@ -279,138 +271,6 @@ def describe() -> str:
     return f"per shape, rung 6 or torch.matmul as the dispatch table picks ({loaded.reason})"
 
 
-# ------------------------------------------------------------- the sweep (a GPU)
-
-@dataclass(frozen=True)
-class Candidate:
-    label: str
-    run: Callable                                 # run(a, b) -> a @ b
-    config: Callable[[tuple], dict | None]        # config(shape): the configuration it runs there
-    search: Callable[[tuple], object] | None = None   # search(shape): its search there (`--search`)
-
-
-def candidates(gpu) -> list[Candidate]:
-    """What the sweep times on `gpu`, cuBLAS first: rung 6 where the op runs it (sm_80 on), rungs 7 and 12 where
-    the GPU has what they need."""
-    from kernels import matmul as km
-    from kernels.triton import matmul as tm
-    from ladder import ops
-    problem = problems.get("matmul")
-
-    def rung(label: str):
-        return problem.rung(*label.split(":"))
-    found = [Candidate(CUBLAS, rung(CUBLAS).run, lambda shape: None)]
-    if ops.choose("matmul", gpu).kernel == RUNG6:
-        found.append(Candidate(RUNG6, lambda a, b: ops.matmul(a, b), lambda shape: ops.matmul_choice(*shape).config,
-                               lambda shape: tm.tune([shape])))
-    if rung(RUNG7).unavailable_reason(gpu) is None:
-        found.append(Candidate(RUNG7, rung(RUNG7).run, lambda shape: tm.TMA_PERSISTENT))
-    if rung(RUNG12).unavailable_reason(gpu) is None:
-        found.append(Candidate(RUNG12, rung(RUNG12).run, km.HOPPER_TUNER.best,
-                               lambda shape: km.tune([shape], km.HOPPER_TUNER)))
-    return found
-
-
-def measure(shape: tuple, name: str, chosen: list[Candidate], seed: int = 0) -> list[dict]:
-    """One "shape_sweep" row per candidate at `shape`: checked against float64, then timed if correct."""
-    problem = problems.get("matmul")
-    a, b = problem.make_inputs(shape, device(), torch.Generator(device()).manual_seed(seed))
-    reference = problem.reference(a, b)
-    outputs: dict[str, torch.Tensor] = {}
-    # every first call (it may compile) before any check, each output kept: no two share memory
-    errors = {c.label: autotune._error(lambda: outputs.__setitem__(c.label, c.run(a, b))) for c in chosen}
-    rows = []
-    for c in chosen:
-        backend, rung = c.label.split(":")
-        row = {"problem": "matmul", "backend": backend, "rung": rung, "shape": list(shape), "name": name,
-               "config": c.config(shape)}
-        if errors[c.label]:
-            rows.append({**row, "correct": False, "error": errors[c.label]})
-            continue
-        verdict = compare(outputs.pop(c.label), reference)
-        if not verdict.ok:
-            rows.append({**row, "correct": False, "rel_error": verdict.rel_error})
-            continue
-        timing = bench(lambda: c.run(a, b), warmed=True)
-        rows.append({**row, "ms": timing.median_ms, "ms_p20": timing.p20_ms, "ms_p80": timing.p80_ms,
-                     **rates(problem.flops(shape), problem.min_bytes(shape), timing.median_ms),
-                     "correct": True, "rel_error": verdict.rel_error})
-    return rows
-
-
-def record(rows: list[dict], gpu) -> Path | None:
-    """The rows merged into `gpu`'s recording under "shape_sweep" (ladder.results.merge: rows at other shapes,
-    and every other kind of row, kept); None where this GPU has no recording yet (`python -m ladder record`)."""
-    if not results.path_for(gpu.slug).exists():
-        return None
-    old = results.load(gpu.slug).data
-    return results.save(results.merge(old, {**results.fresh_record(old, gpu), "shape_sweep": rows}))
-
-
-@dataclass(frozen=True)
-class Swept:
-    rows: list[dict]
-    table: Path
-    recording: Path | None   # None: no recording of this GPU to add the rows to
-
-
-def _gpu_for_sweep():
-    require_gpu("`sweep` (it times every candidate kernel at each shape)")
-    hardware.require_real("Recording a shape sweep")
-    return hardware.detect()
-
-
-def _save(rows: list[dict], gpu) -> tuple[Path, Path | None]:
-    """The table of `rows` over the earlier table's other shapes, written; the rows recorded (see `record`)."""
-    table = DispatchTable.from_rows(process_key(gpu.slug), rows).over(load(gpu).table)
-    return table.write(cache_path(gpu.slug)), record(rows, gpu)
-
-
-def sweep(shapes: dict[tuple, str], search: bool = False, chosen: list[Candidate] | None = None,
-          say: Callable[[str], None] = print) -> Swept:
-    """Check and time `chosen` (default: `candidates` of this GPU) at each of `shapes` ({shape: name}); with
-    `search`, each candidate's search at the shape first. After each shape the table and the recording are
-    written (a sweep cut short keeps the shapes it finished); the op uses the new table from its next call."""
-    gpu = _gpu_for_sweep()
-    chosen = candidates(gpu) if chosen is None else chosen
-    if all(c.label == CUBLAS for c in chosen):
-        raise NotAvailable(f"on {gpu.name} ladder.ops.matmul runs torch.matmul at every shape: nothing to choose")
-    say(f"{len(shapes)} shapes x {len(chosen)} candidates ({', '.join(c.label for c in chosen)}) on {gpu.name}")
-    rows = []
-    with _suspended():
-        for shape, name in shapes.items():
-            for c in chosen:
-                if search and c.search:
-                    c.search(shape)
-            measured = measure(shape, name, chosen)
-            say(shape_line(measured))
-            rows += measured
-            table, recording = _save(rows, gpu)
-    return Swept(rows, table, recording)
-
-
-def record_warp_states(shapes: dict[tuple, str], say: Callable[[str], None] = print) -> Path:
-    """Nsight Compute's warp states (ladder.profile.warp_states) of cuBLAS and of our fastest rung at each of
-    `shapes`, as this GPU's recorded sweep timed them, added to its recording under "warp_states" at that shape:
-    the counters that say why a rung of ours trails cuBLAS there. No timing runs."""
-    from ladder import profile
-    gpu = _gpu_for_sweep()
-    old = results.load(gpu.slug).data
-    fastest = times_cublas(old.get("shape_sweep", []))
-    rows = []
-    for shape, name in shapes.items():
-        if shape not in fastest:
-            say(f"{name} {_text(shape)}: not swept on this GPU: `python -m ladder sweep --shape {_text(shape)}` first")
-            continue
-        for label in (CUBLAS, fastest[shape][0]):
-            backend, rung = label.split(":")
-            rows.append({"problem": "matmul", "backend": backend, "rung": rung, "shape": list(shape),
-                         "metrics": profile.warp_states("matmul", backend, rung, shape)})
-            say(f"{name} {_text(shape)} {label}: " + ", ".join(
-                f"{r} {v:.2g}" for r, v in profile.top_stalls(rows[-1]["metrics"])))
-    return results.save(results.merge(old, {**results.fresh_record(old, gpu), "warp_states": rows}))
-
-
 # ------------------------------------------------------------- what a sweep found
 
 def shape_line(rows: list[dict]) -> str:
@@ -418,7 +278,7 @@ def shape_line(rows: list[dict]) -> str:
     first = rows[0]
     cells = [f"{r['backend']}:{r['rung']} " + (f"{r['ms']:.3f} ms" if "ms" in r else
                                                "failed" if "error" in r else "WRONG") for r in rows]
-    return f"{first['name']:24s} {_text(first['shape']):>17s}  " + "  ".join(cells)
+    return f"{first['name']:24s} {shape_text(first['shape']):>17s}  " + "  ".join(cells)
 
 
 def times_cublas(rows: list[dict]) -> dict[tuple, tuple[str, float]]:
@@ -442,7 +302,7 @@ def goals(rows: list[dict]) -> list[str]:
         if shape in ratio:
             best, x = ratio[shape]
             met, bar = (x > 1, "beat cuBLAS") if shape == VOCABULARY else (x >= GOAL, f">= {GOAL}x")
-            lines.append(f"{name:24s} {_text(shape):>17s}  {best} {x:.3f}x cuBLAS  "
+            lines.append(f"{name:24s} {shape_text(shape):>17s}  {best} {x:.3f}x cuBLAS  "
                          f"{'met' if met else 'NOT met'} ({bar})")
     on_grid = [ratio[s][1] for s in GRID if s in ratio]
     if on_grid:

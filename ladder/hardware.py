@@ -17,7 +17,7 @@ from dataclasses import dataclass, asdict, replace
 
 import torch
 
-from ladder.world import NotAvailable
+from ladder.errors import NotAvailable
 
 
 @dataclass(frozen=True)

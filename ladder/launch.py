@@ -30,7 +30,8 @@ import statistics
 import sys
 import time
 
-from ladder.world import NotAvailable, require_gpu
+from ladder.errors import NotAvailable
+from ladder.world import require_gpu
 
 MATMUL = (256, 256, 256)
 LINEAR = (256, 1024, 256)          # tokens, out features, in features
@@ -124,7 +125,7 @@ def measure(n: int = 300, rounds: int = 7) -> list[dict]:
     """One row per call that is not an anchor: its host µs and kernel µs beside its anchor's, same rounds."""
     from ladder import dispatch
     from ladder.timing import event_bench
-    with dispatch._suspended():  # rung 6 at 256³ even where a dispatch table would pick cuBLAS: its launch is timed
+    with dispatch.suspended():  # rung 6 at 256³ even where a dispatch table would pick cuBLAS: its launch is timed
         return _measure(n, rounds, event_bench)
 
 

@@ -308,11 +308,14 @@ def _has_rung7() -> bool:
 
 
 def forget_choices() -> None:
-    """Choose again at every shape (ladder.dispatch calls it when the table in effect changes): the choices, the
+    """Choose again at every shape (ladder.dispatch calls it when the table in effect changes: on_reload): the choices, the
     plans and `backend`'s note made from them, and the kernels compiled for those plans (keyed without them)."""
     for cached in (matmul_choice, matmul_plan, backend):
         cached.cache_clear()
     _MATMUL_LAUNCHES.compiled.clear()
+
+
+dispatch.on_reload(forget_choices)
 
 
 @functools.lru_cache(maxsize=None)

@@ -16,7 +16,8 @@ import sys
 import tempfile
 import time
 
-from ladder.world import NotAvailable, require_gpu
+from ladder.errors import NotAvailable
+from ladder.world import require_gpu
 
 QUERY = "timestamp,power.draw,power.limit,clocks.sm,clocks.max.sm,clocks_throttle_reasons.active"
 THROTTLE = {0x1: "idle", 0x4: "SW power cap", 0x8: "HW slowdown", 0x20: "SW thermal", 0x40: "HW thermal",

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from ladder.world import NotAvailable
+from ladder.errors import NotAvailable
 
 # name we report -> Nsight Compute metric (summed over the rung's kernels)
 METRICS = {

@@ -32,7 +32,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ladder.world import NotAvailable
+from ladder.errors import NotAvailable
 
 _HERE = Path(__file__).resolve().parent
 # A clone (or an editable install) reads and records results/; a non-editable install reads the copy inside

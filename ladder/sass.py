@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ladder import cuda
-from ladder.world import NotAvailable
+from ladder.errors import NotAvailable
 
 ARCHS = ("sm_75", "sm_80", "sm_90")
 # An instruction line: "/*0480*/  [@P0 | @!PT ...] OPCODE ...". "@!PT" (never true) marks padding

@@ -18,7 +18,7 @@ import functools
 import numpy as np
 import torch
 
-from ladder.world import NotAvailable
+from ladder.errors import NotAvailable
 
 MAP_BYTES = 128
 SWIZZLE_BYTES = {None: 0, 32: 1, 64: 2, 128: 3}       # CUtensorMapSwizzle

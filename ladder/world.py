@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from importlib.metadata import version
 
 import torch
 
-
-class NotAvailable(RuntimeError):
-    """Something cannot run in this world (no GPU, GPU too old, library missing).
-
-    Notebooks catch it and print its message instead of a traceback.
-    """
+from ladder.errors import NotAvailable
+from ladder import hardware
 
 
 def has_gpu() -> bool:
@@ -33,8 +30,7 @@ class World:
     @property
     def name(self) -> str:
         if self.gpu:
-            from ladder.hardware import detect  # hardware imports this module
-            gpu = detect()
+            gpu = hardware.detect()
             return f"GPU ({gpu.emulation_note or gpu.name})"
         return "CPU only (Triton interpreter, compile-only CUDA, recorded timings)"
 
@@ -54,7 +50,6 @@ def check_interpreter() -> None:
     """Triton 3.6's interpreter turns one-element arrays into Python ints, which NumPy 2.4 refuses (every Triton
     kernel then fails on CPU with "only 0-dimensional arrays can be converted to Python scalars"); Triton 3.7
     fixed it. Say so once, at import, rather than in every kernel."""
-    from importlib.metadata import version
     triton_v, numpy_v = version("triton"), version("numpy")
     if _release(triton_v) < (3, 7) and _release(numpy_v) >= (2, 4):
         raise NotAvailable(f"Triton {triton_v}'s interpreter (the CPU world) cannot run with NumPy {numpy_v}: "

@@ -313,7 +313,7 @@ def test_the_kv_kernel_reads_q_and_do_through_the_tma_as_through_pointers(causal
     q, k, v = packed(gen, 1, 2, 40, 64)
     do = randn(gen, 1, 40, 2, 64).transpose(1, 2)
     o, lse = torch.ops.ladder.attention(q, k, v, causal)
-    dq, _, _, delta, scale, tiles = ab._prepare(q, k, v, o, lse, do, causal, None, None, None, None)
+    dq, _, _, delta, scale, tiles = ab.prepare(q, k, v, o, lse, do, causal, None, None, None, None)
     got = {}
     for by_tma in (False, True):
         dk, dv = torch.full_like(k, float("nan")), torch.full_like(v, float("nan"))
@@ -405,7 +405,7 @@ def test_rung_4s_search_times_checks_and_caches_each_kernel(monkeypatch, tmp_pat
     from kernels import attention_backward as problem_module
     from ladder import autotune
     gpu, times = SimpleNamespace(name="GPU", slug="gpu"), itertools.count()
-    for module in (ab, autotune):
+    for module in (ab, problem_module, autotune):
         monkeypatch.setattr(module, "detect", lambda: gpu)
     monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
     monkeypatch.setattr(autotune, "_BEST", {})
@@ -418,7 +418,7 @@ def test_rung_4s_search_times_checks_and_caches_each_kernel(monkeypatch, tmp_pat
                                              "dq": dict(BLOCK_M=[64], BLOCK_N=[16, 32], num_warps=[4], num_stages=[1]),
                                              "dkdv_atomic": dict(BLOCK_M=[16], BLOCK_N=[32, 64], num_warps=[2],
                                                                  num_stages=[1], DQ_BY_TMA=[False])})
-    reports = ab.tune([(40, 64, 1)], problem_module.exact_grads, device="cpu")
+    reports = problem_module.tune([(40, 64, 1)], problem_module.exact_grads, device="cpu")
     assert [(r.tuner, r.shape, len(r.timed), len(r.failed)) for r in reports] == [
         ("triton:4_autotuned:dkdv", (40, 64, 1), 2, 0), ("triton:4_autotuned:dq", (40, 64, 1), 2, 0),
         ("triton:4_autotuned:dkdv_atomic", (40, 64, 1), 2, 0)]

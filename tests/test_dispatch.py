@@ -9,10 +9,13 @@ import torch
 import kernels.matmul as km
 from kernels.triton import matmul as tm
 from ladder import cli, dispatch, ops, results
+from ladder import sweep as shape_sweep
 from ladder.capstone import costs
 from ladder.capstone.model import PRESETS
 from ladder.check import compare
-from ladder.dispatch import CUBLAS, RUNG6, RUNG7, RUNG12, Candidate, DispatchTable, Entry, Timed
+from ladder.errors import NotAvailable
+from ladder.dispatch import CUBLAS, RUNG6, RUNG7, RUNG12, DispatchTable, Entry, Timed
+from ladder.sweep import Candidate
 from ladder.timing import Timing
 from ops_helpers import reference
 from test_ops import H100, T4, gpu
@@ -212,19 +215,19 @@ def test_describe_says_whether_a_table_picks(in_effect):
 # ------------------------------------------------------------- the sweep, its timer and GPU faked
 
 def test_the_candidates_on_each_gpu():
-    assert [c.label for c in dispatch.candidates(H100)] == [CUBLAS, RUNG6, RUNG7, RUNG12]
-    assert [c.label for c in dispatch.candidates(A100)] == [CUBLAS, RUNG6]
-    assert [c.label for c in dispatch.candidates(T4)] == [CUBLAS]
+    assert [c.label for c in shape_sweep.candidates(H100)] == [CUBLAS, RUNG6, RUNG7, RUNG12]
+    assert [c.label for c in shape_sweep.candidates(A100)] == [CUBLAS, RUNG6]
+    assert [c.label for c in shape_sweep.candidates(T4)] == [CUBLAS]
 
 
 def test_the_sweep_refuses_a_gpu_where_the_op_has_nothing_to_choose(monkeypatch):
-    monkeypatch.setattr(dispatch, "_gpu_for_sweep", lambda: T4)
-    with pytest.raises(dispatch.NotAvailable, match="runs torch.matmul at every shape: nothing to choose"):
-        dispatch.sweep({(256,) * 3: "grid"})
+    monkeypatch.setattr(shape_sweep, "_gpu_for_sweep", lambda: T4)
+    with pytest.raises(NotAvailable, match="runs torch.matmul at every shape: nothing to choose"):
+        shape_sweep.sweep({(256,) * 3: "grid"})
 
 
 def test_the_sweep_records_rows_writes_the_table_and_merges_the_recording(monkeypatch, in_effect):
-    monkeypatch.setattr(dispatch, "_gpu_for_sweep", lambda: H100)
+    monkeypatch.setattr(shape_sweep, "_gpu_for_sweep", lambda: H100)
     first, second, elsewhere = (37, 45, 29), (16, 32, 48), (4096,) * 3
     # an earlier table (same versions) at another shape, kept; one in effect that picks cuBLAS at the first shape
     table(entry(elsewhere, cublas=1.0, rung6=0.5)).write(dispatch.cache_path(H100.slug))
@@ -235,7 +238,7 @@ def test_the_sweep_records_rows_writes_the_table_and_merges_the_recording(monkey
                   "shape_sweep": [dict(old_row, shape=list(first), ms=5.0),
                                   dict(old_row, shape=list(elsewhere), ms=0.5)]})
 
-    real = {c.label: c for c in dispatch.candidates(H100)}
+    real = {c.label: c for c in shape_sweep.candidates(H100)}
     launches = []
 
     class Counted(ops.Launches):   # rung 6's launches while the sweep times it
@@ -257,9 +260,9 @@ def test_the_sweep_records_rows_writes_the_table_and_merges_the_recording(monkey
         timed.append(fn())
         ms = next(medians)
         return Timing(ms, 0.9 * ms, 1.1 * ms)
-    monkeypatch.setattr(dispatch, "bench", fake_bench)
+    monkeypatch.setattr(shape_sweep, "bench", fake_bench)
     said = []
-    swept = dispatch.sweep({first: "grid", second: "given"}, chosen=chosen, say=said.append)
+    swept = shape_sweep.sweep({first: "grid", second: "given"}, chosen=chosen, say=said.append)
 
     assert said[0].startswith("2 shapes x 4 candidates (torch:cublas, triton:6_autotuned, triton:7_tma_persistent, "
                               "cuda:12_autotuned) on NVIDIA H100")
@@ -296,7 +299,7 @@ def test_the_sweep_records_rows_writes_the_table_and_merges_the_recording(monkey
 
 def test_warp_states_of_cublas_and_our_fastest_rung_join_the_recording_at_each_swept_shape(monkeypatch):
     from ladder import profile
-    monkeypatch.setattr(dispatch, "_gpu_for_sweep", lambda: H100)
+    monkeypatch.setattr(shape_sweep, "_gpu_for_sweep", lambda: H100)
     swept, unswept = (8192, 768, 768), (512, 512, 512)
     row = dict(problem="matmul", shape=list(swept), config=None, recorded="then")
     kept = dict(problem="matmul", backend="torch", rung="cublas", shape=[4096] * 3, metrics={}, recorded="then")
@@ -308,7 +311,7 @@ def test_warp_states_of_cublas_and_our_fastest_rung_join_the_recording_at_each_s
     asked = []
     monkeypatch.setattr(profile, "warp_states", lambda *a: asked.append(a) or {"stall_barrier": 2.0})
     said = []
-    dispatch.record_warp_states({swept: "attention output proj.", unswept: "given"}, say=said.append)
+    shape_sweep.record_warp_states({swept: "attention output proj.", unswept: "given"}, say=said.append)
     assert asked == [("matmul", "torch", "cublas", swept), ("matmul", "cuda", "12_autotuned", swept)]
     assert said[0] == "attention output proj. 8192x768x768 torch:cublas: barrier 2"
     assert said[2].startswith("given 512x512x512: not swept on this GPU")
@@ -318,7 +321,7 @@ def test_warp_states_of_cublas_and_our_fastest_rung_join_the_recording_at_each_s
 
 
 def test_a_sweep_cut_short_keeps_the_shapes_it_finished(monkeypatch):
-    monkeypatch.setattr(dispatch, "_gpu_for_sweep", lambda: H100)
+    monkeypatch.setattr(shape_sweep, "_gpu_for_sweep", lambda: H100)
     timed = []
 
     def bench_until_the_limit(fn, warmed):   # the device's time limit arrives during the second shape
@@ -326,15 +329,15 @@ def test_a_sweep_cut_short_keeps_the_shapes_it_finished(monkeypatch):
             raise KeyboardInterrupt
         timed.append(fn())
         return Timing(1.0, 1.0, 1.0)
-    monkeypatch.setattr(dispatch, "bench", bench_until_the_limit)
-    chosen = [dispatch.candidates(H100)[0], Candidate(RUNG6, torch.matmul, lambda shape: SMALLEST)]
+    monkeypatch.setattr(shape_sweep, "bench", bench_until_the_limit)
+    chosen = [shape_sweep.candidates(H100)[0], Candidate(RUNG6, torch.matmul, lambda shape: SMALLEST)]
     with pytest.raises(KeyboardInterrupt):
-        dispatch.sweep({(37, 45, 29): "grid", (16, 32, 48): "grid"}, chosen=chosen, say=lambda line: None)
+        shape_sweep.sweep({(37, 45, 29): "grid", (16, 32, 48): "grid"}, chosen=chosen, say=lambda line: None)
     assert set(dispatch.load(H100).table.entries) == {(37, 45, 29)} and dispatch._loaded is None
 
 
 def test_the_sweep_leaves_the_recording_alone_where_this_gpu_has_none():
-    assert dispatch.record([{"shape": [1, 1, 1]}], H100) is None and not results.RESULTS_DIR.exists()
+    assert shape_sweep.record([{"shape": [1, 1, 1]}], H100) is None and not results.RESULTS_DIR.exists()
 
 
 def test_goals_against_the_rows():

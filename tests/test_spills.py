@@ -2,7 +2,7 @@
 
 Each search prunes twice: before compiling, on a register budget model (`registers_needed`: a thread may use
 min(255, 65536 / threads) registers); after, on the compiled kernel's local memory (`cuda.without_spills`,
-which raises autotune.Spills). Here NVRTC compiles every configuration the model keeps; the SASS shows which
+which raises ladder.errors.Spills). Here NVRTC compiles every configuration the model keeps; the SASS shows which
 spill (LDL/STL), and each of those must have local memory, so the second prune catches it. The defaults that
 run where no search has must not spill at all."""
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +13,7 @@ import torch
 import kernels.attention as at
 import kernels.matmul as mm
 from ladder import autotune, cuda, lesson, sass
+from ladder.errors import Spills
 
 ARCHS = {"sm_75": "T4", "sm_80": "A100", "sm_90": "H100"}
 
@@ -67,7 +68,7 @@ def test_a_search_prunes_what_spills(monkeypatch):
 
     def build(c):
         if c["X"] == 2:
-            raise autotune.Spills("spills registers: 8 bytes of local memory per thread")
+            raise Spills("spills registers: 8 bytes of local memory per thread")
 
     ran = []
     tuner = autotune.Tuner("toy", "cuda:toy", {"X": [1, 2]}, prune=lambda c, g: None, compile=build,

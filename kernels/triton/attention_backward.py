@@ -51,6 +51,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.triton.attention import key_passes
 from ladder import autotune, validate
+from ladder.errors import Spills
 from ladder.hardware import detect
 from ladder.world import WORLD
 
@@ -346,7 +347,7 @@ def _launch(kernel, grid: tuple, args: tuple, config: dict, **constexprs) -> Non
     (wrap_triton(kernel) if validate.traced(*args) else kernel)[grid](*args, **config, **constexprs)
 
 
-def _prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None) -> tuple:
+def prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None) -> tuple:
     """What every rung from 2 on does first: check the operands, make (or take) dQ, dK, dV, and launch the
     preprocess, D = rowsum(dO ∘ O) − dLSE. Returns (dq, dk, dv, delta, scale, tiles), delta None if q is empty."""
     B, H, S, D = q.shape
@@ -436,7 +437,7 @@ def backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse
     q, k, v, o, do: (B, H, S, D) views of one shape, any strides, all fp16 or all float64; D 64 or 128.
     out: (dq, dk, dv) to write (else new, laid out as q, k, v where they are dense). tiles: TILES[D]'s form
     (rung 4 passes its searched ones)."""
-    dq, dk, dv, delta, scale, tiles = _prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles)
+    dq, dk, dv, delta, scale, tiles = prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles)
     if delta is not None:
         _launch_dkdv(q, k, v, do, lse, delta, dk, dv, None, scale, causal, tiles["dkdv"])
         _launch_dq(q, k, v, do, lse, delta, dq, scale, causal, tiles["dq"])
@@ -453,7 +454,7 @@ def atomic_dq_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = 
     S / BLOCK_N programs, the buffer's zeroing and cast (4 + 4 + 2 bytes an element), and a dQ whose sums come in a
     different order from run to run (not bit-reproducible). Where the tiles say DQ_BY_TMA and the launch has the
     TMA (qdo_by_tma), each step's dQ tile goes as one bulk reduction, not an atomic per element."""
-    dq, dk, dv, delta, scale, tiles = _prepare(q, k, v, o, lse, do, causal, scale, dlse, out, None)
+    dq, dk, dv, delta, scale, tiles = prepare(q, k, v, o, lse, do, causal, scale, dlse, out, None)
     if delta is not None:
         _atomic_dq(q, k, v, do, lse, delta, dq, dk, dv, scale, causal, config or tiles["dkdv_atomic"])
     return dq, dk, dv
@@ -499,7 +500,7 @@ def prune_reason(kernel: str, c: dict, gpu, head_dim: int) -> str | None:
     return None
 
 
-def _search_args(kernel: str, c: dict, q, k, v, do, lse, delta, out, scale: float) -> tuple:
+def search_args(kernel: str, c: dict, q, k, v, do, lse, delta, out, scale: float) -> tuple:
     """The kernel's positional arguments for a search's inputs and configuration c (the K/V kernel: out ends with
     (dK, dV); Q, dO and rung 3's dQ sums, new zeros, as _launch_dkdv passes them), its launch configuration and
     its constexprs besides those."""
@@ -522,24 +523,24 @@ def run_config(kernel: str, c: dict, q, k, v, do, lse, delta, causal: bool, scal
         return out
     B, H, S, D = q.shape
     fn, own = (dkdv_kernel, c["BLOCK_N"]) if kernel == "dkdv" else (dq_kernel, c["BLOCK_M"])
-    args, config, constexprs = _search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
+    args, config, constexprs = search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
     _launch(fn, (triton.cdiv(S, own), B * H), args, config, CAUSAL=causal, **constexprs)
     return out
 
 
-def _no_spills(kernel: str, c: dict, inputs: tuple, out, causal: bool) -> None:
+def no_spills(kernel: str, c: dict, inputs: tuple, out, causal: bool) -> None:
     """Compile configuration `c` (cached by then: tune() compiles them all at once) and rule it out
-    (autotune.Spills: pruned) if it keeps values in local memory. inputs: run_config's."""
+    (Spills: pruned) if it keeps values in local memory. inputs: run_config's."""
     fn = dq_kernel if kernel == "dq" else dkdv_kernel
     q, k, v, do, lse, delta, _, scale = inputs
-    args, config, constexprs = _search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
+    args, config, constexprs = search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
     try:
         compiled = fn.warmup(*args, grid=(1,), CAUSAL=causal, **constexprs, **config)
         compiled._init_handles()
     except Exception:  # noqa: BLE001 -- not this check's to judge: the search's run of it fails, and says why
         return
     if getattr(compiled, "n_spills", 0):
-        raise autotune.Spills(f"spills registers: {compiled.n_spills} values to local memory")
+        raise Spills(f"spills registers: {compiled.n_spills} values to local memory")
 
 
 def tuner(kernel: str, head_dim: int, compile=lambda c: None) -> autotune.Tuner:
@@ -585,42 +586,6 @@ def autotuned_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = 
     if one and not torch.are_deterministic_algorithms_enabled() and (not one.get("DQ_BY_TMA") or qdo_by_tma(q, do)):
         return atomic_dq_backward(q, k, v, o, lse, do, causal, scale, dlse, out, config=one)
     return backward(q, k, v, o, lse, do, causal, scale, dlse, out, tiles=tiles)
-
-
-def tune(buckets: list[tuple], reference, device: str = "cuda") -> list[autotune.Report]:
-    """Rung 4's searches, each kernel at each (S, D, causal) of `buckets`, on fp16 inputs of B·H·S = SEARCH_KEYS
-    (B = 1); `reference(q, k, v, do, causal)` -> the exact (dQ, dK, dV) each configuration is checked against.
-    (device: "cpu" only where a test stands in for the GPU's parts.)"""
-    from ladder import ops  # noqa: F401 -- registers torch.ops.ladder.attention, the forward
-    reports = []
-    for S, D, causal in buckets:
-        gen = torch.Generator(device).manual_seed(7)
-        H = max(1, SEARCH_KEYS // S)
-        q, k, v, do = (torch.randn(1, H, S, D, generator=gen, device=device).half() for _ in range(4))
-        o, lse = torch.ops.ladder.attention(q, k, v, bool(causal))
-        scale = 1 / math.sqrt(D)
-        dq, dk, dv = reference(q, k, v, do, bool(causal))
-        delta = _prepare(q, k, v, o, lse, do, bool(causal), scale, None, None, None)[3]
-        inputs = (q, k, v, do, lse, delta, bool(causal), scale)
-        flop = 2.5 * 4 * H * S * S * D * (0.5 if causal else 1.0)
-        for kernel, want in (("dkdv", torch.stack((dk, dv))), ("dq", dq), ("dkdv_atomic", torch.stack((dq, dk, dv)))):
-            out = run_config(kernel, GPU_TILES[D][kernel], *inputs)
-            search = tuner(kernel, D, compile=lambda c, kernel=kernel, out=out: _no_spills(kernel, c, inputs, out, causal))
-            kept = [c for c in search.configs() if search.prune(c, detect()) is None]
-            fn = dq_kernel if kernel == "dq" else dkdv_kernel
-            # one compile-ahead per kind of arguments: the descriptors' boxes are BLOCK_M rows; dQ's sums a pointer
-            # or a descriptor
-            for kind in sorted({(c["BLOCK_M"], c.get("DQ_BY_TMA", False)) for c in kept}):
-                group = [c for c in kept if (c["BLOCK_M"], c.get("DQ_BY_TMA", False)) == kind]
-                args, _, constexprs = _search_args(kernel, group[0], q, k, v, do, lse, delta, out, scale)
-                autotune.compile_ahead(fn, [triton.Config({n: c[n] for n in ("BLOCK_M", "BLOCK_N")},
-                                                          num_warps=c["num_warps"], num_stages=c["num_stages"])
-                                            for c in group],
-                                       dict(zip(fn.arg_names, args)), dict(CAUSAL=bool(causal), **constexprs))
-            reports.append(search.search(inputs, want, flop, lambda out=out: torch.empty_like(out),
-                                         warmup_ms=SEARCH_WARMUP_MS, rep_ms=SEARCH_REP_MS, shape=(S, D, int(causal))))
-        del q, k, v, do, o, lse, delta, dq, dk, dv
-    return reports
 
 
 # ------------------------------------------------------------- compiling ahead of time (ladder.sass)

@@ -141,7 +141,7 @@ def check_mapping(row_expr, col_expr, run_on_gpu: bool = True) -> Result:
                              "read and written in a few sectors")
     defines = {"ROW": f"({row_expr})", "COL": f"({col_expr})"}
     from ladder import cuda
-    from ladder.world import NotAvailable
+    from ladder.errors import NotAvailable
     try:
         cuda.compile_cubin("exercises/matmul_mapping.cu", "sm_80", tuple(sorted(defines.items())))
         print("compiles for sm_80: yes")

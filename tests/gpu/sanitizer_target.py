@@ -21,6 +21,7 @@ import torch
 import kernels.attention as at
 import kernels.matmul as mm
 from ladder.check import compare
+from ladder.errors import Spills
 from ladder.runner import unavailable
 from ladder.world import WORLD
 
@@ -41,7 +42,7 @@ def searchable(D: int, config: dict) -> bool:
     try:
         at.HOPPER_TUNERS[D].compile(config)
         return True
-    except at.autotune.Spills:
+    except Spills:
         return False
 
 

@@ -71,7 +71,7 @@ def test_ceilings_are_plausible():
 
 def test_ncu_profile_counts_the_bytes_and_drops_a_counter_it_does_not_know():
     from ladder import profile
-    from ladder.world import NotAvailable
+    from ladder.errors import NotAvailable
     n = 1 << 24
     if not profile.available():  # the documented answer where Nsight Compute is not installed
         with pytest.raises(NotAvailable, match="ncu"):
