@@ -19,6 +19,7 @@ import inspect
 import itertools
 import json
 import math
+import os
 import re
 import time
 from collections import Counter
@@ -254,7 +255,10 @@ def _store(slug: str, report: Report) -> None:
     data = _read_cache()
     data.setdefault(slug, {}).setdefault(report.tuner, {})[_key(report.shape)] = report.as_dict()
     CACHE.parent.mkdir(parents=True, exist_ok=True)
-    CACHE.write_text(json.dumps(data, indent=1))
+    # written aside, then renamed over the cache: a process reading it meanwhile sees the old file or the new one
+    scratch = CACHE.with_name(f"{CACHE.name}.{os.getpid()}.tmp")
+    scratch.write_text(json.dumps(data, indent=1))
+    os.replace(scratch, CACHE)
     _BEST.clear()
 
 

@@ -218,6 +218,7 @@ def test_launch_benchmark_says_it_needs_a_gpu(capsys):
 
 
 
+@pytest.mark.triton_api
 def test_an_empty_chain_of_launch_hooks_is_not_handed_to_triton():
     """Triton keeps an empty HookChain where it once kept None; handed on, the launcher would build launch metadata
     and call it around every launch. A chain that holds a hook, or a plain hook, is handed on."""
