@@ -158,28 +158,28 @@ def test_blocks_table_holds_what_ncu_recorded():
     assert _blocks(small) == (1, 4) and "shared memory" in small
 
 
-def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys, monkeypatch):
+def test_show_cuda_rung_shows_each_hopper_rung_as_a_diff_of_whole_kernels(capsys, monkeypatch):
+    """Rungs 7-15's files are generated whole (ladder/flatten.py): rung 7 is shown as its file, none of the later
+    rungs' code in it; each later rung as the diff from the rung before, which is its idea's code alone."""
     monkeypatch.setattr(lesson, "_SHOWN_INCLUDES", set())   # as in a fresh notebook
     lesson.show_cuda_rung(HOPPER, 9)
     out = capsys.readouterr().out
-    assert "#define PINGPONG 1" in out and "wait_turn(group);" in out and "pass_turn(group);" in out
-    assert "setmaxnreg" not in out                 # rung 8's lines: not what rung 9's define changes
-    assert "wgmma_wait<1>" not in out and "INTRA_OVERLAP" not in out   # rung 10's loop: off in rung 9
+    assert "+    if (group == LAST_GROUP) pass_turn(group);" in out and "+        wait_turn(group);" in out
+    assert "setmaxnreg" not in out                 # rung 8's lines: not what rung 9 changes
+    assert "wgmma_wait<1>" not in out and "INTRA_OVERLAP" not in out and "#if" not in out
     lesson.show_cuda_rung(HOPPER, 10)
     out = capsys.readouterr().out
-    assert "#define INTRA_OVERLAP 1" in out and "#if INTRA_OVERLAP" in out
-    assert "issue_pv(warp.acc, p, Vs + (t0 + t - 1) % STAGES * KV_TILE);" in out and "wgmma_wait<1>();" in out
-    assert "warp.rescale(alpha);" in out and "lines without INTRA_OVERLAP: the earlier rungs' version" in out
-    assert "warp.softmax(scores, scale_log2);" not in out   # rungs 7-9's loop, folded
-    assert "SHORT_PATH" not in out   # rung 14's #if !SHORT_PATH around rung 10's zeroing and rescale: left out
+    assert "+    for (int t = 1; t < tiles; ++t) {" in out and "+        wgmma_wait<1>();" in out
+    assert "+        issue_pv(warp.acc, p, Vs + (t0 + t - 1) % STAGES * KV_TILE);" in out
+    assert "-        warp.softmax(scores, scale_log2);  // scores become P; acc rescaled" in out   # rungs 7-9's loop
+    assert "SHORT_PATH" not in out and "#if" not in out   # rung 14's switch: resolved, off
+    monkeypatch.setattr(lesson, "_SHOWN_INCLUDES", set())   # rung 9 named the headers it includes: the lesson's first
     lesson.show_cuda_rung(HOPPER, 7)
     out = capsys.readouterr().out
-    assert "lines of 10_intra_overlap.cu (INTRA_OVERLAP)" in out
+    assert out.startswith("// kernels/cuda/attention/7_wgmma_tma.cu  (its ")   # the file, not a diff from rung 6
     assert "warp.softmax(scores, scale_log2);" in out and "wgmma_wait<1>" not in out
-    # later rungs' additions (no #else) fold whole: rung 9's turns, rung 13's walk over items
-    assert "wait_turn(group);" not in out and "// ... 1 line of 9_pingpong.cu (PINGPONG)" in out
-    assert "item_keys" not in out and "lines of 13_persistent.cu (PERSISTENT)" in out
-    assert "#ifndef SHORT_PATH" not in out and "#if !SHORT_PATH" not in out   # rung 14's default, its directives
+    assert "wait_turn" not in out and "item_keys" not in out and "setmaxnreg.inc" not in out   # later rungs' code
+    assert "#if PINGPONG" not in out and "#ifndef SHORT_PATH" not in out and "// ..." not in out   # nothing folded
     # flash_mma.cuh: rung 4's header, shown in that lesson (04b), named here; tma.cuh: 02b's building blocks
     assert "includes kernels/cuda/attention/flash_mma.cuh (its declarations are shown with rung 4_tensor_core" in out
     assert "struct FlashWarp" not in out and "tma.cuh (lesson 02b's building blocks)" in out
@@ -188,21 +188,28 @@ def test_show_cuda_rung_shows_the_lines_a_rungs_defines_change(capsys, monkeypat
     assert "struct FlashWarp { ... }" in capsys.readouterr().out
     lesson.show_cuda_rung(HOPPER, 8)
     out = capsys.readouterr().out
-    assert "setmaxnreg.dec" in out and "setmaxnreg.inc" in out and "#define BLOCK_M (64 * CONSUMERS)" in out
-    assert "#define CONSUMERS 1" not in out and "wait_turn" not in out   # rung 7's default, rung 9's turns
+    assert "+        asm volatile(\"setmaxnreg.dec" in out and "+    asm volatile(\"setmaxnreg.inc" in out
+    assert "-#define CONSUMERS 1 " in out and "+#define CONSUMERS 2" in out
+    assert " #define BLOCK_M (64 * CONSUMERS)" in out   # context: rung 7's line, unchanged
+    assert "wait_turn" not in out                  # rung 9's turns
     lesson.show_cuda_rung(HOPPER, 6)               # includes rung 5's file but defines nothing
     assert "the lines of" not in capsys.readouterr().out
 
 
 def test_switched_on_keeps_whole_blocks_and_leaves_out_the_defaults():
-    rung7, rung9 = "kernels/cuda/attention/7_wgmma_tma.cu", "kernels/cuda/attention/9_pingpong.cu"
+    """On the overlays the Hopper rungs are generated from (kernels/cuda/attention/hopper_overlays/); in the
+    generated files only the shared softmax's switch is left (flash_mma.cuh's FAST_EXP2, off before rung 11)."""
+    family = "kernels/cuda/attention/hopper_overlays"
+    rung7, rung9 = f"{family}/7_wgmma_tma.cu", f"{family}/9_pingpong.cu"
     later = {"PERSISTENT", "SHORT_PATH"}   # rungs 13 and 14 (SHORT_PATH defined 0 first: off too)
     assert lesson.switched_off(rung9) == {"INTRA_OVERLAP", "FAST_EXP2"} | later   # FAST_EXP2: in flash_mma.cuh
     assert lesson.switched_off(rung7) == {"INTRA_OVERLAP", "PINGPONG", "FAST_EXP2"} | later
-    assert lesson.switched_off("kernels/cuda/attention/10_intra_overlap.cu") == {"FAST_EXP2"} | later
-    assert lesson.switched_off("kernels/cuda/attention/11_fast_exp2.cu") == later
-    assert lesson.switched_off("kernels/cuda/attention/13_persistent.cu") == {"SHORT_PATH"}
-    assert lesson.switched_off("kernels/cuda/attention/14_critical_path.cu") == set()
+    assert lesson.switched_off(f"{family}/10_intra_overlap.cu") == {"FAST_EXP2"} | later
+    assert lesson.switched_off(f"{family}/11_fast_exp2.cu") == later
+    assert lesson.switched_off(f"{family}/13_persistent.cu") == {"SHORT_PATH"}
+    assert lesson.switched_off(f"{family}/14_critical_path.cu") == set()
+    assert lesson.switched_off("kernels/cuda/attention/9_pingpong.cu") == {"FAST_EXP2"}
+    assert lesson.switched_off("kernels/cuda/attention/11_fast_exp2.cu") == set()
     lines = lesson.switched_on(rung7, {"PINGPONG"}, context=0, off={"INTRA_OVERLAP"})
     assert lines[0] == "#if PINGPONG" and lines.count("#if PINGPONG") == 3 and lines.count("#endif") == 4
     # without `off`, rung 10's #if INTRA_OVERLAP version reads PINGPONG too: six more blocks
@@ -233,10 +240,11 @@ def test_lines_vs_speed_counts_code_and_reads_the_rows():
     own9, shared9, what9 = lesson.attention_kernel_lines("cuda:9_pingpong")
     own10, shared10, what10 = lesson.attention_kernel_lines("cuda:10_intra_overlap")
     assert shared9 == shared7 == shared10 and own7 < own9 < own10
-    assert "tma.cuh" in what7 and "8_warp_specialized.cu" in what9 and what10.startswith("10_intra_overlap.cu + 9_")
-    # each counts the version of the key loop it compiles: rung 10's own, the others' without it
-    rung7 = (lesson.ROOT / "kernels/cuda/attention/7_wgmma_tma.cu").read_text()
-    assert own7 < lesson.lines_of_code(rung7, "//") - 40 and own10 < lesson.lines_of_code(rung7, "//") + 4
+    assert what9 == "9_pingpong.cu; flash_mma.cuh + tensor_core.cuh + tma.cuh"
+    assert what10.startswith("10_intra_overlap.cu;")
+    # each counts the kernel it compiles, its generated file (rung 10's loop in rung 10's alone)
+    for name, own in (("7_wgmma_tma", own7), ("10_intra_overlap", own10)):
+        assert own == lesson.lines_of_code((lesson.ROOT / f"kernels/cuda/attention/{name}.cu").read_text(), "//")
     own, shared, what = lesson.attention_kernel_lines("triton:7_tma")
     assert 0 < own < lesson.lines_of_code(lesson.code(ta.flash_tma_kernel))   # its docstring left out
     assert what == "flash_tma_kernel; attend + key_passes"
