@@ -36,9 +36,15 @@ import sys
 import time
 from pathlib import Path
 
-from ladder import colab, hardware, problems as problems_mod, results as results_mod
-from ladder.exercises.notebooks import execute
+import torch
+from tqdm import tqdm
+
+from ladder import autotune, ceilings, colab, dispatch, hardware, problems as problems_mod, profile
+from ladder import results as results_mod, runner, sweep
+from ladder.capstone import decision, endtoend
 from ladder.errors import NotAvailable
+from ladder.exercises import notebooks as exercise_notebooks
+from ladder.exercises.notebooks import execute
 from ladder.world import WORLD, require_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +57,6 @@ def cmd_info(args) -> None:
     gpu = hardware.detect()
     print(hardware.describe(gpu))
     if gpu:
-        from ladder import ceilings
         c = ceilings.measure(gpu, refresh=args.refresh)
         print("measured: " + ", ".join(f"{k} {v:.2f}" for k, v in c.items()))
     else:
@@ -82,8 +87,6 @@ def record_capstone(model: str = "gpt2-small") -> Path:
     swapped ops, all in one run on this GPU, with the ceilings measured in it; merged into the recording."""
     require_gpu("`record capstone` (it profiles and times a model end to end)")
     hardware.require_real("Recording")
-    from ladder import ceilings
-    from ladder.capstone import endtoend
     gpu = hardware.detect()
     path = results_mod.path_for(gpu.slug)
     old = results_mod.load(gpu.slug).data if path.exists() else None
@@ -92,8 +95,6 @@ def record_capstone(model: str = "gpt2-small") -> Path:
         "provenance": results_mod.provenance(gpu), "gpu": gpu.as_dict(),
         "datasheet": ceilings.datasheet_ceilings(gpu.datasheet), "ceilings": measured}
     row = endtoend.measure(model, ceilings=measured)
-    from ladder import profile
-    from ladder.capstone import decision
     if profile.available():  # the lesson's Nsight Compute section, as text for readers without ncu
         row["ncu"] = decision.hottest_op_ncu(model)
     record["capstone"] = [{**row, "recorded": record["provenance"]["date"]}]
@@ -105,7 +106,6 @@ DEFAULT_BACKENDS = ("cuda", "triton", "torch")
 
 
 def cmd_record(args) -> None:
-    from ladder import profile, runner
     if CAPSTONE in args.problems:
         if len(args.problems) > 1:
             raise problems_mod.UnknownName(f"record {CAPSTONE} runs alone (it is a model, not a problem); "
@@ -136,8 +136,6 @@ def cmd_record(args) -> None:
     else:
         res, record = runner.measure_live(chosen)
     if profile.available() and not args.no_profile:
-        from tqdm import tqdm
-        import torch
         torch.cuda.empty_cache()   # what the timing cached goes back: each profile runs in a process of its own
         jobs = [(p, r, p.bench_shapes[0]) for p in chosen for r in p.rungs if not runner.unavailable(r)]
         kinds = {"warp_states": profile.warp_states} if args.warp_states_only else \
@@ -166,7 +164,6 @@ def _shape(text: str) -> tuple:
 
 
 def cmd_sweep(args) -> None:
-    from ladder import dispatch, sweep
     start = time.time()
     shapes = dispatch.shapes_to_sweep(args.model, args.grid, args.shape)
     if args.warp_states_only:
@@ -196,8 +193,7 @@ def executed_on(nb) -> str | None:
 
 
 def cmd_notebooks(args) -> None:
-    import nbformat
-    from tqdm import tqdm
+    import nbformat   # deferred: 1.4 s to import, and only these commands read notebooks
     paths = [Path(p) for p in args.paths] or [p for d in NOTEBOOK_DIRS for p in sorted((ROOT / d).glob("*.ipynb"))]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
@@ -226,8 +222,7 @@ def cmd_notebooks(args) -> None:
 
 
 def cmd_exercises(args) -> None:
-    import nbformat
-    from ladder.exercises import notebooks as exercise_notebooks
+    import nbformat   # deferred: 1.4 s to import, and only these commands read notebooks
     print(f"{'id':30s} {'points':>6s}  {'exercise':56s} title")
     for sol in sorted(exercise_notebooks.SOLUTIONS.glob("*.ipynb")):
         solution = nbformat.read(sol, as_version=4)
@@ -242,7 +237,6 @@ def cmd_exercises(args) -> None:
 
 
 def cmd_make_exercises(args) -> int:
-    from ladder.exercises import notebooks as exercise_notebooks
     made = exercise_notebooks.make_exercises(lambda nb, path: execute(nb, path, args.timeout),
                                              force=args.force, check=args.check, only=args.names)
     for m in made:
@@ -263,7 +257,6 @@ def cmd_make_exercises(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from ladder.exercises import notebooks as exercise_notebooks
     failed = 0
     for path in args.paths:
         try:
@@ -275,9 +268,7 @@ def cmd_grade(args) -> int:
 
 
 def cmd_run_once(args) -> None:
-    import torch
     require_gpu("run-once")
-    from ladder import autotune
     autotune.pin_recorded_winners()  # profile what `record` timed, not a search run under ncu
     problem = problems_mod.get(args.problem)
     rung = problem.rung(args.backend, args.rung)
@@ -294,7 +285,6 @@ def cmd_run_once(args) -> None:
 
 
 def cmd_profile(args) -> None:
-    from ladder import profile
     problem = problems_mod.get(args.problem)
     problem.rung(args.backend, args.rung)  # an unknown rung is named here, not by ncu's child process
     require_gpu("`profile` (Nsight Compute)")

@@ -22,9 +22,13 @@ import site
 import sys
 from pathlib import Path
 
+import numpy as np
+import torch
+
+from ladder import hardware
 from ladder.cache import CACHE_DIR
 from ladder.errors import NotAvailable, Spills
-from ladder import hardware
+from ladder.install import cupy_extra
 from ladder.world import require_gpu
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels" / "cuda"
@@ -111,7 +115,7 @@ def include_dir(cuda_major: int | None = None) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _compile(text: str, options: tuple[str, ...], arch: str | None):
-    import cupy
+    import cupy   # optional: only where a GPU runs the kernels (load() says how to install it)
     if arch is None:  # CuPy picks this GPU's architecture
         return cupy.RawModule(code=text, options=options, backend="nvrtc")
     # a target CuPy does not choose itself (sm_90a: wgmma; compute_75: emulation): NVRTC directly, then load
@@ -151,9 +155,8 @@ def load(path: str | os.PathLike, defines: dict | None = None, arch: str | None 
     if hit and _stamps(hit[0]) == hit[1]:
         return hit[2]
     try:
-        import cupy
+        import cupy   # optional: installed only where torch has a CUDA build
     except ImportError as e:
-        from ladder.install import cupy_extra
         extra = cupy_extra() or "cuda12"
         raise NotAvailable(f"CuPy is not installed, so CUDA C++ cannot run here: `pip install cupy-{extra}x` "
                            f"(it matches this torch's CUDA; from a clone: `pip install -e \".[{extra}]\"`, or rerun "
@@ -175,7 +178,6 @@ _STREAMS: dict[int, object] = {}
 
 def int32s(*values) -> tuple:
     """Integer kernel arguments as the int32 the kernels declare (a Python int would not say its width)."""
-    import numpy as np
     return tuple(np.int32(v) for v in values)
 
 
@@ -193,9 +195,7 @@ def launch(module, kernel: str, grid: int | tuple, block: int | tuple, args: tup
     What does not change between launches (the kernel, its shared-memory opt-in, the stream's wrapper) is looked
     up once; what is left (55-140 µs a launch on the H100 hosts measured) ladder.timing keeps out of a kernel's time.
     """
-    import cupy
-    import numpy as np
-    import torch
+    import cupy   # optional: only where a GPU runs the kernels
     args = tuple(np.uint64(a.data_ptr()) if isinstance(a, torch.Tensor) else a for a in args)
     handle = torch.cuda.current_stream().cuda_stream
     stream = _STREAMS.get(handle) or _STREAMS.setdefault(handle, cupy.cuda.ExternalStream(handle))
@@ -229,7 +229,7 @@ def compile_cubin(path: str | os.PathLike, arch: str, defines: tuple[tuple[str, 
     """Compile `path` to a cubin for `arch` ('sm_75', 'sm_80', 'sm_90', 'sm_90a', ...) with NVRTC; no GPU needed.
     `options`: more NVRTC options (e.g. '--ptxas-options=--entry=matmul_grouped': that kernel's code only)."""
     try:
-        from cuda.bindings import nvrtc
+        from cuda.bindings import nvrtc   # here, so that a broken CUDA install fails with the message below
     except ImportError as e:
         raise NotAvailable("Compile-only needs 'cuda-bindings' and 'cuda-toolkit[nvrtc]'.") from e
     _, major, _ = nvrtc.nvrtcVersion()
@@ -240,7 +240,7 @@ def compile_cubin(path: str | os.PathLike, arch: str, defines: tuple[tuple[str, 
 def _nvrtc(text: str, name: str, arch: str, options: tuple[str, ...]) -> bytes:
     """NVRTC's output for `arch`: a cubin for a real architecture ('sm_80'), PTX for a virtual one ('compute_80')."""
     try:
-        from cuda.bindings import nvrtc
+        from cuda.bindings import nvrtc   # here, so that a broken CUDA install fails with the message below
     except ImportError as e:
         raise NotAvailable(f"Compiling for {arch} needs 'cuda-bindings' (a kernel-ladder dependency).") from e
     opts = [o.encode() for o in options + (f"--gpu-architecture={arch}",)]

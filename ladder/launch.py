@@ -30,7 +30,14 @@ import statistics
 import sys
 import time
 
+import torch
+import torch.nn.functional as F
+
+from kernels.triton import attention as ta
+from kernels.triton import matmul as tm
+from ladder import dispatch, hardware, ops, results
 from ladder.errors import NotAvailable
+from ladder.timing import event_bench
 from ladder.world import require_gpu
 
 MATMUL = (256, 256, 256)
@@ -40,7 +47,6 @@ ATTENTION = (1, 12, 128, 64)       # B, H, S, D
 
 def host_us(calls: dict, n: int, rounds: int) -> dict[str, float]:
     """Median over `rounds` of the wall clock per call of `n` back-to-back calls, each callable in turn."""
-    import torch
     names = list(calls)
     for fn in calls.values():  # compile, search, allocate: not timed
         fn()
@@ -59,11 +65,6 @@ def host_us(calls: dict, n: int, rounds: int) -> dict[str, float]:
 
 def groups() -> list[dict]:
     """Each group: op, shape, the anchor's name, and callables by name, the anchor's among them."""
-    import torch
-    import torch.nn.functional as F
-    from ladder import ops
-    from kernels.triton import attention as ta
-    from kernels.triton import matmul as tm
     gen = torch.Generator("cuda").manual_seed(0)
 
     def randn(*shape):
@@ -95,9 +96,6 @@ def groups() -> list[dict]:
 def phases(n: int, rounds: int) -> dict[str, list]:
     """The steps of one matmul call at MATMUL, each timed on its own as host_us times a call: for ladder.ops.matmul
     and for rung 6's launcher (the path before), [step, µs] in the order a call takes them."""
-    import torch
-    from ladder import ops
-    from kernels.triton import matmul as tm
     M, N, K = MATMUL
     a, b = (torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half())
     out = a.new_empty((M, N))
@@ -123,8 +121,6 @@ def phases(n: int, rounds: int) -> dict[str, list]:
 
 def measure(n: int = 300, rounds: int = 7) -> list[dict]:
     """One row per call that is not an anchor: its host µs and kernel µs beside its anchor's, same rounds."""
-    from ladder import dispatch
-    from ladder.timing import event_bench
     with dispatch.suspended():  # rung 6 at 256³ even where a dispatch table would pick cuBLAS: its launch is timed
         return _measure(n, rounds, event_bench)
 
@@ -165,7 +161,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         require_gpu("ladder.launch (it times kernel launches)")
-        from ladder import hardware, ops, results
         if args.record:
             hardware.require_real("Recording")
         gpu = hardware.detect()

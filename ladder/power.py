@@ -16,6 +16,11 @@ import sys
 import tempfile
 import time
 
+import torch
+
+import kernels.matmul as mm
+from kernels.triton import matmul as tm
+from ladder import hardware, results
 from ladder.errors import NotAvailable
 from ladder.world import require_gpu
 
@@ -39,7 +44,6 @@ def _samples(path: str) -> list[dict]:
 
 def sample(kernels: dict, seconds: float = 4.0, settle: float = 1.0) -> dict[str, dict]:
     """Per name: calls/s, mean and max power (W), mean and min SM clock (MHz), the throttle reasons."""
-    import torch
     with tempfile.NamedTemporaryFile("w+", suffix=".csv") as log:
         smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader", "-lms", "100"],
                                stdout=log)
@@ -96,10 +100,6 @@ def table(rows: list[dict]) -> str:
 
 
 def main(sizes: list[int], record: bool = False) -> None:
-    import torch
-    import kernels.matmul as mm
-    from kernels.triton import matmul as tm
-    from ladder import hardware, results
     rows = []
     for n in sizes:
         a, b = mm.PROBLEM.make_inputs((n, n, n), "cuda", torch.Generator("cuda").manual_seed(1))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from tqdm import tqdm
 
-from ladder import ceilings as ceilings_mod
+from ladder import ceilings as ceilings_mod, problems
 from ladder import results as results_mod
 from ladder.results import ANCHOR_BACKEND
 from ladder.check import CheckResult, check
@@ -57,7 +57,6 @@ def compile_ahead(problem: Problem) -> list[Future]:
 
 def _compile_variant(problem_name: str, label: str, shape: tuple) -> None:
     """In a worker process: one launch of the rung `label` at `shape`, for what it compiles."""
-    from ladder import problems
     problem = problems.get(problem_name)
     rung = problem.rung(*label.split(":", 1))
     try:

@@ -5,9 +5,9 @@ The decision is made once, at import, and before Triton kernels are defined, bec
 """
 from __future__ import annotations
 
+import importlib.metadata
 import os
 from dataclasses import dataclass
-from importlib.metadata import version
 
 import torch
 
@@ -50,7 +50,7 @@ def check_interpreter() -> None:
     """Triton 3.6's interpreter turns one-element arrays into Python ints, which NumPy 2.4 refuses (every Triton
     kernel then fails on CPU with "only 0-dimensional arrays can be converted to Python scalars"); Triton 3.7
     fixed it. Say so once, at import, rather than in every kernel."""
-    triton_v, numpy_v = version("triton"), version("numpy")
+    triton_v, numpy_v = importlib.metadata.version("triton"), importlib.metadata.version("numpy")
     if _release(triton_v) < (3, 7) and _release(numpy_v) >= (2, 4):
         raise NotAvailable(f"Triton {triton_v}'s interpreter (the CPU world) cannot run with NumPy {numpy_v}: "
                            "`pip install -U triton` (3.7 or newer) or `pip install \"numpy<2.4\"`.")
