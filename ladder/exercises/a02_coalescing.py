@@ -10,8 +10,16 @@ NVRTC; (4) on a GPU, a run compared with torch: "correct" only when that compari
 from __future__ import annotations
 
 import numpy as np
+import torch
 
+import kernels.matmul as mm
+from ladder import cuda
+from ladder.check import compare
+from ladder.errors import NotAvailable
 from ladder.exercises.grading import Result, first_line, not_answered, not_yet, passed, unanswered
+from ladder.timing import bench
+from ladder.world import WORLD
+
 
 TASK = "mapping"
 SECTOR_BYTES = 32
@@ -114,7 +122,6 @@ def _who(threads: dict, i: int) -> str:
 
 
 def gpu_here() -> bool:
-    from ladder.world import WORLD
     return WORLD.gpu
 
 
@@ -140,8 +147,6 @@ def check_mapping(row_expr, col_expr, run_on_gpu: bool = True) -> Result:
                              "(consecutive threadIdx.x) should take consecutive columns, so that B and C are "
                              "read and written in a few sectors")
     defines = {"ROW": f"({row_expr})", "COL": f"({col_expr})"}
-    from ladder import cuda
-    from ladder.errors import NotAvailable
     try:
         cuda.compile_cubin("exercises/matmul_mapping.cu", "sm_80", tuple(sorted(defines.items())))
         print("compiles for sm_80: yes")
@@ -162,11 +167,6 @@ def check_mapping(row_expr, col_expr, run_on_gpu: bool = True) -> Result:
 def gpu_run(defines: dict) -> tuple[bool, str]:
     """Run the student's kernel: correctness at 1000^3 (and 1000x37x1000: ragged), then time against
     rung 1 at 2048^3. (ok, the comparison in words)."""
-    import torch
-    import kernels.matmul as mm
-    from ladder import cuda
-    from ladder.check import compare
-    from ladder.timing import bench
 
     def run(a, b):
         M, K = a.shape

@@ -1,7 +1,13 @@
 """Assignment 04: the A, B and C masks of a tiled Triton matmul at ragged shapes (kernels/triton/exercises.py)."""
 from __future__ import annotations
 
+import torch
+
+from kernels.triton.exercises import masked_matmul, tile_masks_used
+from ladder.check import compare
 from ladder.exercises.grading import Result, not_answered, not_yet, passed, still_blank, unanswered as _unanswered
+from ladder.world import device
+
 
 TASK = "tile masks"
 
@@ -54,10 +60,6 @@ class TileMasks:
                             f"and no load or store outside A, B or C")
 
     def _run(self, masks_fn, shape) -> str | None:
-        import torch
-        from kernels.triton.exercises import masked_matmul
-        from ladder.check import compare
-        from ladder.world import device
         M, N, K = shape
         BM, BN, BK = self.BLOCK
         gen = torch.Generator().manual_seed(4)
@@ -85,8 +87,6 @@ class TileMasks:
 
     def _fault(self, masks_fn, shape) -> str | None:
         """How the first mask that is not exact (true inside its matrix, false outside) is wrong."""
-        import torch
-        from kernels.triton.exercises import tile_masks_used
         M, N, K = shape
         a, b, c = tile_masks_used(masks_fn, shape, self.BLOCK)
         for name, used, axes in (("c_mask", c, (("rows", "M", M), ("columns", "N", N))),

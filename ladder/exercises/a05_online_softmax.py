@@ -1,16 +1,25 @@
 """Assignment 05: the online softmax, in NumPy and as a @triton.jit update inside a fused attention kernel."""
 from __future__ import annotations
 
+import ast
+import inspect
 import math
+import textwrap
+import warnings
 
+import numpy as np
+import torch
+
+from kernels.attention import reference
+from kernels.triton.exercises import online_attention, online_update_step
+from ladder.check import compare
 from ladder.exercises.grading import Result, not_answered, not_yet, passed, unanswered as _unanswered
+from ladder.world import device
+
 
 def _blanks(fn) -> tuple[list[str], bool] | None:
     """What is left of a stub in the function's source, in words: the names assigned `...` that it goes
     on to use, and a `...` anywhere else; and whether anything else is assigned. None without source."""
-    import ast
-    import inspect
-    import textwrap
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(fn, "fn", fn))))
     except (OSError, TypeError, SyntaxError):
@@ -109,7 +118,6 @@ class OnlineSoftmax:
 
     def _cases(self, rows: int, D: int, blocks: tuple, rng) -> list:
         """(what, scores [rows, S], values [S, D], block sizes): the kinds of stream, in checking order."""
-        import numpy as np
         block = max(blocks)
         S = 3 * block
         values = rng.standard_normal((S, D))
@@ -133,8 +141,6 @@ class OnlineSoftmax:
                 (f"large scores (±{self.LARGE * 3:.0f})", large, values, blocks)]
 
     def _streams(self, fn, base: float, rows: int, D: int, blocks: tuple, tol: float, triton: bool) -> None:
-        import warnings
-        import numpy as np
         for what, scores, values, sizes in self._cases(rows, D, blocks, np.random.default_rng(5)):
             for block in sizes:
                 with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -152,7 +158,6 @@ class OnlineSoftmax:
 
     @staticmethod
     def _stream(fn, scores, values, block: int, what: str) -> list:
-        import numpy as np
         rows, S = scores.shape
         D = values.shape[1]
         m, l, acc = np.full(rows, -np.inf), np.zeros(rows), np.zeros((rows, D))
@@ -186,20 +191,17 @@ class OnlineSoftmax:
 
     @staticmethod
     def _softmax_values(scores, values, base: float):
-        import numpy as np
         x = scores * math.log(base)
         w = np.exp(x - x.max(axis=1, keepdims=True))
         return (w / w.sum(axis=1, keepdims=True)) @ values
 
     @staticmethod
     def _rel(got, want) -> float:
-        import numpy as np
         if not np.isfinite(got).all():
             return math.inf
         return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-300))
 
     def _diagnose(self, what, states, scores, values, block, base, tol, triton, ref) -> str:
-        import numpy as np
         exp = "tl.exp2" if triton else "np.exp"
         mx = "tl.maximum(m, tl.max(s, axis=1))" if triton else "np.maximum(m, scores.max(axis=1))"
         rows, S = scores.shape
@@ -278,9 +280,6 @@ class OnlineSoftmax:
     @staticmethod
     def _probe(fn):
         """The @triton.jit update as a NumPy function: one launch of the probe kernel per block."""
-        import numpy as np
-        import torch
-        from kernels.triton.exercises import online_update_step
 
         def update(m, l, acc, s, v):
             t = [torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)) for x in (m, l, acc, s, v)]
@@ -289,13 +288,6 @@ class OnlineSoftmax:
 
     @staticmethod
     def _attention(fn, shape) -> None:
-        import warnings
-        import numpy as np
-        import torch
-        from kernels.attention import reference
-        from kernels.triton.exercises import online_attention
-        from ladder.check import compare
-        from ladder.world import device
         B, H, S, D, causal, window, scale = shape
         gen = torch.Generator().manual_seed(6)
         q, k, v = (torch.randn(B, H, S, D, generator=gen) for _ in range(3))

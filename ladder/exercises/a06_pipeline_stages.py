@@ -16,7 +16,11 @@ tile is never fetched; then it asks that as many copies as possible stay in flig
 """
 from __future__ import annotations
 
+import re
+
+from ladder import cuda
 from ladder.exercises.grading import Fail, Result, judge
+
 
 TASK = "pipeline stages"
 
@@ -97,8 +101,6 @@ class PipelineStages:
 def loop_source(path: str = "matmul/5_pipelined.cu", first: str = "auto fetch", last: str = "compute(t % STAGES)") -> str:
     """The kernel's loop, from the line holding `first` to the one holding `last`, with the three answers
     written as the student's function names and the comments (which say them) dropped."""
-    import re
-    from ladder import cuda
     lines = cuda.source(path).splitlines()
     start = next(i for i, line in enumerate(lines) if first in line)
     end = next(i for i, line in enumerate(lines) if i >= start and last in line)

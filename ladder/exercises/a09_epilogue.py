@@ -18,7 +18,10 @@ import torch
 import triton
 import triton.language as tl
 
+from ladder.check import compare
 from ladder.exercises.grading import Fail, Result, first_line, judge
+from ladder.world import device
+
 
 TASK = "linear-layer epilogue"
 SHAPES = [(40, 24, 20), (1, 17, 5), (33, 50, 40)]   # (M tokens, N out_features, K in_features): ragged, M != N
@@ -96,7 +99,6 @@ class BiasReluEpilogue:
         def body() -> str:
             if not hasattr(epilogue, "fn"):
                 raise Fail("decorate your function with @triton.jit: the kernel calls it from GPU code")
-            from ladder.world import device
             gen = torch.Generator().manual_seed(9)
             for M, N, K in SHAPES:
                 _run(epilogue, M, N, K, _layer(M, N, K, gen), device())
@@ -130,7 +132,6 @@ def _launch_failed(e: Exception, where: str) -> Fail:
 
 
 def _run(epilogue, M: int, N: int, K: int, layer, dev, cancel: bool = False) -> None:
-    from ladder.check import compare
     x, w, b = layer
     where = (f"at {M} token{'s' * (M != 1)} x {N} out_features x {K} in_features"
              + (" (b nearly cancels x·Wᵀ)" if cancel else ""))

@@ -27,7 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import kernels.matmul as mm
+from ladder import cuda, sass
+from ladder.cache import CACHE_DIR
 from ladder.exercises.grading import Fail, Result, judge, still_blank
+
 
 TASK = "search-space prune"
 SOURCE, KERNEL = "matmul/6_autotuned.cu", "matmul_grouped"   # what rung 6's search launches
@@ -42,7 +46,6 @@ _LOCK = threading.Lock()
 def configs() -> list[dict]:
     """Rung 6's search space (kernels.matmul.TUNER) less the 256x256 tiles on 4 or 8 warps: each takes NVRTC
     2-15 s to compile (they spill on every GPU), more than the other configurations together."""
-    import kernels.matmul as mm
     return [c for c in mm.TUNER.configs() if not (c["BM"] == c["BN"] == 256 and mm.threads(c) < 512)]
 
 
@@ -64,7 +67,6 @@ def gpus() -> list:
 
 def shared_kib(c: dict) -> float:
     """The dynamic shared memory rung 6's launcher asks for, in KiB."""
-    import kernels.matmul as mm
     return mm.shared_bytes(c) / 1024
 
 
@@ -81,7 +83,6 @@ def _key(c: dict) -> str:
 
 
 def _compile(arch: str, c: dict) -> Compiled:
-    from ladder import cuda, sass
     try:
         cubin = cuda.compile_cubin(SOURCE, arch, tuple(sorted((k, str(v)) for k, v in c.items())),
                                    (f"--ptxas-options=--entry={KERNEL}",))  # not rung 5's kernel beside it
@@ -97,10 +98,9 @@ def _compile(arch: str, c: dict) -> Compiled:
 def _cache_file(arch: str) -> Path:
     """Where NVRTC's answers for `arch` are kept: named by the NVRTC version and the kernel's inlined source."""
     from cuda.bindings import nvrtc
-    from ladder import cuda
     _, major, minor = nvrtc.nvrtcVersion()
     digest = hashlib.sha256(f"{cuda.source(SOURCE)}\n{KERNEL}\n{cuda.include_dir(major)}".encode()).hexdigest()[:16]
-    root = Path(os.environ.get("KERNEL_LADDER_CACHE", Path.home() / ".cache" / "kernel-ladder"))
+    root = CACHE_DIR
     return root / "a10_search_prune" / f"{arch}-nvrtc{major}.{minor}-{digest}.json"
 
 

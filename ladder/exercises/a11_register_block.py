@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import re
 
-from ladder.exercises.grading import Fail, Result, check_number, judge
+from ladder import cuda
+from ladder.exercises.grading import Fail, Result, check_number, first_line, judge, still_blank
+
 
 TASK = "register block"
 PATH = "matmul/3b_register_blocked.cu"
@@ -30,7 +32,6 @@ def kernel_constants() -> dict[str, int]:
 
 def kernel_expressions() -> dict[str, str]:
     """The kernel's `tm = ...` and `tn = ...` (this thread's sub-tile corner), as written in the .cu."""
-    from ladder import cuda
     source = cuda.source(PATH)
     found = {}
     for name in ("tm", "tn"):
@@ -142,7 +143,6 @@ class RegisterBlock:
 def thread_picture(thread_block, bm: int, bn: int, tm_: int, tn_: int, threads: list[int]) -> str:
     """The tile in blocks of TM x TN, each labelled with the thread your map gives it ('.' for none), for the
     threads listed; or why it cannot be drawn yet."""
-    from ladder.exercises.grading import first_line, still_blank
     if still_blank(thread_block):
         return "not answered yet"
     grid = [["." for _ in range(bn // tn_)] for _ in range(bm // tm_)]

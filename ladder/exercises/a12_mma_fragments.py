@@ -12,10 +12,11 @@ goes 8 rows down and which 8 columns right).
 """
 from __future__ import annotations
 
+import re
+
+from ladder import cuda
 from ladder.exercises.grading import Fail, Result, first_line, judge, still_blank
 
-
-from ladder.exercises.grading import Fail, Result, first_line, judge, still_blank
 
 LANES = 32
 # operand: (rows, cols, elements per lane)
@@ -145,8 +146,6 @@ def lane_picture(element, operand: str, register: int | None = None) -> str:
 def epilogue_expressions() -> tuple[str, str]:
     """The row and column offsets tensor_core.cuh's epilogue stores lane `lane`'s accumulators at, as written
     there (`row = row0 + mi * 16 + <row>, col = col0 + ni * 8 + <col>`)."""
-    import re
-    from ladder import cuda
     m = re.search(r"row\s*=\s*row0\s*\+\s*mi\s*\*\s*16\s*\+\s*([^,;]+),\s*col\s*=\s*col0\s*\+\s*ni\s*\*\s*8\s*\+\s*([^,;]+);",
                   cuda.source("matmul/tensor_core.cuh"))
     if not m:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ladder import results
 from ladder.capstone import costs, decision
 from ladder.capstone.model import PRESETS
 from ladder.exercises.grading import Result, check_number, not_answered, not_yet, passed, unanswered
+
 
 OP = "MLP up (d -> 4d)"  # hot by the checks' 5%, not the conditions' tenth, and near its floor: "don't write it"
 MARGIN = 0.15           # each measured row at least this far (relatively) from its threshold: tests hold it
@@ -55,7 +57,6 @@ class CapstoneDecision:
 
     def __init__(self, op: str = OP, row: dict | None = None, model: str = "gpt2-small"):
         if row is None:
-            from ladder import results
             row = results.load_having("capstone").capstone(model)
         if row is None:
             raise ValueError(decision.NOT_RECORDED)

@@ -20,9 +20,13 @@ import warnings
 from contextlib import contextmanager
 
 import torch
+from torch._library.custom_ops import _maybe_get_opdef
+from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
 
 from kernels.triton.vector_add import vector_add_kernel
 from ladder.exercises.grading import Fail, Result, first_line, judge, unanswered
+from ladder.world import device
+
 
 RESULT, OPCHECK, FAKE = "(1) the op's result", "(2) opcheck", "(3) the fake"
 RESULT_SIZES = (1, 4097)          # plus one random length: ragged for any power-of-two block
@@ -38,7 +42,6 @@ class _LaunchWithoutData(Exception):
 
 
 def _without_data(t) -> bool:
-    from torch._subclasses.fake_tensor import is_fake
     return isinstance(t, torch.Tensor) and (t.device.type == "meta" or is_fake(t))
 
 
@@ -91,7 +94,6 @@ def _parts(op):
     if isinstance(op, torch.library.CustomOpDef):
         opdef = op
     elif isinstance(op, torch._ops.OpOverload):
-        from torch._library.custom_ops import _maybe_get_opdef
         opdef = _maybe_get_opdef(op)
         if opdef is None:   # an operator defined otherwise (torch.library.Library, C++): called, not read
             return op, op, op
@@ -106,7 +108,6 @@ def _not_an_op(op) -> Fail:
 
 
 def _device() -> str:
-    from ladder.world import device
     return device()
 
 
@@ -274,7 +275,6 @@ def _result_at(call, impl, n: int, a: torch.Tensor, b: torch.Tensor) -> None:
 
 def _fake_call(call, a, b, where: str, meta: bool = False):
     """The op on `a` and `b` made fake (FakeTensorMode; or as they are, on the meta device): (output, inputs)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
     mode = FakeTensorMode()
     try:
         with _watched():

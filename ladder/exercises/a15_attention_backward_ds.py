@@ -17,8 +17,15 @@ alone and together, and the feedback says which; the expected values are never p
 from __future__ import annotations
 
 import itertools
+import warnings
 
+import numpy as np
+import torch
+
+from kernels.triton.exercises import attention_ds_backward, p_and_ds_step
+from ladder.exercises.a09_epilogue import _what_broke as broke
 from ladder.exercises.grading import Fail, Result, first_line, judge
+
 
 NUMPY, TRITON = "D and dS (NumPy)", "D and dS (Triton)"
 
@@ -100,7 +107,6 @@ def _triton_ways() -> list[_Way]:
 
 def _head(q, k, v, do, scale: float, causal: bool, way: _Way):
     """(D, dS) of one head, float64, computed `way`."""
-    import numpy as np
     S, d = q.shape
     s = q @ k.T * {"yes": scale, "no": 1.0, "sqrt": 1 / np.sqrt(d)}[way.scaled]
     above = np.triu(np.ones((S, S), dtype=bool), 1) if causal else np.zeros((S, S), dtype=bool)
@@ -114,14 +120,12 @@ def _head(q, k, v, do, scale: float, causal: bool, way: _Way):
 
 
 def _ds(p, dp, D, above, way: _Way):
-    import numpy as np
     ds = {"rows": p * (dp - D[:, None]), "none": p * dp, "columns": p * (dp - D[None, :]),
           "no_p": dp - D[:, None]}[way.minus] * way.ds_factor
     return np.where(above, 0.0, ds) if way.mask_ds else ds
 
 
 def _close(got, want, rtol: float) -> bool:
-    import numpy as np
     if got.shape != want.shape or not np.isfinite(got).all():
         return False
     return bool(np.allclose(got, want, rtol=rtol, atol=rtol * max(1.0, float(np.abs(want).max(initial=0.0)))))
@@ -145,7 +149,6 @@ class AttentionBackwardDs:
 
     def check_numpy(self, fn) -> Result:
         def body() -> str:
-            import numpy as np
             if hasattr(fn, "fn"):   # called from Python, Triton's interpreter patches triton.language for good
                 raise Fail("this is a @triton.jit function; the NumPy task takes a plain Python function")
             rng = np.random.default_rng(15)
@@ -170,8 +173,6 @@ class AttentionBackwardDs:
 
 
 def _numpy_case(fn, q, k, v, do, scale: float, causal: bool) -> None:
-    import warnings
-    import numpy as np
     S, d = q.shape
     where = _case_name(S, d, causal, scale)
     try:
@@ -227,15 +228,11 @@ def _numpy_case(fn, q, k, v, do, scale: float, causal: bool) -> None:
 # ------------------------------------------------------------------ Triton: one tile, then the kernels
 
 def _what_broke(e: BaseException) -> str:
-    from ladder.exercises.a09_epilogue import _what_broke as broke
     return broke(e)
 
 
 def _probe(p_and_ds) -> None:
     """p_and_ds alone on one 16x16 causal tile whose keys past PROBE_S are outside S."""
-    import numpy as np
-    import torch
-    from kernels.triton.exercises import p_and_ds_step
     BM = BN = 16
     rng = np.random.default_rng(151)
     qk = rng.standard_normal((BM, BN)) * 4.0
@@ -289,7 +286,6 @@ def _probe(p_and_ds) -> None:
 
 def _reference(q, k, v, do, causal: bool):
     """D, dQ, dK, dV in float64, by autograd through the math."""
-    import torch
     q, k, v = (t.double().requires_grad_() for t in (q, k, v))
     S, d = q.shape[-2:]
     s = q @ k.transpose(-1, -2) / d ** 0.5
@@ -301,10 +297,6 @@ def _reference(q, k, v, do, causal: bool):
 
 
 def _kernels(delta, p_and_ds, shape) -> None:
-    import warnings
-    import numpy as np
-    import torch
-    from kernels.triton.exercises import attention_ds_backward
     B, H, S, d, causal = shape
     where = f"at {B}x{H}x{S}x{d}{', causal' if causal else ''}"
     gen = torch.Generator().manual_seed(1500 + S)

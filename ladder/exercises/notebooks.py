@@ -15,7 +15,10 @@ in it stays as `name = ...  # YOUR ANSWER`, every other line goes) and the hidde
 """
 from __future__ import annotations
 
+import ast
 import copy
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -23,7 +26,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ladder import colab
 from ladder.exercises.grading import GRADING_ENV
+
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"
@@ -144,7 +149,6 @@ def exercise_from_solution(nb, target: Path):
     """The exercise notebook to save at `target`: solution blocks blanked, hidden tests cut, and the outputs of
     those cells and of every cell that uses an answer cleared (`make_exercises` reruns the notebook unanswered
     to fill them); other outputs stay the solution's run. Its Colab badge opens the exercise."""
-    from ladder import colab
     ex = copy.deepcopy(nb)
     answers = solution_answers(nb)
     for cell in ex.cells:
@@ -162,7 +166,6 @@ def exercise_from_solution(nb, target: Path):
 
 def checksum(source: str) -> str:
     """What an answer cell held when it was written (nbgrader keeps such a checksum in a cell's metadata too)."""
-    import hashlib
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
@@ -307,7 +310,6 @@ def execute(nb, path: Path, timeout: int, **options) -> None:
 
 def read_submission(path: Path):
     """A student's notebook and the assignment it is (its solution notebook), or NotAnAssignment in one line."""
-    import json
     import nbformat
     if not path.is_file():
         raise NotAnAssignment(f"{path}: no such file")
@@ -334,7 +336,6 @@ _SUSPECT = re.compile(r"\bladder\.exercises\b|\bgrading\b|\bNotYet\b|GRADING|NBG
 def bound_names(source: str) -> set[str]:
     """The names a cell's top-level statements bind (assignments, imports, defs, loop variables); none if it does
     not parse (IPython magics, a syntax error: the run says what is wrong with those)."""
-    import ast
     try:
         tree = ast.parse(source)
     except SyntaxError:
