@@ -42,7 +42,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import kernels.attention as at
+from ladder import cuda
 from ladder.cuda import KERNELS_DIR
+
 
 OUT_DIR = KERNELS_DIR / "attention"
 SOURCE_DIR = OUT_DIR / "hopper_overlays"
@@ -75,7 +78,6 @@ def configurations(rung: str) -> list[dict]:
     """The -D defines `rung` is compiled with: the launcher's (kernels/attention.py HOPPER) at each head dimension,
     and for rung 15 also every configuration of its search (searched_launch: CONSUMERS and CONSUMER_REGISTERS too),
     pruned or not."""
-    import kernels.attention as at
     found = [dict(HEAD_DIM=D, **at.hopper_launch(rung, D)[0]) for D in HEAD_DIMS]
     if rung == "15_autotuned":
         found += [dict(HEAD_DIM=D, **at.searched_launch(c)[0])
@@ -423,7 +425,6 @@ def _code_names(text: str) -> set[str]:
 
 def _without_unread_switches(pieces: list[_Out], headers: list[Path]) -> list[_Out]:
     """`pieces` without the #defines of switches that nothing left reads (what only the resolved conditions read)."""
-    from ladder import cuda
     read = set()
     for header in headers:
         read |= _code_names(cuda.source(header))
