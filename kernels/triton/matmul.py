@@ -522,3 +522,37 @@ def rungs() -> list[Rung]:
              fallback=CUDA_CORE_DOT, searches=True),
         Rung("triton", "7_tma_persistent", tma_persistent, SOURCE, needs="tma"),
     ]
+
+
+# ------------------------------------------------------------- run alone: python -m kernels.triton.matmul
+
+def _self_check(shape: tuple[int, int, int] = (37, 45, 29), timed: tuple[int, int, int] = (4096, 4096, 4096)):
+    """Each rung checked against torch.matmul's fp32 product at a ragged `shape` (on a GPU, or in the interpreter on
+    a CPU), then, on a GPU, timed beside torch.matmul at `timed`."""
+    gen = torch.Generator(device()).manual_seed(0)
+    launchers = {"1_naive": naive, "2_coalesced": coalesced, "3_tiled": tiled, "4_tensor_core": tensor_core,
+                 "5_pipelined": pipelined, "6_autotuned": autotuned}
+    if WORLD.gpu and detect().has("tma"):
+        launchers["7_tma_persistent"] = tma_persistent
+    M, N, K = shape
+    a, b = (torch.randn(*s, generator=gen, device=device()).half() for s in ((M, K), (K, N)))
+    want = a.float() @ b.float()
+    print(f"checked at {M}x{N}x{K} ({'GPU' if WORLD.gpu else 'CPU: the Triton interpreter'}), max |error| "
+          f"against the fp32 product (torch.matmul's own: {(torch.matmul(a, b).float() - want).abs().max():.3g})")
+    for name, run in launchers.items():
+        error = (run(a, b).float() - want).abs().max().item()
+        print(f"  {name:18s} {error:.3g}" + ("" if error < 0.05 else "   WRONG"))
+    if not WORLD.gpu:
+        print("timing needs a GPU")
+        return
+    M, N, K = timed
+    a, b = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
+    print(f"median ms at {M}x{N}x{K} (triton.testing.do_bench), TFLOP/s")
+    for name, run in {"torch.matmul": torch.matmul, **{k: v for k, v in launchers.items()
+                                                        if k not in ("1_naive", "2_coalesced")}}.items():
+        ms = triton.testing.do_bench(lambda: run(a, b))
+        print(f"  {name:18s} {ms:8.3f} ms  {2 * M * N * K / ms / 1e9:6.1f}")
+
+
+if __name__ == "__main__":
+    _self_check()
