@@ -469,11 +469,11 @@ def _cuda(name: str, run, **kw) -> Rung:
 
 
 def _tune(labels: list[str]) -> list:
-    """The searches (rung 6 in both languages, Triton's rung 7) at the headline shapes, CUDA rung 15's there and at
-    MODEL_SHAPES, before they are timed (for `record`)."""
+    """The searches (rung 6 in both languages, Triton's rungs 7 and 8) at the headline shapes, CUDA rung 15's there
+    and at MODEL_SHAPES, before they are timed (for `record`)."""
     return ((tune_cuda(HEADLINE) if "cuda:6_autotuned" in labels else [])
             + (tune_cuda(HEADLINE + MODEL_SHAPES, HOPPER_TUNERS) if "cuda:15_autotuned" in labels else [])
-            + [r for tuner in ("triton:6_autotuned", "triton:7_tma") if tuner in labels
+            + [r for tuner in ("triton:6_autotuned", "triton:7_tma", "triton:8_barrier_pass") if tuner in labels
                for r in triton_attention.tune(HEADLINE, tuner)])
 
 

@@ -386,6 +386,9 @@ class TritonSearchLog:
             pruned += [{"config": triton_config_dict(c), "reason": f"{flops:.1e} FLOP run in microseconds: a search "
                         "costs more than it can save (the smallest tiles are kept)"} for c in kept if c is not smallest]
             kept = [smallest]
+        # Earlier searches of this tuner: a Triton search is never written to the local cache (Tuner.search, CUDA's,
+        # is), so these are the ones recorded in results/. Triton attention rung 7's recorded while it compiled
+        # through ladder/ptx.py by default are kept as its own: the same kernel's tiles (results.RUNG7_THROUGH_PASS).
         earlier = [r for r in cached_reports(gpu.slug, *label) if tuple(r.shape) == tuple(shape)] if gpu else []
         if PIN_RECORDED and earlier:
             kept = [c for c in kept if triton_config_dict(c) == earlier[0].best] or kept  # not in the space: a search

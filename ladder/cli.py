@@ -143,7 +143,8 @@ def cmd_record(args) -> None:
         for kind, measure in kinds.items():
             todo = [(p, r, s) for p, r, _ in jobs for s in p.bench_shapes] if args.every_shape else jobs
             rows = [{"problem": p.name, "backend": r.backend, "rung": r.name, "shape": list(shape),
-                     "metrics": measure(p.name, r.backend, r.name, shape)}
+                     "metrics": measure(p.name, r.backend, r.name, shape),
+                     **runner.pass_field(r)}   # profiled in a process of its own: the pass, not what it changed there
                     for p, r, shape in tqdm(todo, desc=f"ncu {kind}")]
             if kind == "profiles":  # one a rung at its problem's profiled shape; the other shapes' apart
                 profiled = {p.name: list(p.bench_shapes[0]) for p in chosen}

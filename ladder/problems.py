@@ -34,6 +34,10 @@ class Rung:
     # an anchor that can only copy its result into `out` (SDPA): timed and profiled returning its own output, so
     # that its time is its kernels', not theirs plus a copy
     own_output: bool = False
+    # a Triton rung whose PTX goes through a pass of ours (ladder.ptx): what its recorded rows say of it, "ptx_pass":
+    # ptx_pass() (the pass's name and content hash, what it changed at the rung's last launch); None: the rung runs
+    # what Triton compiles, and a Triton row says "ptx_pass": null
+    ptx_pass: Callable[[], dict] | None = None
 
     @property
     def label(self) -> str:

@@ -12,8 +12,12 @@ rung 9's turns, unscheduled).
 
 `split_refill_barriers` does both to a kernel's PTX, and changes nothing unless the PTX has the shape this was
 written for (a loop with one barrier left, followed by the loop's TMA copies, each issued by warps a `tid < 32k`
-test picks, no named barriers in use, 8 warps or more: with one warpgroup there is no lockstep to end).
-`refill_barriers_split()` applies it to what Triton compiles inside it."""
+test picks, no named barriers in use, 8 warps or more: with one warpgroup there is no lockstep to end; a ring of 3
+stages at most, MAX_STAGES).
+`refill_barriers_split()` applies it to what Triton compiles inside it (chained after a stages hook already
+installed) and writes what it changed into each compiled kernel's metadata (`applied`); with require=True a kernel
+it leaves unchanged fails to compile (PassDidNotApply). Triton attention's rung 8 (kernels/triton/attention.py,
+`barrier_pass`) is rung 7's kernel compiled through it."""
 from __future__ import annotations
 
 import functools
@@ -21,6 +25,11 @@ import hashlib
 import re
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
+
+from triton.runtime.errors import PTXASError
+
+NAME = "split_refill_barriers"   # the pass, as recorded rows and Triton's cache key name it
 
 _LABEL = re.compile(r"^(\$L__\w+):")
 _BRANCH = re.compile(r"^(@!?%p\d+\s+)?bra(\.uni)?\s+(\$L__\w+);")
@@ -35,6 +44,17 @@ _ORDERED_BY_MBARRIERS = re.compile(r"^(@!?%p\d+\s+)?(mbarrier\.try_wait\.parity\
 # is what a barrier after it orders (these three only issue it)
 _ASYNC_WGMMA_ISSUE = re.compile(r"^(@!?%p\d+\s+)?wgmma\.(fence|mma_async|commit_group)\b")
 MIN_THREADS = 256   # two warpgroups
+# The ring depth (Triton's num_stages) the split is safe for. A warp that only arrives runs ahead of the issuers by
+# at most the refills in flight, stages - 1: so many generations of the refill barrier can be pending at once, and
+# named barriers 1 and 2 in turn keep two apart. At 4 stages a third generation would arrive at a barrier whose
+# previous one the issuers have not yet synced on (its count mixed: a hang, or a slot refilled under a reader).
+MAX_STAGES = 3
+
+
+class Changes(NamedTuple):
+    """What split_refill_barriers changed in a kernel: both 0 when it left the PTX as compiled."""
+    dropped: int   # CTA barriers that ordered nothing, removed
+    split: int     # refill barriers split into bar.sync (the issuers) and bar.arrive (the others)
 
 
 class _Program:
@@ -127,19 +147,22 @@ def _issuing_warps(text: list[str]):
     return find
 
 
-def split_refill_barriers(ptx: str) -> tuple[str, int]:
+def split_refill_barriers(ptx: str, stages: int | None = None) -> tuple[str, Changes]:
     """`ptx` with its redundant CTA barriers dropped and each loop's refill barrier split into sync (the warps that
-    issue the copies) and arrive (the others), on named barriers 1 and 2 in turn: a warp can be one key block
-    ahead of the issuers, never two (what it reads next came from their previous refill). The barriers changed
-    (0 and `ptx` unchanged unless it has the expected shape)."""
+    issue the copies) and arrive (the others), on named barriers 1 and 2 in turn: with a ring of `stages` slots
+    (Triton's num_stages, MAX_STAGES at most) a warp can be one key block ahead of the issuers, never two (what it
+    reads next came from their previous refill); and what changed (`ptx` unchanged and Changes(0, 0) unless it
+    has the expected shape, or a deeper ring)."""
     original = ptx
+    if stages is not None and stages > MAX_STAGES:
+        return original, Changes(0, 0)
     ptx, dropped = drop_redundant_barriers(ptx)
     lines = ptx.splitlines()
     text = [line.strip() for line in lines]
     named = [m.group(2) for t in text if (m := re.match(r"^(@!?%p\d+\s+)?(?:bar|barrier)\.\S+\s+(\S+)", t))]
     threads = next((int(m.group(1)) for t in text if (m := re.match(r"^\.reqntid\s+(\d+)", t))), 0)
     if any(b != "0;" for b in named) or threads < MIN_THREADS or threads % 32:
-        return original, 0
+        return original, Changes(0, 0)
     issuers_of = _issuing_warps(text)
     labels = {m.group(1): n for n, t in enumerate(text) if (m := _LABEL.match(t))}
     split = {}
@@ -153,7 +176,7 @@ def split_refill_barriers(ptx: str) -> tuple[str, int]:
         issuers = {issuers_of(p.group(1)) if (p := re.match(r"^@(%p\d+)\s+cp\.async", text[k])) else None
                    for k in copies}
         if len(barriers) != 1 or not copies or min(copies) < barriers[0] or len(issuers) != 1 or None in issuers:
-            return original, 0
+            return original, Changes(0, 0)
         w = issuers.pop()
         indent = lines[barriers[0]][: len(lines[barriers[0]]) - len(text[barriers[0]])]
         split[barriers[0]] = [indent + s for s in (
@@ -168,7 +191,7 @@ def split_refill_barriers(ptx: str) -> tuple[str, int]:
             f"@%refill_arrive1 bar.arrive \t1, {threads};",
             f"@%refill_arrive2 bar.arrive \t2, {threads};")]
     if not split:
-        return original, 0
+        return original, Changes(0, 0)
     out = []
     for n, line in enumerate(lines):
         out.extend(split.get(n, [line]))
@@ -177,33 +200,88 @@ def split_refill_barriers(ptx: str) -> tuple[str, int]:
                     "\t.reg .pred \t%refill_odd, %refill_sync1, %refill_sync2, %refill_arrive1, %refill_arrive2;"]
         if text[n].startswith("$L__func_begin"):
             out.append("\tmov.b32 \t%refill_turn, 2;")
-    return "\n".join(out) + "\n", dropped + len(split)
+    return "\n".join(out) + "\n", Changes(dropped, len(split))
 
 
 @functools.cache
-def _version() -> str:
-    """This pass's version, for Triton's cache key: the hash of this file (read once)."""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+def version() -> str:
+    """This pass's content hash: the first 16 hex digits of this file's sha256 (read once)."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
-def _hook(*args):
-    """Triton's add_stages_inspection_hook: the PTX stage wrapped in split_refill_barriers."""
-    if not args:   # newer Triton (3.9) asks for a key at every launch, to cache the pass's binaries apart
-        return "kernel-ladder-split-refill-barriers", _version()
-    stages = args[1]   # (backend, stages, options, language, capability)
-    make_ptx = stages["ptx"]
-    stages["ptx"] = lambda src, metadata: split_refill_barriers(make_ptx(src, metadata))[0]
+def tag() -> str:
+    """The pass and its content hash in one string, "split_refill_barriers-<hash>": what goes into Triton's cache key
+    for a kernel compiled through it (the hook's key on Triton 3.9; rung 8's PTX_PASS constexpr on every version)."""
+    return f"{NAME}-{version()}"
+
+
+def identity() -> dict:
+    """The pass as a recorded row names it."""
+    return {"name": NAME, "sha256": version()}
+
+
+def applied(compiled) -> dict | None:
+    """What the pass did to a compiled kernel (a triton CompiledKernel, fresh or from Triton's cache on disk):
+    identity() and its Changes as "dropped" and "split"; None for a kernel that did not go through it."""
+    return getattr(getattr(compiled, "metadata", None), "ptx_pass", None)
+
+
+class PassDidNotApply(PTXASError):
+    """A kernel compiled through the pass with require=True that the pass left as compiled. A PTXASError so that
+    @triton.autotune rules that configuration out (as one ptxas refuses) and its search goes on with the others; a
+    plain launch raises it."""
+
+    def __str__(self) -> str:
+        return self.error_message or ""
+
+
+def _through_pass(make_ptx, require: bool, stages: int | None):
+    """Triton's PTX stage, then split_refill_barriers (for a ring of `stages`: the compile's num_stages); what it
+    changed goes into the kernel's metadata (kept in Triton's cache with the binary, so a kernel loaded from disk
+    says it too)."""
+    def stage(src, metadata):
+        ptx, changes = split_refill_barriers(make_ptx(src, metadata), stages)
+        metadata["ptx_pass"] = {**identity(), **changes._asdict()}
+        if require and not changes.split:
+            raise PassDidNotApply(f"{metadata.get('name', 'kernel')}: ladder/ptx.py's {NAME} left its PTX as compiled "
+                                  "(no refill barrier to split: one warpgroup, a ring of more than "
+                                  f"{MAX_STAGES} stages, or a loop of a shape it was not written for)")
+        return ptx
+    return stage
+
+
+def _hook(previous, require: bool):
+    """Triton's add_stages_inspection_hook for the pass, chained after `previous` (the hook installed before, or
+    None): that one still rewrites its stages, and its key goes into ours."""
+    def hook(*args):
+        if not args:   # Triton 3.9 asks for a key: before a compile (the disk cache's), at each launch (in memory)
+            key, digest = tag(), version()
+            if previous is not None:
+                before_key, before_digest = previous()
+                key, digest = before_key + key, hashlib.sha256(f"{before_digest}{digest}".encode()).hexdigest()
+            return key, digest
+        if previous is not None:
+            previous(*args)
+        stages, options = args[1], args[2]   # (backend, stages, options, language, capability)
+        stages["ptx"] = _through_pass(stages["ptx"], require, getattr(options, "num_stages", None))
+    hook.chained = previous
+    hook.ladder_ptx_pass = True
+    return hook
 
 
 @contextmanager
-def refill_barriers_split():
-    """What Triton compiles inside goes through split_refill_barriers (a cached binary is not compiled again: a
-    kernel compiled both ways needs a constexpr that tells them apart, as rung 7's SPLIT_REFILLS)."""
+def refill_barriers_split(require: bool = False):
+    """What Triton compiles inside goes through split_refill_barriers (require: a kernel it leaves unchanged fails
+    to compile, PassDidNotApply). Triton 3.6 does not ask the hook for a cache key: a kernel compiled both ways
+    needs a constexpr that tells them apart, rung 8's PTX_PASS (tag()). Chained after a hook already installed
+    (ours, in a nested block, is not applied twice); the hook is Triton's global knob, so a compile in another
+    thread meanwhile goes through the pass too."""
     import triton
-    knobs = triton.knobs
-    previous = knobs.runtime.add_stages_inspection_hook
-    knobs.runtime.add_stages_inspection_hook = _hook
+    knobs = triton.knobs.runtime
+    previous = knobs.add_stages_inspection_hook
+    before = previous.chained if getattr(previous, "ladder_ptx_pass", False) else previous
+    knobs.add_stages_inspection_hook = _hook(before, require)
     try:
         yield
     finally:
-        knobs.runtime.add_stages_inspection_hook = previous
+        knobs.add_stages_inspection_hook = previous

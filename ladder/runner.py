@@ -125,7 +125,14 @@ def time_rung(problem: Problem, rung: Rung, shape: tuple, gen_seed: int = 1) -> 
            "ms": timing.median_ms, "ms_p20": timing.p20_ms, "ms_p80": timing.p80_ms,
            **rates(problem.flops(shape), problem.min_bytes(shape), timing.median_ms),
            "correct": verdict.ok, "rel_error": verdict.rel_error}
-    return row
+    return {**row, **pass_field(rung)}
+
+
+def pass_field(rung: Rung) -> dict:
+    """What a recorded row of `rung` says of the PTX pass that compiled it: a Triton rung's {"ptx_pass": its
+    Rung.ptx_pass() (the pass's name and content hash, and what it changed at the rung's last launch in this
+    process), or None where the rung runs what Triton compiles}; {} for the other backends (no PTX of ours)."""
+    return {"ptx_pass": rung.ptx_pass() if rung.ptx_pass else None} if rung.backend == "triton" else {}
 
 
 @dataclass

@@ -155,9 +155,10 @@ def _compilable(fn):
             setattr(place, name, value)
 
 
-def triton_sass(kernel, signature: dict[str, str], constexprs: dict, arch: str,
-                divisible_by_16: tuple[str, ...] = (), num_warps: int = 4, num_stages: int = 3) -> Sass:
-    """SASS of a Triton kernel compiled for `arch`, as the runtime would specialize it.
+def triton_compile(kernel, signature: dict[str, str], constexprs: dict, arch: str,
+                   divisible_by_16: tuple[str, ...] = (), num_warps: int = 4, num_stages: int = 3):
+    """A Triton kernel compiled for `arch` (no GPU needed), as the runtime would specialize it: Triton's compiled
+    kernel (its .asm["ptx"], ["cubin"], its .metadata).
 
     `divisible_by_16` names the pointer/integer arguments Triton may assume are multiples of 16
     (it specializes on that at run time: aligned pointers, sizes that are multiples of 16).
@@ -176,8 +177,19 @@ def triton_sass(kernel, signature: dict[str, str], constexprs: dict, arch: str,
     src = ASTSource(fn, signature=sig, constexprs=constexprs, attrs=attrs)
     capability = int(arch.removeprefix("sm_").rstrip("a"))
     with _compilable(fn.fn):
-        compiled = triton.compile(src, target=GPUTarget("cuda", capability, 32),
-                                  options={"num_warps": num_warps, "num_stages": num_stages})
+        return triton.compile(src, target=GPUTarget("cuda", capability, 32),
+                              options={"num_warps": num_warps, "num_stages": num_stages})
+
+
+def compiled_sass(compiled, arch: str) -> Sass:
+    """The SASS of a Triton compiled kernel (triton_compile's), with the shared memory it allocated."""
     sass = disassemble(compiled.asm["cubin"], arch)
     sass.shared_bytes = compiled.metadata.shared
     return sass
+
+
+def triton_sass(kernel, signature: dict[str, str], constexprs: dict, arch: str,
+                divisible_by_16: tuple[str, ...] = (), num_warps: int = 4, num_stages: int = 3) -> Sass:
+    """SASS of a Triton kernel compiled for `arch`, as the runtime would specialize it (triton_compile)."""
+    return compiled_sass(triton_compile(kernel, signature, constexprs, arch, divisible_by_16, num_warps, num_stages),
+                         arch)

@@ -1,12 +1,14 @@
-"""The Triton attention ladder without a GPU: every rung in the interpreter on ragged S, causal and not (rung 7's
-tensor descriptors too: the interpreter runs them); bad inputs named; the fused rungs' signatures in the SASS
-compiled for sm_80 and sm_90 (rung 7's TMA copies on sm_90, pointer loads before)."""
+"""The Triton attention ladder without a GPU: every rung in the interpreter on ragged S, causal and not (rungs 7 and
+8's tensor descriptors too: the interpreter runs them); bad inputs named; the fused rungs' signatures in the SASS
+compiled for sm_80 and sm_90 (rung 7's TMA copies on sm_90, pointer loads before); rung 8 compiled for sm_90a through
+ladder/ptx.py's pass, which must change it under the Triton installed."""
 import pytest
 import torch
+import triton
 
 import kernels.attention as at
 from kernels.triton import attention as ta
-from ladder import sass
+from ladder import ptx, sass
 from ladder.check import compare
 from ladder.hardware import GPU
 from ladder.runner import check_rung, unavailable
@@ -16,7 +18,7 @@ RUNGS = [r for r in at.PROBLEM.rungs if r.backend == "triton"]
 
 def test_the_ladder():
     assert [r.name for r in RUNGS] == ["1_naive", "2_coalesced", "3_fused", "4_tensor_core", "5_pipelined",
-                                       "6_autotuned", "7_tma"]
+                                       "6_autotuned", "7_tma", "8_barrier_pass"]
     assert at.flops((4, 32, 4096, 64, 0)) == 4 * 4 * 32 * 4096 ** 2 * 64 == 2 * at.flops((4, 32, 4096, 64, 1))
 
 
@@ -55,10 +57,11 @@ def test_bad_inputs_are_named(rung):
         rung.run(q[0], q[0], q[0], False)
 
 
-def test_tma_rung_names_a_misaligned_tensor():
+@pytest.mark.parametrize("run", [ta.tma, ta.barrier_pass], ids=["7_tma", "8_barrier_pass"])
+def test_tma_rungs_name_a_misaligned_tensor(run):
     q = torch.randn(1 * 2 * 8 * 64 + 1).half()[1:].view(1, 2, 8, 64)   # 2 bytes into its allocation
     with pytest.raises(ValueError, match="q is not 16-byte aligned"):
-        ta.tma(q, q.clone(), q.clone(), False)
+        run(q, q.clone(), q.clone(), False)
 
 
 def test_materialized_rungs_need_the_score_matrix():
@@ -93,10 +96,10 @@ def test_tma_rung_copies_by_tma_on_hopper_and_loads_by_pointer_before():
     assert hopper.count("LDG") == hopper.count("STG") == hopper.count("LDGSTS") == hopper.count("UTMACCTL") == 0
     assert ampere.count("UTMALDG") == 0 and ampere.count("LDG") > 0 and ampere.count("HMMA") > 0
     assert hopper.count("MUFU.EX2") > 0   # the scale and log2 e in one multiply, the exponent an exp2
-    tma = RUNGS[-1]
-    assert tma.unavailable_reason(H100) is None
-    for gpu in (A100, T4):
-        assert tma.unavailable_reason(gpu).endswith("needs tma")
+    for tma in RUNGS[-2:]:   # rungs 7 and 8
+        assert tma.unavailable_reason(H100) is None
+        for gpu in (A100, T4):
+            assert tma.unavailable_reason(gpu).endswith("needs tma")
 
 
 def test_prune_reasons():
@@ -117,6 +120,10 @@ def test_the_search_reports_in_the_interpreter():
     ta.tma(q, k, v, True)
     [report] = ta.tune([(1, 2, 24, 64, 1)], "triton:7_tma")   # rung 7's search, logged apart from rung 6's
     assert report.tuner == "triton:7_tma" and len(report.timed) == 2 and not report.failed
+    ta.barrier_pass(q, k, v, True)
+    [report] = ta.tune([(1, 2, 24, 64, 1)], "triton:8_barrier_pass")   # rung 8's, apart from rung 7's
+    assert report.tuner == "triton:8_barrier_pass" and len(report.timed) == 2 and not report.failed
+    assert {t["config"]["num_warps"] for t in report.timed} == {8}   # two warpgroups: tiles the pass changes
 
 
 def test_naive_scores_launch_a_few_heads_at_a_time(monkeypatch):
@@ -163,20 +170,53 @@ def test_sdpa_anchor_is_timed_without_its_copy_into_out(monkeypatch):
     assert not cuda_rung.own_output
 
 
-def test_split_refills_splits_rung_7s_refill_barrier():
-    """ladder.ptx's pass on rung 7 compiled for sm_90a at D128 with 8 warps: the key loop keeps one CTA barrier of
-    its three (Triton 3.6) or five (3.9), split into BAR.SYNC (the warps that issue the copies) and BAR.ARV (the
-    others) on named barriers 1 and 2, in both key loops; the products and the copies unchanged. One warpgroup (4
-    warps) is left as compiled: the pass changes nothing it was not written for."""
-    import triton
-    eight = dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3)
-    stock = ta.tma_sass(eight, "sm_90a", 128, split_refills=False)
-    split = ta.tma_sass(eight, "sm_90a", 128)
-    one_warpgroup = ta.tma_sass(dict(eight, num_warps=4, BLOCK_N=64), "sm_90a", 128)
-    assert stock.count("BAR.ARV") == one_warpgroup.count("BAR.ARV") == 0
-    fewer = {"3.6": 10, "3.9": 20}.get(triton.__version__[:3])   # CTA barriers fewer in all (3.9: 22 dropped, 2 split)
-    if fewer is not None:   # a Triton this was not written for: its loop comes back as compiled, or split as here
-        assert split.count("BAR.ARV") == 4 and split.count("BAR.SYNC") == stock.count("BAR.SYNC") - fewer
-    assert split.count("BAR.ARV") in (0, 4)
+# Rung 8 at D128 on rung 7's recorded H100 winner there (two warpgroups): each build compiled once for the tests below.
+PASS_TILE = dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3)
+
+
+@pytest.fixture(scope="module")
+def rung8_d128():
+    """(rung 7's build, rung 8's) of flash_tma_kernel at PASS_TILE, D128, for sm_90a: Triton's compiled kernels."""
+    return ta.tma_compile(PASS_TILE, "sm_90a", 128), ta.tma_compile(PASS_TILE, "sm_90a", 128, ptx_pass=True)
+
+
+def test_rung_8_is_rung_7_through_the_pass_which_must_apply(rung8_d128):
+    """Rung 8 compiled for sm_90a at D128 with 8 warps under the Triton installed (CI: the floor, 3.6, and the newest):
+    the pass must find rung 7's loop and change it, or this fails (a Triton whose loop it no longer matches: rung 8
+    would be rung 7's binary). The key loop keeps one CTA barrier of its three (Triton 3.6) or five (3.9), split into
+    BAR.SYNC (the warps that issue the copies) and BAR.ARV (the others) on named barriers 1 and 2, in both key loops;
+    the products and the copies unchanged; rung 7's build does not go through the pass."""
+    stock, through = rung8_d128
+    applied = ptx.applied(through)
+    assert applied is not None and applied["split"] > 0 and applied["dropped"] > 0, applied
+    assert applied["name"] == "split_refill_barriers" and applied["sha256"] == ptx.version()
+    assert ptx.applied(stock) is None and stock.hash != through.hash   # cached apart
+    stock, split = (sass.compiled_sass(k, "sm_90a") for k in rung8_d128)
+    assert stock.count("BAR.ARV") == 0 and split.count("BAR.ARV") == 4
+    assert split.count("BAR.SYNC") < stock.count("BAR.SYNC")
+    # (barriers the pass dropped from the PTX, BAR.SYNC fewer in the SASS) under the Tritons it was written for
+    fewer = {"3.6": (12, 10), "3.9": (22, 20)}.get(triton.__version__[:3])
+    if fewer is not None:
+        assert (applied["dropped"], stock.count("BAR.SYNC") - split.count("BAR.SYNC")) == fewer
     assert split.count("HGMMA") == stock.count("HGMMA") and split.count("UTMALDG") == stock.count("UTMALDG")
     assert split.count("LDL") == split.count("STL") == 0
+
+
+def test_rung_8_does_not_build_where_the_pass_changes_nothing():
+    """One warpgroup (4 warps) has no lockstep to end: the pass leaves its PTX as compiled, and rung 8 refuses it
+    (its search would rule such a configuration out, PassDidNotApply being a PTXASError; its space has none)."""
+    with pytest.raises(ptx.PassDidNotApply, match="left its PTX as compiled"):
+        ta.tma_compile(dict(PASS_TILE, num_warps=4, BLOCK_N=64), "sm_90a", 128, ptx_pass=True)
+    # nor in 4 stages: three refills in flight, which its two named barriers in turn cannot keep apart
+    with pytest.raises(ptx.PassDidNotApply, match="more than 3 stages"):
+        ta.tma_compile(dict(PASS_TILE, num_stages=4, BLOCK_N=64), "sm_90a", 128, ptx_pass=True)
+    assert ta.PASS_SPACE["num_warps"] == [8] and max(ta.PASS_SPACE["num_stages"]) == ptx.MAX_STAGES
+
+
+def test_an_edited_pass_compiles_anew(rung8_d128, monkeypatch):
+    """The binary's cache key holds the pass's content on every Triton: rung 8's PTX_PASS constexpr (ptx.tag()), which
+    Triton 3.6 needs (it asks the hook for no key), and on 3.9 the hook's key as well. Another content hash: another
+    key, so a compile, which the metadata shows."""
+    monkeypatch.setattr(ptx, "version", lambda: "0123456789abcdef")
+    edited = ta.tma_compile(PASS_TILE, "sm_90a", 128, ptx_pass=True)
+    assert edited.hash != rung8_d128[1].hash and ptx.applied(edited)["sha256"] == "0123456789abcdef"

@@ -323,8 +323,35 @@ def test_compiling_ahead_uses_small_shapes_that_compile_the_same_and_skips_searc
     assert matmul.PROBLEM.compile_shape((4095, 4097, 31)) == (31, 17, 31)
     assert attention.PROBLEM.compile_shape((4, 32, 4096, 128, 1)) == (1, 1, 16, 128, 1)  # D and causal kept
     searching = {r.label for r in [*matmul.PROBLEM.rungs, *attention.PROBLEM.rungs] if r.searches}
-    assert searching == {"cuda:6_autotuned", "cuda:12_autotuned", "cuda:15_autotuned", "triton:6_autotuned", "triton:7_tma"}
+    assert searching == {"cuda:6_autotuned", "cuda:12_autotuned", "cuda:15_autotuned", "triton:6_autotuned",
+                         "triton:7_tma", "triton:8_barrier_pass"}
     assert runner.compile_ahead(attention.PROBLEM) == []   # no GPU here: nothing to compile for
+
+
+def test_rung_7_rows_recorded_while_it_went_through_the_pass_are_marked_so():
+    """From 2026-11-29 until rung 8 existed, Triton attention's rung 7 compiled through ladder/ptx.py by default and its
+    rows did not say so: read back, such a row says a pass ran (its version unknown); one recorded before, or one that
+    says which pass ran, is read as it is. The H100's recorded rung 7 rows (2026-11-27) say null."""
+    from ladder import results
+    row = {"problem": "attention", "backend": "triton", "rung": "7_tma", "shape": [4, 32, 4096, 128, 0]}
+    data = {"runs": [dict(row, recorded="2026-11-30 10:00 UTC"), dict(row, recorded="2026-11-27 16:28 UTC"),
+                     dict(row, recorded="2026-12-02 10:00 UTC", ptx_pass=None)]}
+    marked = [r.get("ptx_pass", "missing") for r in results._mark_rung7_through_pass(data)["runs"]]
+    assert marked == [{"name": "split_refill_barriers", "sha256": None}, "missing", None]
+    h100 = [r for r in results.load("nvidia-h100-80gb-hbm3").runs("attention", backend="triton", rung="7_tma")]
+    assert h100 and all(r["ptx_pass"] is None for r in h100)
+
+
+def test_each_triton_row_says_which_ptx_pass_compiled_it():
+    """Triton attention's rung 8 goes through ladder/ptx.py's pass, named with its content hash in its rows; rung 7
+    (and any other Triton rung) runs what Triton compiles: "ptx_pass": null; a CUDA or PyTorch row has no field."""
+    from kernels import attention
+    from ladder import ptx, runner
+    rung = {r.label: r for r in attention.PROBLEM.rungs}
+    assert runner.pass_field(rung["triton:7_tma"]) == runner.pass_field(rung["triton:6_autotuned"]) == {"ptx_pass": None}
+    field = runner.pass_field(rung["triton:8_barrier_pass"])["ptx_pass"]
+    assert {k: field[k] for k in ("name", "sha256")} == {"name": "split_refill_barriers", "sha256": ptx.version()}
+    assert runner.pass_field(rung["cuda:7_wgmma_tma"]) == runner.pass_field(rung["torch:sdpa"]) == {}
 
 
 def test_a_library_rung_that_refuses_a_check_shape_is_reported_and_ours_still_raise():

@@ -1,5 +1,12 @@
 """ladder.ptx's rules on small PTX loops shaped as Triton 3.6 and 3.9 write rung 7's: which CTA barriers it drops, which it
-keeps, how it splits the refill barrier, and that PTX of another shape comes back unchanged."""
+keeps, how it splits the refill barrier, and that PTX of another shape comes back unchanged; its hook into Triton,
+chained after one installed before it, and what it writes into a kernel's metadata. (Triton attention's rung 8
+compiled through it: tests/test_attention_triton.py.)"""
+import types
+
+import pytest
+import triton
+
 from ladder import ptx
 
 WAIT = """	// begin inline asm
@@ -64,7 +71,7 @@ def barriers(text: str) -> list[str]:
 
 def test_the_barriers_between_waits_and_between_copies_go_and_the_refill_barrier_splits():
     out, changed = ptx.split_refill_barriers(kernel(LOOP))
-    assert changed == 3   # the one between the two waits, the one between the two copies dropped; one split
+    assert changed == ptx.Changes(dropped=2, split=1)   # between the two waits and between the two copies; one split
     body = out[out.index("$L__BB0_2:"):out.index("@%p7 bra")]
     assert barriers(body) == ["@%refill_sync1 bar.sync \t1, 256;", "@%refill_sync2 bar.sync \t2, 256;",
                               "@%refill_arrive1 bar.arrive \t1, 256;", "@%refill_arrive2 bar.arrive \t2, 256;"]
@@ -91,12 +98,16 @@ def test_a_barrier_kept_where_it_orders_something():
 
 def test_ptx_of_another_shape_comes_back_unchanged():
     one_warpgroup = kernel(LOOP, threads=128)
-    assert ptx.split_refill_barriers(one_warpgroup) == (one_warpgroup, 0)
+    unchanged = ptx.Changes(0, 0)
+    assert ptx.split_refill_barriers(kernel(LOOP), stages=3)[1] == (2, 1)
+    deep = kernel(LOOP)   # a ring of 4: three refills in flight, more than two named barriers in turn keep apart
+    assert ptx.split_refill_barriers(deep, stages=ptx.MAX_STAGES + 1) == (deep, unchanged)
+    assert ptx.split_refill_barriers(one_warpgroup) == (one_warpgroup, unchanged)
     named = kernel(LOOP.replace("wgmma.fence", "bar.arrive \t3, 256;\n\twgmma.fence"))
-    assert ptx.split_refill_barriers(named) == (named, 0)   # named barriers in use already
+    assert ptx.split_refill_barriers(named) == (named, unchanged)   # named barriers in use already
     two_left = kernel(LOOP.replace("\twgmma.wait_group", "\tld.shared.b32 \t%r7, [%r6];\n\tbar.sync \t0;\n"
                                                         "\twgmma.wait_group"))
-    assert ptx.split_refill_barriers(two_left) == (two_left, 0)   # two barriers left in the loop
+    assert ptx.split_refill_barriers(two_left) == (two_left, unchanged)   # two barriers left in the loop
 
 
 # Triton 3.9's loop: Q·Kᵀ waited for, then a barrier (the refill's: every warp's reads of the slot it refills are
@@ -112,7 +123,7 @@ QK_THEN_PV = (WAIT.format(bar="%r3") + WAIT.format(bar="%r4")
 
 def test_a_barrier_after_a_wgmma_in_flight_goes_and_the_one_after_its_wait_splits():
     out, changed = ptx.split_refill_barriers(kernel(QK_THEN_PV))
-    assert changed == 4   # after P·V's issue and between the copies (two) dropped; the one after the wait split
+    assert changed == (3, 1)   # after P·V's issue and between the copies dropped; the one after the wait split
     body = out[out.index("$L__BB0_2:"):out.index("@%p7 bra")]
     assert barriers(body)[0] == "@%refill_sync1 bar.sync \t1, 256;" and "bar.sync \t0;" not in body
     assert body.index("bar.arrive") < body.index("ex2.approx")   # split where the wait left it
@@ -121,4 +132,88 @@ def test_a_barrier_after_a_wgmma_in_flight_goes_and_the_one_after_its_wait_split
     waited = kernel(QK_THEN_PV.replace("\twgmma.commit_group.sync.aligned;\n\tbar.sync",
                                        "\twgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;\n"
                                        "\tbar.sync"))
-    assert ptx.split_refill_barriers(waited) == (waited, 0)
+    assert ptx.split_refill_barriers(waited) == (waited, ptx.Changes(0, 0))
+
+
+class _Previous:
+    """A stages hook installed before ours (a profiler's, say): it wraps the PTX stage and has a key of its own."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, *args):
+        if not args:
+            return "previous-hook", "previous-digest"
+        self.calls.append(args)
+        make_ptx = args[1]["ptx"]
+        args[1]["ptx"] = lambda src, metadata: make_ptx(src, metadata) + "// seen by the previous hook\n"
+
+
+def _ptx_stage(text: str, require: bool = False, previous=None, ring: int = 3):
+    """The PTX stage as Triton would run it with the pass's hook installed (over `previous`): Triton's own stage
+    returns `text`, the compile's num_stages is `ring`; (the stage's output, the kernel's metadata, the key the hook
+    gives)."""
+    knobs = triton.knobs.runtime
+    saved, knobs.add_stages_inspection_hook = knobs.add_stages_inspection_hook, previous
+    try:
+        with ptx.refill_barriers_split(require):
+            hook = knobs.add_stages_inspection_hook
+            stages = {"ptx": lambda src, metadata: text}
+            hook(None, stages, types.SimpleNamespace(num_stages=ring), None, 90)   # (backend, stages, options, ...)
+            metadata = {"name": "k"}
+            try:
+                return stages["ptx"](None, metadata), metadata, hook()
+            finally:
+                assert knobs.add_stages_inspection_hook is hook
+    finally:
+        assert knobs.add_stages_inspection_hook is previous   # the one installed before is back
+        knobs.add_stages_inspection_hook = saved
+
+
+@pytest.mark.triton_api
+def test_the_hook_rewrites_the_ptx_stage_and_says_what_it_changed():
+    out, metadata, (key, digest) = _ptx_stage(kernel(LOOP))
+    assert out == ptx.split_refill_barriers(kernel(LOOP))[0]
+    assert metadata["ptx_pass"] == {"name": "split_refill_barriers", "sha256": ptx.version(), "dropped": 2, "split": 1}
+    assert key == ptx.tag() == f"split_refill_barriers-{ptx.version()}" and digest == ptx.version()   # Triton 3.9's key
+    one_warpgroup = kernel(LOOP, threads=128)
+    out, metadata, _ = _ptx_stage(one_warpgroup)   # left as compiled, and said so
+    assert out == one_warpgroup and metadata["ptx_pass"]["split"] == metadata["ptx_pass"]["dropped"] == 0
+    with pytest.raises(ptx.PassDidNotApply, match="left its PTX as compiled"):
+        _ptx_stage(one_warpgroup, require=True)   # rung 8's: a kernel the pass leaves as compiled does not build
+    out, metadata, _ = _ptx_stage(kernel(LOOP), ring=4)   # a compile in 4 stages: the split is not safe there
+    assert out == kernel(LOOP) and metadata["ptx_pass"]["split"] == 0
+
+
+@pytest.mark.triton_api
+def test_the_hook_is_chained_after_one_installed_before():
+    previous = _Previous()
+    out, metadata, (key, digest) = _ptx_stage(kernel(LOOP), previous=previous)
+    assert len(previous.calls) == 1 and previous.calls[0][4] == 90   # it saw the stages, as Triton calls it
+    # its PTX stage ran (it appends a comment), then the pass on what it returned
+    assert out == ptx.split_refill_barriers(kernel(LOOP) + "// seen by the previous hook\n")[0]
+    assert out.endswith("// seen by the previous hook\n") and metadata["ptx_pass"]["split"] == 1
+    assert key == "previous-hook" + ptx.tag() and digest not in ("previous-digest", ptx.version())   # both keys in it
+    # nested: ours is not applied twice (the second pass would find named barriers in use and change nothing)
+    knobs = triton.knobs.runtime
+    saved = knobs.add_stages_inspection_hook
+    try:
+        knobs.add_stages_inspection_hook = None
+        with ptx.refill_barriers_split(), ptx.refill_barriers_split(require=True):
+            stages = {"ptx": lambda src, metadata: kernel(LOOP)}
+            knobs.add_stages_inspection_hook(None, stages, None, None, 90)
+            metadata = {}
+            assert stages["ptx"](None, metadata) == ptx.split_refill_barriers(kernel(LOOP))[0]
+            assert metadata["ptx_pass"]["split"] == 1
+        assert knobs.add_stages_inspection_hook is None
+    finally:
+        knobs.add_stages_inspection_hook = saved
+
+
+@pytest.mark.triton_api
+def test_an_edited_pass_has_another_key(monkeypatch):
+    """The pass's key (Triton 3.9's hook key; rung 8's PTX_PASS constexpr on every Triton) is its file's content."""
+    before = ptx.tag()
+    monkeypatch.setattr(ptx, "version", lambda: "0123456789abcdef")
+    assert ptx.tag() == "split_refill_barriers-0123456789abcdef" != before
+    assert _ptx_stage(kernel(LOOP))[2] == (ptx.tag(), "0123456789abcdef")

@@ -12,10 +12,13 @@ Q, K, V, O are fp16 (B, H, S, D), contiguous; scores, softmax statistics and sum
 6_autotuned    the same kernel, @triton.autotune over BLOCK_M, BLOCK_N, warps and stages per (S, D, causal)
 7_tma          (Hopper) rung 6 with Q, K, V loaded and O stored through tensor descriptors built on the host:
                each block is one TMA copy, its addresses, bounds and zero fill the copy engine's; searched as 6
+8_barrier_pass (Hopper) Triton plus a barrier pass: rung 7's kernel compiled through ladder/ptx.py, which drops
+               the key loop's CTA barriers that order nothing and splits the refill's into sync and arrive;
+               searched over the tiles it changes (two warpgroups)
 
 Rungs 3-6 are one kernel switched by constants, as in the matmul ladder; rung 7 is its twin with descriptors
-where rung 6 has pointers, sharing its key loop. Causal attention masks keys after the query (and the fused
-rungs stop their key loop at the diagonal block). Ragged S is masked.
+where rung 6 has pointers, sharing its key loop; rung 8 is rung 7's kernel, its PTX rewritten. Causal attention
+masks keys after the query (and the fused rungs stop their key loop at the diagonal block). Ragged S is masked.
 """
 from __future__ import annotations
 
@@ -379,30 +382,32 @@ def prune_reason(c: dict, shape: tuple, gpu) -> str | None:
     return None
 
 
-def searched(kernel, tuner: str, query: str = "q_ptr", pre_hook=None
+def searched(kernel, tuner: str, query: str = "q_ptr", pre_hook=None, space: dict | None = None
              ) -> tuple[autotune.TritonSearchLog, triton.runtime.Autotuner]:
-    """`kernel` under @triton.autotune over the search space, the search logged as `tuner`'s: (log, tuned kernel).
-    The kernel takes `query` (Q or its descriptor: its shape is the search's), S, HEAD_DIM and CAUSAL; pre_hook
-    (each configuration's) fits the arguments to a configuration before it compiles or runs."""
+    """`kernel` under @triton.autotune over `space` (default: SEARCH_SPACE on a GPU, INTERPRETER_SPACE in the
+    interpreter), the search logged as `tuner`'s: (log, tuned kernel). The kernel takes `query` (Q or its
+    descriptor: its shape is the search's), S, HEAD_DIM and CAUSAL; pre_hook (each configuration's) fits the
+    arguments to a configuration before it compiles or runs."""
     log = autotune.TritonSearchLog(
         shape_of=lambda args: (*args[query].shape, int(bool(args["CAUSAL"]))),
         label_of=lambda args: ("attention", tuner),
         flops=lambda problem, s: 4 * s[0] * s[1] * s[2] ** 2 * s[3] * (0.5 if s[4] else 1.0),
         reason=lambda c, shape, gpu, configs: prune_reason(c, shape, gpu), kernel=kernel)
     return log, triton.autotune(
-        configs=autotune.triton_configs(SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE, pre_hook),
+        configs=autotune.triton_configs(space or (SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE), pre_hook),
         key=["S", "HEAD_DIM", "CAUSAL"],   # a new search per sequence length, head size and mask
         prune_configs_by={"early_config_prune": log.prune},
         do_bench=log.bench,
     )(kernel)
 
 
-def launch_searched(log: autotune.TritonSearchLog, kernel, S: int, heads: int, *args, **constexprs) -> None:
+def launch_searched(log: autotune.TritonSearchLog, kernel, S: int, heads: int, *args, **constexprs):
     """One launch of a searched kernel, a program per BLOCK_M queries of a head; a launch that searched leaves
-    its report in log.reports."""
+    its report in log.reports. Returns what Triton launched: its compiled kernel (None in the interpreter)."""
     log.start()
-    kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), heads)](*args, **constexprs)
+    compiled = kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), heads)](*args, **constexprs)
     log.finish(kernel.best_config)
+    return compiled
 
 
 SEARCHES, autotuned_kernel = searched(flash_kernel, "triton:6_autotuned")
@@ -421,75 +426,18 @@ def autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.T
 
 @triton.jit
 def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, SPLIT_REFILLS: tl.constexpr = False):
+                     BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, PTX_PASS: tl.constexpr = ""):
     """flash_kernel (rung 6) with Q, K, V read and O written through tensor descriptors: each of all of a tensor,
     (B, H, S, D), copied in boxes of one head's BLOCK_M (Q, O) or BLOCK_N (K, V) rows. On sm_90 a box is one TMA
     copy into shared memory, issued by one thread: the copy engine computes the addresses, reads rows past S as
     zeros (a box never crosses into the next head: it is a head's rows) and leaves them out of a store, and the
     loop's registers hold no pointers or load masks. The launcher builds the four descriptors on the host, once a
-    call, and passes them by value: a program starts its first copy at once (built in the kernel, each program
-    would first write its four to global memory and fence them: on the H100 the kernel ran 1.03-1.10x slower so,
-    the most where programs are short, causal).
+    call, and passes them by value: a program starts its first copy at once.
 
-    At D128 (ncu on the H100, one launch at S 4096, without a mask) the tensor pipe is busy 63.6% of the cycles, the
-    issue slots 32.1% and the MUFU 32.9%; per issued instruction 2.11 warps wait at a CTA barrier (three BAR.SYNC a
-    key block keep the two warpgroups in step) and 1.36 on a fixed-latency dependency: no pipe is full.
-
-    The barriers are what holds it back. Triton places them by its Membar analysis, which takes an mbarrier for
-    shared memory any thread may touch; of the loop's barriers only one orders anything (the refill of a ring slot
-    after every warp's last read of it), and it needs only the warps that issue the copies to wait. So rung 7 ships
-    compiled through ladder.ptx's pass (tma's split_refills, on by default): the others dropped, that one split (the
-    two issuing warps sync, the other six only arrive). H200, each tile the recorded winner's, one run, 5
-    interleaved rounds, x SDPA (through the pass against as compiled, split_refills=False):
-    - Triton 3.6: D128 0.988 against 0.904, D128 causal 0.944 against 0.915; another run 0.979 against 0.896,
-      0.950 against 0.919, S 16384 D128 causal 0.996 against 0.965 (CUDA rung 15 there: 1.005, 1.020, 1.086).
-    - Triton 3.9 (its loop keeps a barrier after P.V's wgmma is issued; the pass drops it: a barrier cannot order
-      a wgmma still in flight): D128 0.992 against 0.830, D128 causal 0.976 against 0.852, S 16384 D128 causal
-      1.038 against 0.890.
-    - At D64 the winners have 4 warps (one warpgroup, no lockstep to end): the pass leaves them as compiled (3.9:
-      0.952 and 0.903 causal). 8-warp D64 tiles through the pass ran slower (0.879 and 0.813 on 3.9).
-    - ncu at D128 (3.6): barrier stall 2.11 -> 0.93 warps an issue, tensor pipe 63.6% -> 71.6% busy, 1.861 ->
-      1.713 ms. Only the barriers that order nothing dropped: 0.993 and 0.998 of rung 7 in two runs (the one left
-      keeps the lockstep); every barrier in the loop dropped (unsafe: a refill may overwrite a slot a warp still
-      reads): 0.998 and 1.004 x SDPA, the ceiling of ending the lockstep.
-    - Checked on ragged S (333, 1000), causal and not, Q x1 and x30, NaN-poisoned output, at 8-warp tiles: error at
-      most SDPA's on both Tritons; compute-sanitizer racecheck and synccheck clean at S 333.
-
-    Tried on the way and left out (Triton 3.6, one run each, 5 interleaved rounds, x SDPA at S 4096, H100 unless
-    said):
-    - warp_specialize=True on the key loop compiles to the same SASS at 8 warps (no producer warp, no setmaxnreg),
-      0.889 against 0.889 at D128. At 4 warps Triton's Hopper pass splits the loop into a producer warpgroup (40
-      registers) and two consumer warpgroups of 64 queries (232), each on its own named barrier, but only for one key
-      loop (the mask in every block) with O stored through pointers. It halves Q's load but not a host descriptor's
-      box: each half's copy brings all 128 rows against a 64-row barrier count, and all six such kernels hung at
-      their first launch (45 s each, H200; Triton 3.9 refuses to compile them). With Q's descriptor made in the
-      kernel (2-D), which it splits, the kernel ran: 0.851 against rung 7's 0.906 at D128, 0.802 against 0.909 causal,
-      0.763 against 0.950 at D64 (3 interleaved rounds), and wrong (NaN) at D64 causal in 3 stages.
-    - Q.K^T of the next key block issued before this block's softmax, in the source: the compiler waits for it
-      right after issuing it (WARPGROUP.DEPBAR after its HGMMAs), so nothing overlaps. P.V of block j - 1 issued
-      after Q.K^T of block j instead (FA3's order, O rescaled after the exponentials): the compiler issues P.V's
-      HGMMAs among block j's exponentials and waits for them before the rescale, as CUDA rung 10 does, yet it ran
-      0.866 against 0.897 at D128 and 0.851 against 0.896 causal (H100, 5 rounds; ncu: tensor pipe 62.5%, barrier
-      1.84 warps an issue). With P carried in fp16 rather than fp32 the compiler stages it in shared memory, 256 KiB
-      in all at D128.
-    - Two programs an SM at D128 (maxnreg=128 on 128x64 tiles in 2 stages: 128 registers, 96 KiB): 0.829 against
-      0.888 (the same tile at one program an SM: 0.672). Four warpgroups a program (256 queries, 16 warps, 64-key
-      tiles): 0.797 against 0.839 (H200).
-    - A persistent grid (a program per SM looping over query tiles, flattened or not) asks for 257 KiB of shared
-      memory at D128 (it does not launch) and ran 0.63x against 0.94x at D64.
-    - Part of each block's exponentials on the FMA pipe instead of the MUFU (FA4's trick: 2^x as 2^floor(x) times a
-      cubic in the fraction, 8 instructions an element): slower at every share, an eighth 0.884, a quarter 0.881,
-      half 0.810 against 0.903 all on the MUFU at D128 (0.905 / 0.882 / 0.814 against 0.948 at D64): each element
-      moved trades one MUFU instruction for 8 others, and the loop slowed: the MUFU's rate is not what holds it
-      back (the counters above agree).
-    - O rescaled only when some row's maximum grows past 2^8 (FA4's lazy rescale, a branch on the program's largest
-      growth): 0.770 against 0.887 at D128, 0.757 against 0.901 causal (its SASS: two more CTA barriers a block, for
-      the program-wide maximum).
-    - Causal query blocks heaviest first (CUDA rung 6's order) within each head: 0.907 against 0.908 at D128, 0.909
-      against 0.917 at D64; with the heads fastest as well (a wave then reads K and V of 132 heads, not about four):
-      0.638 and 0.821.
-    - Q kept in registers for Q.K^T's wgmma (behind an identity the compiler cannot see through) ran 0.889 against
-      0.896 at D128, though 0.987 against 0.920 at D64 causal with 64x64 tiles in 3 stages."""
+    PTX_PASS is never read. Rung 8 passes the tag of the PTX pass it compiles through (ladder.ptx.tag(): its name
+    and content hash), rung 7 leaves it "": a constexpr is part of Triton's cache key on every Triton version, so
+    the two builds are cached apart and an edited pass compiles anew (Triton 3.6 asks the pass's hook for no key).
+    What was measured on the way, and tried and left out: kernels/NOTES.md."""
     start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
     qk_scale = tl.cast(qk_scale, tl.float32)
     b, h = bh // H, bh % H   # a descriptor's coordinates (32-bit)
@@ -520,28 +468,75 @@ def descriptor_boxes(nargs: dict) -> None:
 TMA_SEARCHES, tma_kernel = searched(flash_tma_kernel, "triton:7_tma", query="q_desc", pre_hook=descriptor_boxes)
 
 
-def tma(q, k, v, causal: bool, out: torch.Tensor | None = None, split_refills: bool = True) -> torch.Tensor:
-    """Rung 7: the first call at each new (S, D, causal) runs the search (see TMA_SEARCHES.reports). A TMA copy
-    starts on 16 bytes: so must every tensor. split_refills (default): compiled through ladder.ptx's pass, the
-    loop's CTA barriers that order nothing dropped and the refill's split into arrive and sync (8 warps or more;
-    PTX of another shape is left as compiled); False: as Triton compiles it, at the winner of the search (which
-    times what the first call at a shape asks for; SPLIT_REFILLS keeps the two binaries apart in Triton's cache)."""
+def _descriptors(q, k, v, out):
+    """(B, H, S, D, out, the four tensor descriptors) of a TMA rung's call: a TMA copy starts on 16 bytes, so must
+    every tensor; each descriptor's box is set per configuration (descriptor_boxes)."""
     B, H, S, D, out = operands(q, k, v, out)
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
         validate.tensor(name, t, dtype=torch.float16, ndim=4, device=device(), align_bytes=16)
+    return B, H, S, D, out, [TensorDescriptor.from_tensor(t, [1, 1, 16, D]) for t in (q, k, v, out)]
+
+
+def tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 7, flash_tma_kernel as Triton compiles it: the first call at each new (S, D, causal) runs the search
+    (see TMA_SEARCHES.reports)."""
+    B, H, S, D, out, descriptors = _descriptors(q, k, v, out)
     if out.numel():
-        descriptors = [TensorDescriptor.from_tensor(t, [1, 1, 16, D]) for t in (q, k, v, out)]  # boxes: descriptor_boxes
-        with ptx.refill_barriers_split() if split_refills else contextlib.nullcontext():
-            launch_searched(TMA_SEARCHES, tma_kernel, S, B * H, *descriptors, S, H, LOG2E / math.sqrt(D), D,
-                            CAUSAL=causal, SPLIT_REFILLS=split_refills)
+        launch_searched(TMA_SEARCHES, tma_kernel, S, B * H, *descriptors, S, H, LOG2E / math.sqrt(D), D, CAUSAL=causal)
     return out
 
 
-TUNED = {"triton:6_autotuned": (autotuned, SEARCHES), "triton:7_tma": (tma, TMA_SEARCHES)}
+# ------------------------------------------------------------- rung 8 (Hopper): Triton plus a barrier pass
+
+# Rung 8's search: rung 7's space at two warpgroups (8 warps) in 2 or 3 stages, the only configurations the pass
+# changes: with one warpgroup there is no lockstep to end and the pass leaves the PTX as compiled (a 4-warp
+# configuration would be rung 7's binary); in 4 stages its two named barriers would not keep the refills in flight
+# apart (ladder.ptx.MAX_STAGES; on an H200 the first search of a space with them, at D64, did not finish in 390 s);
+# 16 warps leave under 16 query rows a warp at BLOCK_M 128. After prune_reason, BLOCK_M 128 with BLOCK_N 32-128:
+# 6 configurations at D64 and at D128, each about 1.5 s to compile for sm_90a on one CPU core (Triton 3.6 and 3.9),
+# all at once in compile_ahead's threads.
+PASS_SPACE = dict(SEARCH_SPACE, num_warps=[8], num_stages=[2, 3])
+PASS_INTERPRETER_SPACE = dict(INTERPRETER_SPACE, num_warps=[8])
+PASS_SEARCHES, pass_kernel = searched(flash_tma_kernel, "triton:8_barrier_pass", query="q_desc",
+                                      pre_hook=descriptor_boxes,
+                                      space=PASS_SPACE if WORLD.gpu else PASS_INTERPRETER_SPACE)
+# What the pass did to the kernel rung 8 launched last (ladder.ptx.applied): the row `record` times it in says so.
+LAST_PASS: dict | None = None
+
+
+def barrier_pass(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Rung 8, Triton plus a barrier pass: flash_tma_kernel compiled through ladder.ptx's pass, the key loop's CTA
+    barriers that order nothing dropped and the refill's split into sync (the warps that issue the copies) and
+    arrive (the others). Its own search (PASS_SEARCHES, over PASS_SPACE) at each new (S, D, causal). The pass must
+    change what it compiles: a configuration it leaves as compiled fails to compile (ladder.ptx.PassDidNotApply:
+    the search rules it out and reports it failed; a launch raises), so nothing timed here is rung 7's binary. One
+    shape has nothing to change: at S = 1 Triton compiles S as the constant 1 and the key loop away (no ring, no
+    refill); that launch goes through the pass unrequired, and says so (LAST_PASS: "split" 0)."""
+    global LAST_PASS
+    B, H, S, D, out, descriptors = _descriptors(q, k, v, out)
+    if out.numel():
+        with ptx.refill_barriers_split(require=S != 1):
+            compiled = launch_searched(PASS_SEARCHES, pass_kernel, S, B * H, *descriptors, S, H, LOG2E / math.sqrt(D),
+                                       D, CAUSAL=causal, PTX_PASS=ptx.tag())
+        if compiled is not None:   # compiled for a GPU (the interpreter runs the kernel's Python: no PTX to pass)
+            LAST_PASS = ptx.applied(compiled)
+            if not LAST_PASS or (S != 1 and not LAST_PASS["split"]):
+                raise ptx.PassDidNotApply(f"rung 8 launched {compiled.name} without the pass applied: {LAST_PASS}")
+    return out
+
+
+def pass_record() -> dict:
+    """What rung 8's rows record in "ptx_pass": the pass (name, content hash) and what it changed in the kernel
+    launched last ("dropped", "split"), when one was."""
+    return {**ptx.identity(), **({k: LAST_PASS[k] for k in ("dropped", "split")} if LAST_PASS else {})}
+
+
+TUNED = {"triton:6_autotuned": (autotuned, SEARCHES), "triton:7_tma": (tma, TMA_SEARCHES),
+         "triton:8_barrier_pass": (barrier_pass, PASS_SEARCHES)}
 
 
 def tune(shapes: list[tuple], tuner: str = "triton:6_autotuned") -> list[autotune.Report]:
-    """The search of `tuner` (rung 6 or 7) at each shape (B, H, S, D, causal) on random inputs; its reports."""
+    """The search of `tuner` (rung 6, 7 or 8) at each shape (B, H, S, D, causal) on random inputs; its reports."""
     run, log = TUNED[tuner]
     for B, H, S, D, causal in shapes:
         gen = torch.Generator(device()).manual_seed(7)
@@ -551,19 +546,27 @@ def tune(shapes: list[tuple], tuner: str = "triton:6_autotuned") -> list[autotun
     return [latest[tuple(s)] for s in shapes if tuple(s) in latest]
 
 
-def tma_sass(config: dict, arch: str, head_dim: int = 64, causal: bool = False, split_refills: bool = True):
-    """The SASS of flash_tma_kernel compiled for `arch` as tma launches it with `config` (tiles, warps and stages):
-    its descriptors' boxes as descriptor_boxes sets them, through ladder.ptx's pass unless split_refills=False."""
+def tma_compile(config: dict, arch: str, head_dim: int = 64, causal: bool = False, ptx_pass: bool = False):
+    """flash_tma_kernel compiled for `arch` (no GPU needed) as rung 7 launches it with `config` (tiles, warps and
+    stages), its descriptors' boxes as descriptor_boxes sets them; ptx_pass: as rung 8 does, through ladder.ptx's
+    pass (PassDidNotApply where the pass leaves it as compiled). Triton's compiled kernel: its SASS through
+    ladder.sass.compiled_sass, what the pass did through ladder.ptx.applied."""
     from ladder import sass
     tiles = {k: v for k, v in config.items() if k.startswith("BLOCK_")}
-    with ptx.refill_barriers_split() if split_refills else contextlib.nullcontext():
-        return sass.triton_sass(
+    with ptx.refill_barriers_split(require=True) if ptx_pass else contextlib.nullcontext():
+        return sass.triton_compile(
             flash_tma_kernel,
             signature={**{d: f"tensordesc<fp16[1,1,{tiles[rows]},{head_dim}]>" for d, rows in DESCRIPTOR_ROWS.items()},
                        "S": "i32", "H": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr",
-                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "SPLIT_REFILLS": "constexpr"},
-            constexprs=dict(HEAD_DIM=head_dim, CAUSAL=causal, SPLIT_REFILLS=split_refills, **tiles), arch=arch,
-            divisible_by_16=("S",), num_warps=config["num_warps"], num_stages=config["num_stages"])
+                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "PTX_PASS": "constexpr"},
+            constexprs=dict(HEAD_DIM=head_dim, CAUSAL=causal, PTX_PASS=ptx.tag() if ptx_pass else "", **tiles),
+            arch=arch, divisible_by_16=("S",), num_warps=config["num_warps"], num_stages=config["num_stages"])
+
+
+def tma_sass(config: dict, arch: str, head_dim: int = 64, causal: bool = False, ptx_pass: bool = False):
+    """The SASS of tma_compile(...): rung 7's kernel as Triton compiles it, or (ptx_pass) rung 8's."""
+    from ladder import sass
+    return sass.compiled_sass(tma_compile(config, arch, head_dim, causal, ptx_pass), arch)
 
 
 def rungs() -> list[Rung]:
@@ -576,4 +579,5 @@ def rungs() -> list[Rung]:
         Rung("triton", "5_pipelined", pipelined, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT),
         Rung("triton", "6_autotuned", autotuned, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT, searches=True),
         Rung("triton", "7_tma", tma, SOURCE, needs="tma", searches=True),
+        Rung("triton", "8_barrier_pass", barrier_pass, SOURCE, needs="tma", searches=True, ptx_pass=pass_record),
     ]

@@ -96,11 +96,11 @@ def test_anchors_take_misaligned_views_and_empty_inputs_without_faulting(rung):
     assert torch.ones(1, device="cuda").item() == 1
 
 
-@pytest.mark.parametrize("D", [64, 128] if any(r.label == "triton:7_tma" for r in RUNNABLE) else [])
-def test_rung_7_with_its_refill_barriers_split(D):
-    """Rung 7 through ladder.ptx's pass (its default), searched and at an 8-warp tile (two warpgroups: the pass
-    splits its refill barrier), and as Triton compiles it (split_refills=False), on ragged S, causal and not, into a
-    NaN-poisoned output, Q × 1 and × 30."""
+@pytest.mark.parametrize("D", [64, 128] if any(r.label == "triton:8_barrier_pass" for r in RUNNABLE) else [])
+def test_rungs_7_and_8_on_ragged_s_and_rung_8_through_the_pass(D):
+    """Rung 7 (as Triton compiles it) and rung 8 (through ladder/ptx.py's pass), each searched, and flash_tma_kernel
+    launched through the pass at an 8-warp tile (two warpgroups: the pass splits its refill barrier), on ragged S,
+    causal and not, into a NaN-poisoned output, Q x 1 and x 30; rung 8's launch says the pass applied."""
     import math
     import triton
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -113,13 +113,16 @@ def test_rung_7_with_its_refill_barriers_split(D):
             q = (q * scale).half()
             for causal in (False, True):
                 ref = at.reference(q, k, v, causal)
-                searched = ta.tma(q, k, v, causal, torch.full_like(q, float("nan")))
-                as_compiled = ta.tma(q, k, v, causal, torch.full_like(q, float("nan")), split_refills=False)
+                rung7 = ta.tma(q, k, v, causal, torch.full_like(q, float("nan")))
+                rung8 = ta.barrier_pass(q, k, v, causal, torch.full_like(q, float("nan")))
+                assert ta.LAST_PASS["sha256"] == ptx.version() and ta.LAST_PASS["split"] > 0, ta.LAST_PASS
                 out = torch.full_like(q, float("nan"))
                 boxes = [TensorDescriptor.from_tensor(t, [1, 1, r, D])
                          for t, r in ((q, 128), (k, block_n), (v, block_n), (out, 128))]
-                with ptx.refill_barriers_split():
-                    ta.flash_tma_kernel[(triton.cdiv(S, 128), 6)](*boxes, S, 3, ta.LOG2E / math.sqrt(D), D, 128,
-                                                                  block_n, causal, True, num_warps=8, num_stages=3)
-                for got in (searched, as_compiled, out):
+                with ptx.refill_barriers_split(require=True):
+                    compiled = ta.flash_tma_kernel[(triton.cdiv(S, 128), 6)](
+                        *boxes, S, 3, ta.LOG2E / math.sqrt(D), D, 128, block_n, causal, ptx.tag(), num_warps=8,
+                        num_stages=3)
+                assert ptx.applied(compiled)["split"] > 0
+                for got in (rung7, rung8, out):
                     assert got.isfinite().all() and compare(got, ref).ok, (S, scale, causal)
