@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.colors import TwoSlopeNorm
+from matplotlib.lines import Line2D
 
-from ladder import roofline
+from ladder import hardware, profile, results, roofline, verdicts
 
 LINE_STYLES = {"cuda": "--", "triton": "-", "torch": ":"}
 
@@ -25,11 +27,10 @@ def _legend_outside(ax, **kw):
 def _rows_gpu(rows: list[dict]):
     """The GPU the rows were timed on: this one for live rows, the default recording's for recorded rows (what
     runner.results and results.load give on a machine without a GPU); None where neither is known."""
-    from ladder import hardware, lesson, results
     if any("recorded" not in r for r in rows):
         return hardware.detect()
     try:
-        return lesson.datasheet_gpu(results.load().gpu)
+        return roofline.datasheet_gpu(results.load().gpu)
     except Exception:   # no recording, or its GPU is not in the datasheet table: the key names no unit
         return None
 
@@ -116,7 +117,6 @@ def size_sweep(rows: list[dict], size_of, xlabel: str, source: str, unavailable_
     shape: backend, number: rung); where the best rungs end within a few % of each other, their marks stand
     in a row at that height, fastest on the line's end, the rest ranked outwards, so no mark hides another.
     Sizes from `unavailable_from` on shaded, `note` in the legend."""
-    from matplotlib.lines import Line2D
     fig, ax = plt.subplots(figsize=(9, 4.5))
     sizes = sorted({size_of(r["shape"]) for r in rows})
     series = {label: sorted((size_of(r["shape"]), r["tflops"]) for r in rows if _label(r) == label)
@@ -196,7 +196,6 @@ def stall_mix(warp_states: list[dict], labels: list[str], source: str, top: int 
     states), each as a share of the warp cycles an issued instruction spent waiting; the reasons that lead
     anywhere on the ladder get their own colour, the rest are "other". The total (warp cycles per issued
     instruction) is written after each bar: a short bar of the same mix is a faster rung."""
-    from ladder import profile, verdicts
     found = {_label(w): w["metrics"] for w in warp_states}
     shown = [label for label in labels if label in found]
     totals = {label: {r: found[label].get(f"stall_{r}") or 0.0 for r in profile.STALL_REASONS} for label in shown}
@@ -249,9 +248,9 @@ def host_timeline(rows: list[dict], source: str):
 
 
 def shape_grid(ratios: dict[tuple, dict[str, float]], names: dict[tuple, str], source: str):
-    """× cuBLAS per shape (ladder.lesson.grid_ratios) as a heat map: a row per shape (`names` gives each a label),
-    a column per kernel; green where ours is faster than cuBLAS, red where slower, the number in each cell."""
-    from matplotlib.colors import TwoSlopeNorm
+    """× cuBLAS per shape (ladder.lessons.l06_shipping_a_kernel.grid_ratios) as a heat map: a row per shape (`names`
+    gives each a label), a column per kernel; green where ours is faster than cuBLAS, red where slower, the number in
+    each cell."""
     shapes = list(names)
     columns = list(next(iter(ratios.values())))
     values = np.array([[ratios[s][c] for c in columns] for s in shapes])

@@ -2,6 +2,9 @@
 
 attainable(I) = min(peak compute, I x bandwidth), with I the arithmetic intensity in FLOP/byte.
 The ridge point I* = peak / bandwidth separates memory-bound (left) from compute-bound (right).
+Which roof bounds a rung depends on the unit its math runs on, on a given GPU (`compute_unit`, `unit`); a GPU
+from its datasheet row (`datasheet_gpu`) stands in for one that is not here, as the recording's GPU does on a
+machine without one, and `gpu_model` bounds every rung of a ladder on it (a lesson's "what a T4 would do").
 
 The plot: measured roofs solid, datasheet roofs dashed, each labelled where it runs; every rung is a
 marker whose glyph is the rung's number (the same in every lesson) on its backend's colour and shape
@@ -20,6 +23,8 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+
+from ladder.hardware import GPU, datasheet_for
 
 ROOFS = {"fp32_TFLOPs": "fp32 CUDA cores", "fp16_tc_TFLOPs": "fp16 tensor cores"}
 # Instruction roofs (ladder.ceilings: microbenchmarks of one tensor-core instruction), drawn only where measured:
@@ -72,18 +77,63 @@ class Point:
         return number.group(0) if number else LIBRARY_GLYPHS.get(name, name[:1].upper())
 
 
+def datasheet_gpu(name: str):
+    """The GPU of `name`'s datasheet row (ladder.hardware), as a model: its limits and peak rates, no device."""
+    sheet = datasheet_for(name)
+    if sheet is None:
+        raise ValueError(f"no datasheet row matches {name!r}")
+    return GPU(sheet.name, sheet.capability, sheet.sm_count, 0, sheet.smem_per_block_bytes, 0, sheet)
+
+
+def compute_unit(problem, rung, gpu) -> str:
+    """What does a rung's arithmetic on `gpu`: the tensor cores, or the CUDA cores where it needs none or its
+    tensor-core path falls back to them there (Triton's tl.dot before sm_80). The anchors (cuBLAS, SDPA) use
+    the unit of the problem's compute roof."""
+    if rung.backend == "torch":
+        return "tensor cores" if problem.compute_roof == "fp16_tc_TFLOPs" else "CUDA cores"
+    if rung.needs not in ("tensor_cores", "wgmma", "tma"):   # the TMA rungs feed wgmma
+        return "CUDA cores"
+    if rung.fallback and not gpu.has(rung.fallback[0]) and "CUDA cores" in rung.fallback[1]:
+        return "CUDA cores"
+    return "tensor cores"
+
+
 def unit(problem, rung, gpu) -> str:
     """The unit and instruction a rung's math runs on, on `gpu`: "CUDA cores" (FMA/FADD: rungs without tensor cores,
     and tl.dot before sm_80), "mma.sync" (HMMA: CUDA rungs 4-6; Triton's tl.dot on sm_80-89), "wgmma" (HGMMA: CUDA
     rungs 7-8; Triton's tl.dot on Hopper, as tests/test_matmul_triton.py finds in its SASS), or "tensor cores" for a
     library anchor (cuBLAS, SDPA), whose instruction is the library's choice."""
-    from ladder.lesson import compute_unit
     where = compute_unit(problem, rung, gpu)
     if where == "CUDA cores" or rung.backend == "torch":
         return where
     if rung.needs in ("wgmma", "tma") or (rung.backend == "triton" and gpu.capability == (9, 0)):
         return "wgmma"
     return "mma.sync"
+
+
+def gpu_model(problem, shape: tuple, name: str = "T4") -> str:
+    """What each rung does on the GPU of `name`'s datasheet and the least time it could take there at `shape`:
+    the roofline bound max(FLOPs / peak of the unit it uses, minimum bytes / DRAM bandwidth). A model from the
+    datasheet, never a measurement; the same for every reader."""
+    gpu = datasheet_gpu(name)
+    sheet = gpu.datasheet
+    flops, nbytes = problem.flops(shape), problem.min_bytes(shape)
+    peak = {"tensor cores": sheet.fp16_tc_TFLOPs, "CUDA cores": sheet.fp32_TFLOPs}
+    memory_ms = nbytes / (sheet.hbm_TBps * 1e12) * 1e3
+    lines = [f"model, not a measurement: {sheet.name} ({gpu.arch}) from its datasheet: {sheet.hbm_TBps * 1000:.0f} GB/s, "
+             f"fp32 {sheet.fp32_TFLOPs} TFLOP/s, fp16 tensor cores {sheet.fp16_tc_TFLOPs} TFLOP/s; shape {shape}",
+             f"{'rung':24s} {'bound by':13s} {'at least ms':>11s} {'at most TFLOP/s':>15s}  how it runs there"]
+    for rung in problem.rungs:
+        reason = rung.unavailable_reason(gpu)
+        if reason:
+            lines.append(f"{rung.label:24s} {'-':13s} {'-':>11s} {'-':>15s}  N/A: {reason.split(': ', 1)[-1]}")
+            continue
+        where = compute_unit(problem, rung, gpu)
+        compute_ms = flops / (peak[where] * 1e12) * 1e3
+        ms, bound_by = max((compute_ms, where), (memory_ms, "DRAM"))
+        how = rung.fallback_note(gpu) or "as on any GPU"
+        lines.append(f"{rung.label:24s} {bound_by:13s} {ms:11.3f} {flops / ms / 1e9:15.1f}  {how}")
+    return "\n".join(lines)
 
 
 def points(rows: list[dict], problem, shape: tuple | None = None) -> list[Point]:
@@ -161,7 +211,7 @@ def draw_mark(ax, x, y, glyph: str, backend: str, size: float, gid: str, hollow:
 
 def mark_extent(ax, glyph: str, backend: str, size: float) -> tuple[float, float]:
     """(width, height) in pixels of a rung's mark: its shape, or the number on it where that is larger."""
-    from matplotlib.markers import MarkerStyle
+    from matplotlib.markers import MarkerStyle   # matplotlib loads only to draw (verdicts and capstone use the model)
     extents = []
     for marker, s in ((BACKEND_MARKERS.get(backend, "o"), size), (f"${glyph}$", _glyph_size(size, glyph))):
         style = MarkerStyle(marker)
@@ -181,7 +231,7 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
     nearest free place, a mark's width at a time, to the `sides` in their order (-1 left, 1 right: by default
     left first, as roofs are labelled from their right end), inside the axes. Its y stays: that is the
     measurement. The axes' limits must be set."""
-    from matplotlib.transforms import Bbox
+    from matplotlib.transforms import Bbox   # matplotlib loads only to draw
     taken, xs = [], []
     for (x, y), (w, h) in zip(places, extents):
         px, py = ax.transData.transform((x, y))
@@ -235,7 +285,7 @@ def _label_roofs(ax) -> set[str]:
     """Write each roof's name on the roof itself, at the first place along it where the text covers no
     marker, no other label and no other roof (tried from the right end of the roof leftwards). Returns the
     names written."""
-    from ladder import figcheck
+    from ladder import figcheck   # matplotlib's, loaded only to draw
     placed = set()
     renderer = ax.figure.canvas.get_renderer()
     taken = [box for _, _, box in figcheck.markers(ax)]
@@ -302,7 +352,7 @@ def _zoom_limits(pts):
 def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source: str = "",
          ax=None, title: str | None = None, arrows: bool = True, zoom: bool = True):
     """Roofs, rungs and the key; with `zoom`, a second panel on the top decade. Returns the main Axes."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt   # matplotlib loads only to draw
     from matplotlib import ticker
     from matplotlib.lines import Line2D
     from matplotlib.patches import Rectangle

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import math
 import tomllib
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ladder import ceilings as ceilings_mod
+from ladder import hardware, problems, profile, roofline, runner, world
 from ladder import results as results_mod
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,7 +142,6 @@ def shape_label(problem, shape) -> str:
 
 
 def headline_shapes(problem) -> list[tuple]:
-    from ladder import problems
     prob = problems.get(problem) if isinstance(problem, str) else problem
     return [tuple(s) for s in prob.bench_shapes]
 
@@ -292,37 +294,30 @@ def format_predictions(problem, backend, rung: str | None = None, basis: bool = 
 def roof_of(problem, rung, gpu) -> str:
     """The ceiling a rung is measured against: copy bandwidth for a memory-bound problem, else the unit
     that does its math on `gpu` (tensor cores or CUDA cores)."""
-    from ladder import lesson
     if problem.name == "vector_add":
         return "copy_TBps"
-    return "fp16_tc_TFLOPs" if lesson.compute_unit(problem, rung, gpu) == "tensor cores" else "fp32_TFLOPs"
+    return "fp16_tc_TFLOPs" if roofline.compute_unit(problem, rung, gpu) == "tensor cores" else "fp32_TFLOPs"
 
 
 class Ladder:
     """A ladder measured rung by rung: live on a GPU (ceilings measured once), from the recording without."""
 
     def __init__(self, problem, backend, shapes: list[tuple] | None = None):
-        from ladder import lesson, problems
-        from ladder.hardware import detect
-        from ladder.world import WORLD
         self.problem = problems.get(problem) if isinstance(problem, str) else problem
         self.backends = _backends(backend)
         self.shapes = [tuple(s) for s in (shapes or self.problem.bench_shapes)]
-        self.live = WORLD.gpu
+        self.live = world.WORLD.gpu
         self._anchors_timed: set[str] = set()
         if self.live:
-            from concurrent.futures import wait
-
-            from ladder import ceilings, runner
-            self.gpu = detect()
+            self.gpu = hardware.detect()
             compiling = runner.compile_ahead(self.problem)  # other processes compile while the ceilings are measured
-            self.ceilings, self.rows = ceilings.measure(self.gpu), []
+            self.ceilings, self.rows = ceilings_mod.measure(self.gpu), []
             wait(compiling)
-            self.roofs, self.datasheet = self.ceilings, ceilings.datasheet_ceilings(self.gpu.datasheet)
+            self.roofs, self.datasheet = self.ceilings, ceilings_mod.datasheet_ceilings(self.gpu.datasheet)
             self.label = f"live on {self.gpu.emulation_note or self.gpu.name}"
         else:
             self.recording = results_mod.load()
-            self.gpu = lesson.datasheet_gpu(self.recording.gpu)
+            self.gpu = roofline.datasheet_gpu(self.recording.gpu)
             self.ceilings = None  # each recorded row is judged against its own run's
             self.roofs, self.datasheet = self.recording.ceilings, self.recording.data.get("datasheet")
             labels = {r.label for r in self.problem.rungs}  # this ladder's rungs and its anchor, not the others'
@@ -342,7 +337,6 @@ class Ladder:
     def measure(self, name: str) -> None:
         """Time the rung at every headline shape (live), or take its recorded rows; print one line per
         shape: time, TFLOP/s (TB/s for a memory-bound problem), % of its roof, speed-up over the rung before."""
-        from ladder import runner
         rung = self._rung(name)
         if self.live:
             reason = runner.unavailable(rung)
@@ -354,14 +348,12 @@ class Ladder:
         print(self.lines(rung.label))
 
     def _time(self, rung) -> None:
-        from ladder import runner
         self.rows = [r for r in self.rows if _label(r) != rung.label]
         self.rows += [runner.time_rung(self.problem, rung, shape) for shape in self.shapes]
 
     def _time_anchors(self, found: list[Prediction]) -> None:
         """Live: time the library a '% of' verdict compares with, once, before the first such verdict, so
         that every rung's verdict has its anchor from this run."""
-        from ladder import runner
         for p in found:
             if not self.live or p.quantity != "pct_anchor":
                 continue
@@ -470,7 +462,6 @@ def counters(problem, labels: list[str], names: list[str], recording=None, shape
 def _profiles(problem, recording=None, shape: tuple | None = None) -> tuple[dict, object]:
     """The recorded ncu profiles of `problem`'s rungs by label (at the profiled shape, or `shape`), and the
     recording."""
-    from ladder import problems
     rec = recording or results_mod.load()
     name = _problem_name(problem)
     if shape is None or tuple(shape) == tuple(problems.get(name).bench_shapes[0]):
@@ -520,7 +511,6 @@ def _stalled(v: float) -> str:
 
 
 def _top_reasons(m: dict, top: int) -> str:
-    from ladder import profile
     return ", ".join(f"{STALL_NAMES[r]} {_stalled(v)}" for r, v in profile.top_stalls(m, top))
 
 
@@ -535,7 +525,6 @@ def limiter(m: dict) -> str:
 
 def _warp_states(problem, recording=None, shape: tuple | None = None) -> tuple[dict, object]:
     """The recorded warp states of `problem`'s rungs at `shape` (default: the shape every rung is profiled at)."""
-    from ladder import problems
     rec = recording or results_mod.load()
     shape = tuple(shape or problems.get(_problem_name(problem)).bench_shapes[0])
     return {_label(w): w for w in rec.warp_states(_problem_name(problem)) if tuple(w["shape"]) == shape}, rec

@@ -5,7 +5,9 @@ import pytest
 import torch
 
 import kernels.attention as at
-from ladder import cuda, hardware, lesson, sass, tma
+from ladder import cuda, hardware, sass, tma
+from ladder.lessons.l04e_attention_hopper import setmaxnreg_split
+from ladder.lessons.l04f_attention_softmax_instructions import path_to_next_issue
 from ladder.cuda import CompileError
 from ladder.hardware import GPU
 from ladder.runner import unavailable
@@ -306,7 +308,7 @@ def test_three_consumers_rung_adds_a_warpgroup_at_d64_only():
     rung11 = compiled("11_fast_exp2", "sm_90a", 64)
     assert at.hopper_launch("12_three_consumers", 64)[1:] == (192, 512)
     assert at.hopper_launch("12_three_consumers", 128)[1:] == at.hopper_launch("11_fast_exp2", 128)[1:] == (128, 384)
-    assert lesson.setmaxnreg_split(s.text) == (24, 160) and lesson.setmaxnreg_split(rung11.text) == (24, 240)
+    assert setmaxnreg_split(s.text) == (24, 160) and setmaxnreg_split(rung11.text) == (24, 240)
     assert 3 * 128 * 160 + 128 * 24 <= 64 * 1024 and usage["registers"] * 512 <= 64 * 1024
     assert s.count("LDL") == s.count("STL") == 0 and usage["local_bytes"] == 0
     for op in ("HGMMA", "MUFU.EX2", "BAR.SYNC", "BAR.ARV", "WARPGROUP.DEPBAR"):
@@ -350,7 +352,7 @@ def test_critical_path_rung_moves_the_rescale_and_adds_nothing_else(D):
         assert s.count(op) == rung13.count(op), op
     assert s.count("WARPGROUP.ARRIVE") == rung13.count("WARPGROUP.ARRIVE") + 1
     assert s.count("FMUL") >= rung13.count("FMUL")
-    path, path13 = lesson.path_to_next_issue(s.text), lesson.path_to_next_issue(rung13.text)
+    path, path13 = path_to_next_issue(s.text), path_to_next_issue(rung13.text)
     assert path.count("FMUL") < path13.count("FMUL") and len(path) < len(path13)
     assert path.count("MUFU.EX2") == path13.count("MUFU.EX2") == 64 + 2   # a score each, the two rows' alphas
     assert s.count("LDL") == s.count("STL") == 0 and usage["local_bytes"] == 0

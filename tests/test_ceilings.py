@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import kernels.matmul as mm  # noqa: E402
 from ladder import ceilings, cuda, figcheck, figures, roofline, sass  # noqa: E402
 from ladder import results as results_mod  # noqa: E402
-from ladder.lesson import datasheet_gpu  # noqa: E402
+from ladder.roofline import datasheet_gpu  # noqa: E402
 
 MMA_SYNC, WGMMA = "ceilings/mma_sync_peak.cu", "ceilings/wgmma_peak.cu"
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")

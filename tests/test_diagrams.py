@@ -1,5 +1,5 @@
-"""Every rung diagram (ladder.diagrams) draws on CPU, reads cleanly (ladder.figcheck), and follows the constant
-it is drawn from: change the constant (or the .cu line it is parsed from) and the picture changes with it."""
+"""Every rung diagram (ladder.diagrams' modules) draws on CPU, reads cleanly (ladder.figcheck), and follows the
+constant it is drawn from: change the constant (or the .cu line it is parsed from) and the picture changes with it."""
 from __future__ import annotations
 
 import inspect
@@ -16,17 +16,36 @@ import kernels.vector_add as va
 from kernels.triton import attention as ta
 from kernels.triton import matmul as tm
 from ladder import autotune, cuda, diagrams, figcheck, sass
+from ladder.diagrams import attention, attention_hopper, matmul, matmul_hopper, vector_add
 from ladder.exercises import a07_group_order, a08_causal_skip
+from ladder.lessons.l04_attention import attention_sass
+from ladder.lessons.l04f_attention_softmax_instructions import path_to_next_issue
+from ladder.lessons.source import compiled_lines, cu_define
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-VARIANTS = [(fn.__name__, ()) for fn in diagrams.ALL] + [
+# Every diagram the lessons draw, by its module of ladder.diagrams, in course order.
+DIAGRAMS = {
+    "vector_add": ["vector_add_loads"],
+    "matmul": ["matmul_warp_sectors", "matmul_shared_tile", "matmul_register_block", "matmul_warp_tiles",
+               "matmul_stage_ring", "matmul_tile_order", "matmul_triton_lanes", "matmul_triton_dot"],
+    "matmul_hopper": ["matmul_wgmma", "tma_tile_copy", "matmul_tma_ring", "matmul_cluster_multicast",
+                      "matmul_tma_store_epilogue", "matmul_hopper_search"],
+    "attention": ["attention_scores_in_dram", "attention_flash_sweep", "attention_causal_skip",
+                  "attention_tensor_core_tile", "attention_kv_ring", "attention_search"],
+    "attention_backward": ["attention_backward_programs", "attention_backward_atomics"],
+    "attention_hopper": ["attention_wgmma_tma_ring", "attention_warp_specialized_ring", "attention_pingpong",
+                         "attention_intra_overlap", "softmax_instruction_mix", "attention_three_consumers",
+                         "attention_persistent", "attention_critical_path", "attention_query_blocks"],
+}
+MODULE = {name: module for module, names in DIAGRAMS.items() for name in names}
+VARIANTS = [(name, ()) for name in MODULE] + [
     ("matmul_warp_sectors", ("1_naive",)), ("matmul_shared_tile", ("triton",)), ("matmul_tile_order", ("cuda",)),
     ("matmul_triton_lanes", ("1_naive",)), ("matmul_stage_ring", ("triton",)), ("attention_tensor_core_tile", ("triton",)),
     ("attention_search", ("cuda",)), ("attention_search", ("triton", 1)), ("tma_tile_copy", ("triton",)),
     ("matmul_tile_order", ("cuda", (8192, 8192, 8192), "9_persistent"))]
 # Diagrams drawn for lessons whose owners insert them (the cell to add is in the commit that added the diagram):
 # the test below fails once one of them is in its lesson, so that it leaves this list.
-AWAITING_A_LESSON: dict[str, str] = {}  # a diagram drawn by no lesson yet: its name and where it will go
+AWAITING_A_LESSON: dict[str, str] = {}  # a diagram drawn by no lesson yet: its "module.name" and where it will go
 
 
 def texts(fig) -> list[str]:
@@ -52,111 +71,111 @@ def edited_source(monkeypatch, path: str, old: str, new: str):
 
 @pytest.mark.parametrize("name,args", VARIANTS, ids=[f"{n}{'-' + '-'.join(map(str, a)) if a else ''}" for n, a in VARIANTS])
 def test_diagram_is_readable(name, args):
-    fig = getattr(diagrams, name)(*args)
+    fig = getattr(getattr(diagrams, MODULE[name]), name)(*args)
     assert figcheck.collisions(fig) == []
     assert fig.texts or any(ax.get_title() for ax in fig.axes) or fig._suptitle is not None
 
 
 def test_every_diagram_is_in_a_lesson():
-    called = {name for nb in NOTEBOOKS.glob("*.ipynb") for cell in nbformat.read(nb, 4).cells
-              if cell.cell_type == "code" for name in re.findall(r"\bdiagrams\.(\w+)\(", cell.source)}
-    assert called | set(AWAITING_A_LESSON) == {fn.__name__ for fn in diagrams.ALL}
+    called = {".".join(call) for nb in NOTEBOOKS.glob("*.ipynb") for cell in nbformat.read(nb, 4).cells
+              if cell.cell_type == "code" for call in re.findall(r"\bdiagrams\.(\w+)\.(\w+)\(", cell.source)}
+    assert called | set(AWAITING_A_LESSON) == {f"{module}.{name}" for name, module in MODULE.items()}
     assert not called & set(AWAITING_A_LESSON), "now in a lesson: remove it from AWAITING_A_LESSON"
 
 
 # ------------------------------------------------------------- each picture follows its constants
 
 def test_vector_add_follows_loads_per_thread_and_vector_width(monkeypatch):
-    assert diagrams.cu_vector_bytes("vector_add/2_vectorized.cu") == 16
-    assert diagrams.cu_define("vector_add/1_scalar.cu", "ELEMS_PER_THREAD") == va.SCALAR_ELEMS_PER_THREAD
-    fig = diagrams.vector_add_loads()
+    assert vector_add.cu_vector_bytes("vector_add/2_vectorized.cu") == 16
+    assert cu_define("vector_add/1_scalar.cu", "ELEMS_PER_THREAD") == va.SCALAR_ELEMS_PER_THREAD
+    fig = vector_add.vector_add_loads()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [f"load {k + 1}" for k in range(4)]
     assert "512 B, 16 sectors" in joined(fig)
     monkeypatch.setattr(va, "SCALAR_ELEMS_PER_THREAD", 2)
     edited_source(monkeypatch, "vector_add/2_vectorized.cu", "const uint4*>(a)", "const uint2*>(a)")
-    fig = diagrams.vector_add_loads()
+    fig = vector_add.vector_add_loads()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["load 1", "load 2"]
     assert "8-byte loads" in joined(fig) and "256 B, 8 sectors" in joined(fig)
 
 
 def test_warp_sectors_follow_the_kernels_index_mapping(monkeypatch):
-    assert diagrams.warp_elements("matmul/1_naive.cu", (32, 32))[0].tolist() == list(range(32))  # rows
-    titles = [ax.get_title() for ax in diagrams.matmul_warp_sectors().axes]
+    assert matmul.warp_elements("matmul/1_naive.cu", (32, 32))[0].tolist() == list(range(32))  # rows
+    titles = [ax.get_title() for ax in matmul.matmul_warp_sectors().axes]
     assert titles[0].endswith("32 sectors") and titles[4].endswith("2 sectors")   # naive A, coalesced B
     # rung 1 rewritten with rung 2's mapping draws rung 2's picture
     edited_source(monkeypatch, "matmul/1_naive.cu", "threadIdx.x;", "threadIdx.y;")
     edited_source(monkeypatch, "matmul/1_naive.cu", "threadIdx.y;\n", "threadIdx.x;\n")
-    assert [ax.get_title() for ax in diagrams.matmul_warp_sectors("1_naive").axes] == titles[3:]
+    assert [ax.get_title() for ax in matmul.matmul_warp_sectors("1_naive").axes] == titles[3:]
     monkeypatch.undo()
     monkeypatch.setattr(mm, "SCALAR_TILE", 16)   # a warp is two rows of 16 threads
-    assert diagrams.matmul_warp_sectors("2_coalesced").axes[1].get_title() == "B: load touches 16 elements, 1 sector"
+    assert matmul.matmul_warp_sectors("2_coalesced").axes[1].get_title() == "B: load touches 16 elements, 1 sector"
 
 
 def test_shared_tile_follows_tile_sizes(monkeypatch):
-    assert "TILE = 32" in joined(diagrams.matmul_shared_tile("cuda"))
+    assert "TILE = 32" in joined(matmul.matmul_shared_tile("cuda"))
     edited_source(monkeypatch, "matmul/3_smem_tiled.cu", "#define TILE 32", "#define TILE 16")
-    assert "a 16×16 tile of C" in joined(diagrams.matmul_shared_tile("cuda"))
+    assert "a 16×16 tile of C" in joined(matmul.matmul_shared_tile("cuda"))
     monkeypatch.setitem(tm.GPU_TILES, "3_tiled", dict(BLOCK_M=128, BLOCK_N=32, BLOCK_K=16))
-    text = joined(diagrams.matmul_shared_tile("triton"))
+    text = joined(matmul.matmul_shared_tile("triton"))
     assert "a 128×32 tile of C" in text and "A's 128×16 and B's 16×32 tiles" in text
 
 
 def test_register_block_follows_the_defines(monkeypatch):
-    assert "thread 17 keeps a 8×8 block" in joined(diagrams.matmul_register_block())
+    assert "thread 17 keeps a 8×8 block" in joined(matmul.matmul_register_block())
     edited_source(monkeypatch, "matmul/3b_register_blocked.cu", "#define TM 8", "#define TM 4")
-    text = joined(diagrams.matmul_register_block())
+    text = joined(matmul.matmul_register_block())
     assert "a 4×8 block" in text and "32×16 threads" in text and "32 FMAs" in text
 
 
 def test_warp_tiles_follow_the_warp_layout(monkeypatch):
-    assert diagrams.mma_shape() == (16, 8, 16)
-    assert "warp 7" in texts(diagrams.matmul_warp_tiles())
+    assert matmul.mma_shape() == (16, 8, 16)
+    assert "warp 7" in texts(matmul.matmul_warp_tiles())
     monkeypatch.setattr(mm, "TENSOR_CORE", dict(mm.TENSOR_CORE, WARPS_N=2))
-    fig = diagrams.matmul_warp_tiles()
+    fig = matmul.matmul_warp_tiles()
     assert "warp 3" in texts(fig) and "warp 4" not in texts(fig)
     assert "2×2 warps of 64×64" in joined(fig)
 
 
 def test_stage_ring_follows_stages_and_plays_the_kernels_loop(monkeypatch):
     for stages in (2, 3, 4, 5):
-        steps = diagrams.cp_async_ring(stages, tiles=9)
+        steps = matmul.cp_async_ring(stages, tiles=9)
         for t, held in enumerate(steps):
             assert held[f"buffer {t % stages}"] == (t, "math")            # compute(t % STAGES)
             assert sorted(tile for tile, _ in held.values()) == list(range(t, min(9, t + stages)))
-    assert [t.get_text() for t in diagrams.matmul_stage_ring().axes[0].get_yticklabels()] == \
+    assert [t.get_text() for t in matmul.matmul_stage_ring().axes[0].get_yticklabels()] == \
         [f"buffer {b}" for b in range(4)]
     monkeypatch.setattr(mm, "PIPELINED", dict(mm.PIPELINED, STAGES=3))
-    fig = diagrams.matmul_stage_ring()
+    fig = matmul.matmul_stage_ring()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["buffer 0", "buffer 1", "buffer 2"]
     assert "2 k-tiles ahead" in joined(fig)
 
 
 def test_tile_order_is_the_kernels_and_follows_group_m(monkeypatch):
     for tiles_m, tiles_n, group_m in a07_group_order.GRIDS:   # Triton's tile_coords, as the exercise states it
-        assert diagrams.tile_order(tiles_m, tiles_n, group_m) == \
+        assert matmul.tile_order(tiles_m, tiles_n, group_m) == \
             [a07_group_order._reference(t, tiles_m, tiles_n, group_m) for t in range(tiles_m * tiles_n)]
-    assert "GROUP_M = 16" in joined(diagrams.matmul_tile_order("triton"))
+    assert "GROUP_M = 16" in joined(matmul.matmul_tile_order("triton"))
     monkeypatch.setattr(tm, "group_rows", lambda *args, **kw: 32)   # a whole column of 128x256 tiles at 4096^2
-    text = joined(diagrams.matmul_tile_order("triton"))
+    text = joined(matmul.matmul_tile_order("triton"))
     assert "GROUP_M = 32: the first 128 tiles read 32×128 rows of A\n+ 4×256 columns of B" in text
     edited_source(monkeypatch, "matmul/6_autotuned.cu", "#define GROUP_M 8", "#define GROUP_M 2")
-    assert "GROUP_M = 2" in joined(diagrams.matmul_tile_order("cuda"))
+    assert "GROUP_M = 2" in joined(matmul.matmul_tile_order("cuda"))
 
 
 def test_scores_in_dram_follow_the_headline_shape(monkeypatch):
-    assert "S×S matrix is 64× the size of Q" in joined(diagrams.attention_scores_in_dram())
+    assert "S×S matrix is 64× the size of Q" in joined(attention.attention_scores_in_dram())
     monkeypatch.setattr(at, "HEADLINE", [(1, 8, 2048, 128, 0)])
-    text = joined(diagrams.attention_scores_in_dram())
+    text = joined(attention.attention_scores_in_dram())
     assert "S×S matrix is 16× the size of Q" in text
     assert f"{ta.score_matrix_bytes(1, 8, 2048) / 1e9:.1f} GB for B·H = 8 heads" in text
 
 
 def test_flash_sweep_follows_the_tiles(monkeypatch):
-    fig = diagrams.attention_flash_sweep()
+    fig = attention.attention_flash_sweep()
     bm, bn = ta.GPU_TILES["3_fused"]["BLOCK_M"], ta.GPU_TILES["3_fused"]["BLOCK_N"]
     assert f"BLOCK_N = {bn}" in joined(fig) and str(6 * bm // bn) in texts(fig)   # key blocks numbered 1..
     monkeypatch.setitem(ta.GPU_TILES, "3_fused", dict(ta.GPU_TILES["3_fused"], BLOCK_N=bm))
-    fig = diagrams.attention_flash_sweep()
+    fig = attention.attention_flash_sweep()
     assert f"BLOCK_N = {bm}" in joined(fig) and "6" in texts(fig) and "7" not in texts(fig)
 
 
@@ -165,14 +184,14 @@ def test_causal_skip_is_the_kernels_rule_and_follows_the_tiles(monkeypatch):
     rule = line.split("return", 1)[1].split("#")[0].replace("tl.minimum", "min")
     for S, bm, _ in a08_causal_skip.CASES:
         for start_m in range(0, S, bm):
-            assert diagrams.causal_key_range(start_m, bm, S) == eval(rule, {"start_m": start_m, "S": S, "BLOCK_M": bm})
+            assert ta.causal_key_range(start_m, bm, S) == eval(rule, {"start_m": start_m, "S": S, "BLOCK_M": bm})
     for tiles in (None, dict(BLOCK_M=64, BLOCK_N=32)):
         if tiles:
             monkeypatch.setitem(ta.GPU_TILES, "5_pipelined", dict(ta.GPU_TILES["5_pipelined"], **tiles))
         bm, bn = ta.GPU_TILES["5_pipelined"]["BLOCK_M"], ta.GPU_TILES["5_pipelined"]["BLOCK_N"]
         S = 8 * bm - bn // 2
         computed = a08_causal_skip._blocks_computed(S, bm, bn)
-        assert f"{computed} of {-(-S // bm) * -(-S // bn)} blocks computed" in joined(diagrams.attention_causal_skip())
+        assert f"{computed} of {-(-S // bm) * -(-S // bn)} blocks computed" in joined(attention.attention_causal_skip())
 
 
 # ------------------------------------------------------------- the Triton pictures against the compiler
@@ -205,22 +224,22 @@ def ints(text: str) -> list[int]:
 def test_lane_elements_are_the_compilers_layout(block_n):
     case = dict(tm.SASS_CASES["2_coalesced"], constexprs=dict(BLOCK_N=block_n))
     layout = re.search(r"#ttg.blocked<\{sizePerThread = \[(\d+)\]", ttgir(case, 90))
-    assert int(layout.group(1)) == diagrams.triton_lane_elements(block_n, case["num_warps"])
+    assert int(layout.group(1)) == matmul.triton_lane_elements(block_n, case["num_warps"])
 
 
 def test_triton_lanes_follow_the_launch(monkeypatch):
-    text = joined(diagrams.matmul_triton_lanes())
+    text = joined(matmul.matmul_triton_lanes())
     assert "BLOCK_N = 256 columns on 4 warps" in text and "2 neighbouring elements each (4 B): 128 useful bytes, 4 sectors" in text
-    assert "every lane of the warp loads the same 2 bytes" in joined(diagrams.matmul_triton_lanes("1_naive"))
+    assert "every lane of the warp loads the same 2 bytes" in joined(matmul.matmul_triton_lanes("1_naive"))
     monkeypatch.setitem(tm.GPU_TILES, "2_coalesced", dict(BLOCK_N=1024))
-    assert "8 neighbouring elements each (16 B): 512 useful bytes, 16 sectors" in joined(diagrams.matmul_triton_lanes())
+    assert "8 neighbouring elements each (16 B): 512 useful bytes, 16 sectors" in joined(matmul.matmul_triton_lanes())
 
 
 @pytest.mark.parametrize("rung", ["4_tensor_core", "5_pipelined"])
 @pytest.mark.parametrize("capability", [80, 90])
 def test_dot_layout_is_the_compilers(rung, capability):
     t, warps = tm.GPU_TILES[rung], tm.LAUNCH[rung]["num_warps"]
-    mma = diagrams.triton_mma(t["BLOCK_M"], t["BLOCK_N"], warps, divmod(capability, 10))
+    mma = matmul.triton_mma(t["BLOCK_M"], t["BLOCK_N"], warps, divmod(capability, 10))
     layout = re.search(r"#ttg.nvidia_mma<\{versionMajor = (\d), versionMinor = \d+, warpsPerCTA = (\[[^]]*\]), "
                        r"instrShape = (\[[^]]*\])", ttgir(tm.SASS_CASES[rung], capability))
     assert int(layout.group(1)) == (3 if mma["name"] == "wgmma" else 2)
@@ -230,10 +249,10 @@ def test_dot_layout_is_the_compilers(rung, capability):
 
 
 def test_triton_dot_follows_the_tiles(monkeypatch):
-    text = joined(diagrams.matmul_triton_dot())
+    text = joined(matmul.matmul_triton_dot())
     assert "4 × wgmma m64n128k16" in text and "256 × mma.sync m16n8k16" in text and "warps 2×2" in text
     monkeypatch.setitem(tm.GPU_TILES, "4_tensor_core", dict(BLOCK_M=128, BLOCK_N=64, BLOCK_K=64))
-    text = joined(diagrams.matmul_triton_dot())
+    text = joined(matmul.matmul_triton_dot())
     assert "8 × wgmma m64n64k16" in text and "A's 128×64 tile by B's 64×64" in text
 
 
@@ -244,29 +263,30 @@ def test_triton_ring_is_the_compilers(stages, capability):
     ir = ttgir(tm.tile_sass_case(config), capability)
     buffers = {int(m) for m in re.findall(r"ttg.local_alloc : \(\) -> !ttg.memdesc<(\d+)x", ir)}
     prologue = ir[:ir.index("scf.for")].count("ttg.async_copy_global_to_local")
-    assert (buffers.pop(), prologue // 2) == diagrams.triton_ring(config, divmod(capability, 10))   # A and B
+    assert (buffers.pop(), prologue // 2) == matmul.triton_ring(config, divmod(capability, 10))   # A and B
 
 
 def test_triton_stage_ring_follows_num_stages(monkeypatch):
-    fig = diagrams.matmul_stage_ring("triton")
+    fig = matmul.matmul_stage_ring("triton")
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [f"buffer {b}" for b in range(4)]
     assert "sm_80 (mma.sync reads registers): 3 buffers, copies 3 k-tiles ahead" in joined(fig)
-    for t, held in enumerate(diagrams.register_operand_ring(3, 9)):
+    for t, held in enumerate(matmul.register_operand_ring(3, 9)):
         assert held["registers"] == (t, "math") and held.get(f"buffer {t % 3}", (t + 3, ""))[0] == t + 3
     monkeypatch.setitem(tm.LAUNCH, "5_pipelined", dict(tm.LAUNCH["5_pipelined"], num_stages=3))
-    fig = diagrams.matmul_stage_ring("triton")
+    fig = matmul.matmul_stage_ring("triton")
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["buffer 0", "buffer 1", "buffer 2"]
 
 
 # ------------------------------------------------------------- Hopper
 
 def test_wgmma_follows_the_kernels_defines(monkeypatch):
-    assert diagrams.wgmma_shape() == (64, 256, 16)
-    text = joined(diagrams.matmul_wgmma())
-    assert "a 128×256 block tile, 256 threads = 2 warpgroups" in text and "warp 7" in texts(diagrams.matmul_wgmma())
+    assert matmul_hopper.wgmma_shape() == (64, 256, 16)
+    text = joined(matmul_hopper.matmul_wgmma())
+    assert "a 128×256 block tile, 256 threads = 2 warpgroups" in text
+    assert "warp 7" in texts(matmul_hopper.matmul_wgmma())
     edited_source(monkeypatch, "matmul/7_wgmma.cu", "#define THREADS 256", "#define THREADS 128")
     edited_source(monkeypatch, "matmul/7_wgmma.cu", "#define BM 128", "#define BM 64")
-    fig = diagrams.matmul_wgmma()
+    fig = matmul_hopper.matmul_wgmma()
     assert "a 64×256 block tile, 128 threads = 1 warpgroups" in joined(fig) and "warp 4" not in texts(fig)
 
 
@@ -274,27 +294,28 @@ def test_swizzle_is_the_kernels():
     source = cuda.source("matmul/7_wgmma.cu")
     assert "((c % 8) ^ (row % 8)) * 8" in source   # copy_swizzled: chunk c of a 128-byte row
     for row in range(16):
-        assert [diagrams.swizzled_chunk(row, c, 128) for c in range(8)] == [c ^ (row % 8) for c in range(8)]
-        assert [diagrams.swizzled_chunk(row, c, 64, 64) for c in range(4)] == [c ^ (row // 2 % 4) for c in range(4)]
+        assert [matmul_hopper.swizzled_chunk(row, c, 128) for c in range(8)] == [c ^ (row % 8) for c in range(8)]
+        assert [matmul_hopper.swizzled_chunk(row, c, 64, 64) for c in range(4)] == \
+            [c ^ (row // 2 % 4) for c in range(4)]
 
 
 def test_tma_follows_the_box(monkeypatch):
-    assert "TMA (CUDA rung 8's A tile): one instruction copies a 128×64 box (16 KiB)" in joined(diagrams.tma_tile_copy())
-    edited_source(monkeypatch, diagrams.TMA_RUNG, "#define BK 64", "#define BK 32")
-    assert "a 128×32 box (8 KiB)" in joined(diagrams.tma_tile_copy())
+    assert "TMA (CUDA rung 8's A tile): one instruction copies a 128×64 box (16 KiB)" in joined(matmul_hopper.tma_tile_copy())
+    edited_source(monkeypatch, matmul_hopper.TMA_RUNG, "#define BK 64", "#define BK 32")
+    assert "a 128×32 box (8 KiB)" in joined(matmul_hopper.tma_tile_copy())
     monkeypatch.setattr(tm, "TMA_PERSISTENT", dict(tm.TMA_PERSISTENT, BLOCK_M=64))
-    assert "expects 8192 bytes" in joined(diagrams.tma_tile_copy("triton"))
+    assert "expects 8192 bytes" in joined(matmul_hopper.tma_tile_copy("triton"))
 
 
 def test_producer_consumer_ring_follows_its_parameters(monkeypatch):
-    fig = diagrams.matmul_tma_ring()
+    fig = matmul_hopper.matmul_tma_ring()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["producer", "stage 0", "stage 1", "stage 2",
                                                                      "stage 3", "consumer 0", "consumer 1"]
     monkeypatch.setattr(mm, "TMA_WS", dict(mm.TMA_WS, STAGES=2))
-    edited_source(monkeypatch, diagrams.TMA_RUNG, "#define CONSUMERS 2", "#define CONSUMERS 1")
+    edited_source(monkeypatch, matmul_hopper.TMA_RUNG, "#define CONSUMERS 2", "#define CONSUMERS 1")
     assert "2 stages, 2 producer warpgroups issuing TMA 1 k-tile ahead, 1 consumer warpgroup" in \
-        joined(diagrams.matmul_tma_ring())   # THREADS stays 384: three warpgroups, one of them consuming
-    fig = diagrams.warp_specialized_ring(stages=3, producers=1, consumers=1, tiles=6)
+        joined(matmul_hopper.matmul_tma_ring())   # THREADS stays 384: three warpgroups, one of them consuming
+    fig = matmul_hopper.warp_specialized_ring(stages=3, producers=1, consumers=1, tiles=6)
     assert figcheck.collisions(fig) == []
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["producer", "stage 0", "stage 1", "stage 2",
                                                                      "consumer 0"]
@@ -314,25 +335,25 @@ def test_persistent_tile_order_is_rung_9s_and_follows_its_constants(monkeypatch)
     assert "return {(first_m + in_group % rows) * BM, in_group / rows * BN};" in source
     assert "for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)" in source
     for tiles_m, tiles_n, group_m in ((64, 32, 16), (13, 7, 4), (5, 9, 8)):
-        assert diagrams.tile_order(tiles_m, tiles_n, group_m) == \
+        assert matmul.tile_order(tiles_m, tiles_n, group_m) == \
             [rung9_tile_origin(t, tiles_m, tiles_n, group_m) for t in range(tiles_m * tiles_n)]
     shape = (8192, 8192, 8192)
-    sms = diagrams._sm_count()
+    sms = matmul._sm_count()
     assert mm.persistent_grid(8192, 8192, sms) == min(sms, 64 * 32)
-    fig = diagrams.matmul_tile_order("cuda", shape, rung="9_persistent")
+    fig = matmul.matmul_tile_order("cuda", shape, rung="9_persistent")
     text = joined(fig)
     assert f"CUDA rung 9: {sms} persistent blocks (one per SM), block 0's tiles numbered" in text
     assert "C 8192×8192 in 128×256 tiles" in text and f"GROUP_M = {mm.PERSISTENT['GROUP_M']}:" in text
     assert str(_cdiv(64 * 32, sms)) in texts(fig)       # block 0's last tile, numbered
     # the launcher's GROUP_M (a -D over the .cu's default), and the .cu's tile
     monkeypatch.setattr(mm, "PERSISTENT", dict(mm.PERSISTENT, GROUP_M=4))
-    assert "GROUP_M = 4:" in joined(diagrams.matmul_tile_order("cuda", shape, rung="9_persistent"))
+    assert "GROUP_M = 4:" in joined(matmul.matmul_tile_order("cuda", shape, rung="9_persistent"))
     edited_source(monkeypatch, "matmul/9_persistent.cu", "#define BN 256", "#define BN 128")
-    text = joined(diagrams.matmul_tile_order("cuda", shape, rung="9_persistent"))
+    text = joined(matmul.matmul_tile_order("cuda", shape, rung="9_persistent"))
     assert "in 128×128 tiles" in text and f"{min(sms, 64 * 64)} persistent blocks" in text
-    assert "CUDA rung 6" in joined(diagrams.matmul_tile_order("cuda"))   # the default stays rung 6's
+    assert "CUDA rung 6" in joined(matmul.matmul_tile_order("cuda"))   # the default stays rung 6's
     with pytest.raises(ValueError):
-        diagrams.matmul_tile_order("cuda", rung="8_tma_warp_specialized")
+        matmul.matmul_tile_order("cuda", rung="8_tma_warp_specialized")
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -344,15 +365,16 @@ def test_cluster_multicast_follows_rung_10s_defines(monkeypatch):
     source = cuda.source(path)
     assert "const int j = rank * B_BOXES_PER_BLOCK + i;" in source and "WHOLE_CLUSTER" in source
     assert "ring_init(full, empty, STAGES, CONSUMERS * CLUSTER);" in source
-    fig = diagrams.matmul_cluster_multicast()
+    fig = matmul_hopper.matmul_cluster_multicast()
     assert figcheck.collisions(fig) == []
     text = joined(fig)
     assert "a cluster of 2 blocks on 2 SMs computes a 256×256 block of C" in text
     assert "rung 9 16 KiB A + 32 KiB B = 48 KiB;  rung 10 16 KiB A + 16 KiB B = 32 KiB (0.67×)" in text
     assert "B part 1: 64×128" in texts(fig) and "empty[s]: 4 arrivals" in texts(fig)
-    assert diagrams.cluster_bytes_per_k_step() == dict(rung9_a=16384, rung9_b=32768, rung10_a=16384, rung10_b=16384)
+    assert matmul_hopper.cluster_bytes_per_k_step() == dict(rung9_a=16384, rung9_b=32768, rung10_a=16384,
+                                                            rung10_b=16384)
     edited_source(monkeypatch, path, "#define CLUSTER 2", "#define CLUSTER 4")
-    fig = diagrams.matmul_cluster_multicast()
+    fig = matmul_hopper.matmul_cluster_multicast()
     assert figcheck.collisions(fig) == []
     text = joined(fig)
     assert "a cluster of 4 blocks on 4 SMs computes a 512×256 block of C" in text
@@ -360,34 +382,34 @@ def test_cluster_multicast_follows_rung_10s_defines(monkeypatch):
     assert "B part 3: 64×64" in texts(fig) and "empty[s]: 8 arrivals" in texts(fig)
     monkeypatch.undo()
     edited_source(monkeypatch, "matmul/9_persistent.cu", "#define BN 256", "#define BN 128")
-    assert "rung 9 16 KiB A + 16 KiB B = 32 KiB;" in joined(diagrams.matmul_cluster_multicast())
+    assert "rung 9 16 KiB A + 16 KiB B = 32 KiB;" in joined(matmul_hopper.matmul_cluster_multicast())
 
 
 # ------------------------------------------------------------- attention rungs 4-6
 
 def test_attention_tile_follows_the_constants(monkeypatch):
-    assert "BLOCK_M = 64 queries on 4 warps, 16 rows each" in joined(diagrams.attention_tensor_core_tile())
+    assert "BLOCK_M = 64 queries on 4 warps, 16 rows each" in joined(attention.attention_tensor_core_tile())
     t = ta.GPU_TILES["4_tensor_core"]
-    assert f"BLOCK_M = {t['BLOCK_M']} queries on {t['num_warps']} warps" in joined(diagrams.attention_tensor_core_tile("triton"))
+    assert f"BLOCK_M = {t['BLOCK_M']} queries on {t['num_warps']} warps" in joined(attention.attention_tensor_core_tile("triton"))
     monkeypatch.setattr(at, "TENSOR_CORE", dict(at.TENSOR_CORE, WARPS=2))
-    assert "on 2 warps, 32 rows each" in joined(diagrams.attention_tensor_core_tile())
+    assert "on 2 warps, 32 rows each" in joined(attention.attention_tensor_core_tile())
 
 
 @pytest.mark.parametrize("capability,buffers", [(80, 2), (90, 3)])
 def test_attention_ring_follows_stages_and_the_compilers_buffers(monkeypatch, capability, buffers):
     ir = ttgir(ta.flash_sass_case("5_pipelined"), capability)
     assert {int(m) for m in re.findall(r"ttg.local_alloc : \(\) -> !ttg.memdesc<(\d+)x", ir)} == {buffers}
-    assert f"{buffers} of each on sm_80" in joined(diagrams.attention_kv_ring()) if capability == 80 else \
-        f"{buffers} K and {buffers} V buffers on sm_90" in joined(diagrams.attention_kv_ring())
+    assert f"{buffers} of each on sm_80" in joined(attention.attention_kv_ring()) if capability == 80 else \
+        f"{buffers} K and {buffers} V buffers on sm_90" in joined(attention.attention_kv_ring())
     monkeypatch.setattr(at, "PIPELINED", dict(at.PIPELINED, STAGES=3))
-    assert "cp.async 2 key blocks ahead" in joined(diagrams.attention_kv_ring())
+    assert "cp.async 2 key blocks ahead" in joined(attention.attention_kv_ring())
 
 
 def test_attention_search_marks_the_recorded_winner():
     for backend in ("cuda", "triton"):
         reports = [r for r in autotune.recorded_reports() if r.tuner == f"{backend}:6_autotuned"
                    and r.problem == "attention" and not r.shape[4]]
-        fig = diagrams.attention_search(backend)
+        fig = attention.attention_search(backend)
         for r in reports:
             assert any(ax.get_title().startswith(f"D = {r.shape[3]}: ★ {autotune.format_config(r.best)}")
                        for ax in fig.axes)
@@ -421,12 +443,12 @@ def test_l2_roof_only_when_measured():
 
 
 def test_tma_store_epilogue_overlaps_the_next_tile_only_in_rung_11():
-    rung10 = diagrams.epilogue_schedule(k_tiles=5, store_steps=2, by_tma=False)
-    rung11 = diagrams.epilogue_schedule(k_tiles=5, store_steps=2, by_tma=True)
+    rung10 = matmul_hopper.epilogue_schedule(k_tiles=5, store_steps=2, by_tma=False)
+    rung11 = matmul_hopper.epilogue_schedule(k_tiles=5, store_steps=2, by_tma=True)
     assert len(rung10) == 2 * (5 + 2) and len(rung11) == 2 * (5 + 1)   # rung 11's epilogue: one step of staging
     assert not any("wgmma" in s and "stores" in s for s in rung10)    # rung 10: no wgmma while it stores
     assert [s.get("stores") for s in rung11[6:8]] == [("C0", "copy")] * 2 and "wgmma" in rung11[6]
-    fig = diagrams.matmul_tma_store_epilogue()
+    fig = matmul_hopper.matmul_tma_store_epilogue()
     assert figcheck.collisions(fig) == []
     assert "the TMA stores C" in texts(fig)
 
@@ -435,25 +457,27 @@ def test_attention_rung_7s_ring_follows_its_constants(monkeypatch):
     """Rung 7's ring: its STAGES (kernels/attention.py WGMMA_TMA at D = 128), its producer warp(s) and consumer
     warpgroups (7_wgmma_tma.cu's PRODUCER_THREADS and CONSUMERS defaults)."""
     from kernels import attention as at
-    fig = diagrams.attention_wgmma_tma_ring()
+    fig = attention_hopper.attention_wgmma_tma_ring()
     assert figcheck.collisions(fig) == []
     assert f"{at.WGMMA_TMA[128]['STAGES']} stages, 1 producer warp issuing TMA" in joined(fig)
     assert "1 consumer warpgroup on wgmma" in joined(fig)
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()][-1] == "consumer 0"
     monkeypatch.setitem(at.WGMMA_TMA, 128, dict(at.WGMMA_TMA[128], STAGES=3))
-    edited_source(monkeypatch, diagrams.WGMMA_TMA_RUNG, "#define PRODUCER_THREADS 32", "#define PRODUCER_THREADS 64")
-    assert "3 stages, 2 producer warps issuing TMA 2 K/V tiles ahead" in joined(diagrams.attention_wgmma_tma_ring())
+    edited_source(monkeypatch, attention_hopper.WGMMA_TMA_RUNG, "#define PRODUCER_THREADS 32",
+                  "#define PRODUCER_THREADS 64")
+    assert "3 stages, 2 producer warps issuing TMA 2 K/V tiles ahead" in \
+        joined(attention_hopper.attention_wgmma_tma_ring())
 
 
 def test_attention_hopper_pictures_follow_rung_8s_constants(monkeypatch):
     """Rung 8's ring: its STAGES (kernels/attention.py) and consumer warpgroups (8_warp_specialized.cu); rung 9's
     timeline: five units a tile in step, four with turns, the tensor cores busy every unit of the latter."""
     from kernels import attention as at
-    fig = diagrams.attention_warp_specialized_ring()
+    fig = attention_hopper.attention_warp_specialized_ring()
     assert "2 consumer warpgroups" in joined(fig) and f"{at.WARP_SPECIALIZED[128]['STAGES']} stages" in joined(fig)
     monkeypatch.setitem(at.WARP_SPECIALIZED, 128, dict(at.WARP_SPECIALIZED[128], STAGES=3))
-    assert "3 stages" in joined(diagrams.attention_warp_specialized_ring())
-    plain, turns = diagrams.pingpong_timeline(3, False), diagrams.pingpong_timeline(3, True)
+    assert "3 stages" in joined(attention_hopper.attention_warp_specialized_ring())
+    plain, turns = attention_hopper.pingpong_timeline(3, False), attention_hopper.pingpong_timeline(3, True)
     assert (len(plain), len(turns)) == (15, 12)
     assert all("tensor cores" in step for step in turns) and sum("tensor cores" not in s for s in plain) == 3
 
@@ -463,22 +487,23 @@ def test_intra_overlap_timeline_plays_the_kernels_loops(monkeypatch):
     t and P·V of tile t-1 in one turn, the wait for S alone, the softmax, the wait for P·V, the rescale); played,
     the tensor cores run one product at a time, rung 9 starts a tile every max(4, 2 + softmax) units, rung 10 every
     max(4, 1 + softmax + rescale), each softmax of rung 10 under its own P·V; the figure follows CONSUMERS."""
-    from ladder import lesson
-    source = "\n".join(lesson.compiled_lines(cuda.source(diagrams.INTRA_OVERLAP_RUNG).splitlines(), {"SHORT_PATH"}))
-    loop = source[source.index("for (int t = 1; t < tiles; ++t)"):]   # rung 10's: rung 14's moved rescale left out
+    rung10 = "\n".join(compiled_lines(cuda.source(attention_hopper.INTRA_OVERLAP_RUNG).splitlines(),
+                                      {"SHORT_PATH"}))
+    loop = rung10[rung10.index("for (int t = 1; t < tiles; ++t)"):]   # rung 10's: rung 14's moved rescale left out
     order = ["wait_turn(group);", "issue_scores(scores, Qg, Ks + s * KV_TILE);",
              "issue_pv(warp.acc, p, Vs + (t0 + t - 1) % STAGES * KV_TILE);", "pass_turn(group);", "wgmma_wait<1>();",
              "softmax_of(t);", "wgmma_wait<0>();", "warp.rescale(alpha);"]
     found = [loop.index(line) for line in order]
     assert found == sorted(found)
-    assert diagrams.consumer_programs(3, True)[3:8] == [("turn", ("S1", "PV0")), ("wait", "S1"), ("exp", 1),
-                                                        ("wait", "PV0"), ("rescale", 1)]
-    assert diagrams.consumer_programs(2, False)[:5] == [("turn", ("S0",)), ("wait", "S0"), ("exp", 0),
-                                                        ("issue", ("PV0",)), ("wait", "PV0")]
+    assert attention_hopper.consumer_programs(3, True)[3:8] == [("turn", ("S1", "PV0")), ("wait", "S1"),
+                                                                ("exp", 1), ("wait", "PV0"), ("rescale", 1)]
+    assert attention_hopper.consumer_programs(2, False)[:5] == [("turn", ("S0",)), ("wait", "S0"), ("exp", 0),
+                                                                ("issue", ("PV0",)), ("wait", "PV0")]
     for softmax in (1, 2, 2.5, 3, 4):
         for overlap, period in ((False, max(4, 2 + softmax)), (True, max(4, 1 + softmax + 0.25))):
-            boxes = diagrams.play_consumers([diagrams.consumer_programs(6, overlap, softmax)] * 2, softmax)
-            assert diagrams.tile_period(boxes) == period
+            programs = [attention_hopper.consumer_programs(6, overlap, softmax)] * 2
+            boxes = attention_hopper.play_consumers(programs, softmax)
+            assert attention_hopper.tile_period(boxes) == period
             products = sorted((start, stop) for row, start, stop, _, _ in boxes if row == "tensor cores")
             assert len(products) == 2 * 2 * 6 and all(a[1] <= b[0] for a, b in zip(products, products[1:]))
             if overlap:
@@ -487,13 +512,13 @@ def test_intra_overlap_timeline_plays_the_kernels_loops(monkeypatch):
                         exp = next(b for b in boxes if b[0] == f"warpgroup {g}" and b[3] == f"exp{t}")
                         pv = next(b for b in boxes if b[0] == "tensor cores" and b[3] == f"g{g} PV{t - 1}")
                         assert exp[1] < pv[2] and pv[1] < exp[2]   # the softmax of t under P·V of t - 1
-    fig = diagrams.attention_intra_overlap()
+    fig = attention_hopper.attention_intra_overlap()
     assert figcheck.collisions(fig) == []
     text = joined(fig)
     assert "a tile every 4.5 units, the tensor cores idle 0.5" in text
     assert "a tile every 4 units, the tensor cores idle 0" in text and "a softmax 2.5" in text
-    edited_source(monkeypatch, diagrams.INTRA_OVERLAP_RUNG, "#define CONSUMERS 2", "#define CONSUMERS 3")
-    fig = diagrams.attention_intra_overlap()
+    edited_source(monkeypatch, attention_hopper.INTRA_OVERLAP_RUNG, "#define CONSUMERS 2", "#define CONSUMERS 3")
+    fig = attention_hopper.attention_intra_overlap()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["tensor cores"] + [f"warpgroup {g}" for g in range(3)]
     assert "3 consumer warpgroups" in joined(fig) and figcheck.collisions(fig) == []
 
@@ -501,7 +526,7 @@ def test_intra_overlap_timeline_plays_the_kernels_loops(monkeypatch):
 def test_three_consumers_picture_keeps_the_tensor_cores_busy_through_a_long_softmax():
     """Rung 12's picture plays rung 10's loop for the consumer warpgroups rungs 11 and 12 run at D64 (2 and 3, from
     their files): with a softmax of 4 units, two leave the tensor cores idle part of each period, three do not."""
-    fig = diagrams.attention_three_consumers()
+    fig = attention_hopper.attention_three_consumers()
     text = joined(fig)
     assert "rung 11: 2 consumer warpgroups" in text and "2 tiles of 64 queries every 5.25 units" in text
     assert "rung 12: 3 consumer warpgroups" in text and "3 tiles of 64 queries every 6 units" in text
@@ -512,23 +537,22 @@ def test_persistent_picture_counts_the_launchers_blocks_and_waits_once():
     """Rung 13's picture: the block counts are the launchers' (4,096 blocks of 128 queries at B4 H32 S4096 D128; one
     an SM on 132 SMs); rung 12 waits for its copies once an item, rung 13 once, then only where a copy outlasts
     the store before it."""
-    fig = diagrams.attention_persistent(items=3, tiles=5, copy_in=1.5, tail=1.0)
+    fig = attention_hopper.attention_persistent(items=3, tiles=5, copy_in=1.5, tail=1.0)
     text = joined(fig)
     assert "rung 12 launches 4,096 blocks of one item, rung 13 132 (one an SM), each walking about 31" in text
     assert "rung 12 22.5 units, rung 13 20.5" in text and figcheck.collisions(fig) == []
-    assert "rung 13 19," in joined(diagrams.attention_persistent(items=3, tiles=5, copy_in=1.0, tail=1.0))
-    assert "rung 13 132 (one an SM), each walking about 21" in joined(diagrams.attention_persistent(shape=(4, 32, 4096, 64, 0)))
+    assert "rung 13 19," in joined(attention_hopper.attention_persistent(items=3, tiles=5, copy_in=1.0, tail=1.0))
+    assert "rung 13 132 (one an SM), each walking about 21" in joined(attention_hopper.attention_persistent(shape=(4, 32, 4096, 64, 0)))
 
 
 def test_critical_path_picture_counts_the_rungs_sass():
-    """Rung 14's picture: the instructions of lesson.path_to_next_issue for rungs 13 and 14 (their SASS), fewer
+    """Rung 14's picture: the instructions of l04f's path_to_next_issue for rungs 13 and 14 (their SASS), fewer
     for rung 14 and fewer of them FMUL."""
-    from ladder import lesson
-    fig = diagrams.attention_critical_path(128)
+    fig = attention_hopper.attention_critical_path(128)
     text = joined(fig)
     counts = {}
     for name in ("13_persistent", "14_critical_path"):
-        path = lesson.path_to_next_issue(lesson.attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", 128).text)
+        path = path_to_next_issue(attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", 128).text)
         counts[name] = (len(path), path.count("FMUL"))
         assert f"{len(path)} instructions, {path.count('FMUL')} FMUL" in text
     assert counts["14_critical_path"] < counts["13_persistent"] and figcheck.collisions(fig) == []
@@ -541,7 +565,7 @@ def test_query_blocks_picture_counts_the_scores_the_model_counts():
     assert at.scores_computed((1, 1, 1024, 64, 1), 128, 128) == 128 * 128 * 36
     assert at.scores_computed((2, 3, 1024, 64, 0), 192, 128) == 2 * 3 * 6 * 192 * 1024
     assert at.scores_needed((1, 1, 1024, 64, 1)) == 1024 * 1025 // 2
-    fig = diagrams.attention_query_blocks()
+    fig = attention_hopper.attention_query_blocks()
     text = joined(fig)
     assert "6 blocks,\n1.50x the scores needed" in text and "8 blocks,\n1.12x the scores needed" in text
     assert figcheck.collisions(fig) == []

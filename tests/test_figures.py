@@ -22,7 +22,8 @@ import kernels.attention as at  # noqa: E402
 import kernels.attention_backward as ab  # noqa: E402
 import kernels.matmul as mm  # noqa: E402
 import kernels.matmul_bias_relu as mbr  # noqa: E402
-from ladder import dispatch, figcheck, figures, lesson, problems, roofline, verdicts  # noqa: E402
+from ladder import dispatch, figcheck, figures, problems, roofline, verdicts  # noqa: E402
+from ladder.lessons.l06_shipping_a_kernel import grid_ratios  # noqa: E402
 from ladder import results as results_mod  # noqa: E402
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -133,7 +134,7 @@ LESSON_FIGURES = [
     ("06_shipping_a_kernel", "host_timeline", lambda: figures.host_timeline(
         rec.data["launch"], f"one matmul call's host time, {rec.label_for(rec.data['launch'])}")),
     ("06_shipping_a_kernel", "shape_grid", lambda: figures.shape_grid(
-        lesson.grid_ratios(rec.data["shape_sweep"]),
+        grid_ratios(rec.data["shape_sweep"]),
         {**{s: n for n, s in dispatch.GOAL_SHAPES.items()}, **dict.fromkeys(dispatch.GRID, "grid")},
         f"× cuBLAS per shape, {rec.label_for(rec.data['shape_sweep'])}")),
 ]

@@ -1,10 +1,10 @@
-"""What a T4 (or A100) student would see, as a model from the datasheet (ladder.lesson.gpu_model)."""
+"""What a T4 (or A100) student would see, as a model from the datasheet (ladder.roofline.gpu_model)."""
 import pytest
 
 import kernels.attention as at
 import kernels.matmul as mm
 import kernels.vector_add as va
-from ladder import lesson
+from ladder import roofline
 
 
 def _rows(text):
@@ -12,7 +12,7 @@ def _rows(text):
 
 
 def test_t4_matmul_model_says_what_runs_where():
-    text = lesson.gpu_model(mm.PROBLEM, (4096, 4096, 4096), "T4")
+    text = roofline.gpu_model(mm.PROBLEM, (4096, 4096, 4096), "T4")
     assert text.startswith("model, not a measurement: T4 (sm_75) from its datasheet: 320 GB/s")
     rows = _rows(text)
     # 4096³ fp16: 137.4 GFLOP at 65 TFLOP/s on the tensor cores, at 8.1 on the CUDA cores
@@ -26,20 +26,20 @@ def test_t4_matmul_model_says_what_runs_where():
 
 
 def test_on_an_a100_triton_uses_the_tensor_cores_and_flash_attention_runs():
-    rows = _rows(lesson.gpu_model(mm.PROBLEM, (4096, 4096, 4096), "A100"))
+    rows = _rows(roofline.gpu_model(mm.PROBLEM, (4096, 4096, 4096), "A100"))
     assert "tensor cores" in rows["triton:6_autotuned"] and "as on any GPU" in rows["cuda:5_pipelined"]
-    rows = _rows(lesson.gpu_model(at.PROBLEM, (4, 32, 4096, 64, 0), "A100"))
+    rows = _rows(roofline.gpu_model(at.PROBLEM, (4, 32, 4096, 64, 0), "A100"))
     assert "N/A" not in rows["torch:sdpa_flash"]
-    rows = _rows(lesson.gpu_model(at.PROBLEM, (4, 32, 4096, 64, 0), "T4"))
+    rows = _rows(roofline.gpu_model(at.PROBLEM, (4, 32, 4096, 64, 0), "T4"))
     assert "N/A: needs flash_attention" in rows["torch:sdpa_flash"]
 
 
 def test_vector_add_is_bound_by_dram_everywhere():
-    rows = _rows(lesson.gpu_model(va.PROBLEM, (100_000_000,), "T4"))
+    rows = _rows(roofline.gpu_model(va.PROBLEM, (100_000_000,), "T4"))
     # 3 x 2 bytes x 1e8 at 320 GB/s
     assert all(" DRAM                1.875" in row for row in rows.values())
 
 
 def test_an_unknown_gpu_is_named():
     with pytest.raises(ValueError, match="no datasheet row matches 'Z9'"):
-        lesson.gpu_model(va.PROBLEM, (10,), "Z9")
+        roofline.gpu_model(va.PROBLEM, (10,), "Z9")

@@ -1,4 +1,4 @@
-"""Lessons 04a-04f: within LESSONS.md's budgets, and the helpers of ladder.lesson they call."""
+"""Lessons 04a-04f: within LESSONS.md's budgets, and the helpers of ladder.lessons they call."""
 from __future__ import annotations
 
 import re
@@ -8,7 +8,13 @@ import nbformat
 import pytest
 
 import kernels.attention as at
-from ladder import autotune, lesson
+from kernels.triton import attention as ta
+from ladder import autotune, ptx
+from ladder.lessons import l04_attention as l04
+from ladder.lessons import l04d_attention_backward as l04d
+from ladder.lessons import l04e_attention_hopper as l04e
+from ladder.lessons import l04f_attention_softmax_instructions as l04f
+from ladder.lessons import source
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 ATTENTION = ["04a_attention_cuda.ipynb", "04b_attention_cuda_tensor_cores.ipynb", "04c_attention_triton.ipynb",
@@ -18,15 +24,15 @@ ATTENTION = ["04a_attention_cuda.ipynb", "04b_attention_cuda_tensor_cores.ipynb"
 def test_traffic_counts_the_score_passes():
     shape = (4, 32, 4096, 64, 0)
     matrix = 4 * 4 * 32 * 4096 * 4096
-    assert lesson.attention_traffic_bytes("3_fused", shape) == at.min_bytes(shape)
-    assert lesson.attention_traffic_bytes("1_naive", shape) == at.min_bytes(shape) + 6 * matrix
-    assert lesson.attention_traffic_bytes("2_coalesced", shape) == at.min_bytes(shape) + 5 * matrix
+    assert l04.attention_traffic_bytes("3_fused", shape) == at.min_bytes(shape)
+    assert l04.attention_traffic_bytes("1_naive", shape) == at.min_bytes(shape) + 6 * matrix
+    assert l04.attention_traffic_bytes("2_coalesced", shape) == at.min_bytes(shape) + 5 * matrix
 
 
 def test_count_names_every_family_and_shape():
-    text = lesson.attention_count(at.HEADLINE, {"copy_TBps": 3.0, "fp32_TFLOPs": 60.0, "fp16_tc_TFLOPs": 600.0}, "model")
+    text = l04.attention_count(at.HEADLINE, {"copy_TBps": 3.0, "fp32_TFLOPs": 60.0, "fp16_tc_TFLOPs": 600.0}, "model")
     assert "ridge points 20 and 200 FLOP/B" in text
-    assert all(family in text for family in lesson.ATTENTION_FAMILIES.values())
+    assert all(family in text for family in l04.ATTENTION_FAMILIES.values())
     assert "2048 F/B" in text and len(text.splitlines()) <= 10
 
 
@@ -34,7 +40,7 @@ def test_search_summary_is_one_line_per_search():
     reports = [r for r in autotune.recorded_reports(None) if r.problem == "attention"]
     if not reports:
         pytest.skip("no recorded attention searches")
-    text = lesson.search_summary(reports)
+    text = l04.search_summary(reports)
     assert [line.split()[0] for line in text.splitlines() if not line.startswith("  pruned")] == [
         r.tuner for r in reports]
 
@@ -45,7 +51,7 @@ def test_backward_ratios_judge_the_issue_goals():
     for s, (ours, cudnn, fa2) in {(4, 32, 4096, 64, 0): (4.0, 3.2, 5.0), (4, 32, 4096, 128, 0): (8.0, 5.0, 9.0)}.items():
         rows += [{"backend": b, "rung": r, "shape": list(s), "ms": ms, "tflops": 1.0 / ms}
                  for b, r, ms in (("triton", "4_autotuned", ours), ("torch", "sdpa", cudnn), ("torch", "sdpa_flash", fa2))]
-    text = lesson.backward_ratios(rows).splitlines()
+    text = l04d.backward_ratios(rows).splitlines()
     assert len(text) == 1 + 2 + 2
     assert text[-2].endswith("1.125x at worst -> HIT")
     assert "0.800-0.800x, met at 0 of 1 shapes -> MISS" in text[-1]
@@ -61,7 +67,7 @@ def test_backward_tiles_show_the_search_gain_over_rung_2s_tiles():
                    timed=[{"config": other, "ms": 1.0}, {"config": fixed, "ms": 1.25}])
     pruned = Report("attention_backward", "triton:4_autotuned:dkdv", (4096, 64, 0), "gpu", other, 1.0, 1.0,
                     timed=[{"config": other, "ms": 1.0}], pruned=[{"config": fixed, "reason": "spills"}])
-    lines = lesson.backward_tiles([timed, pruned]).splitlines()
+    lines = l04d.backward_tiles([timed, pruned]).splitlines()
     assert "gain" in lines[0]
     assert lines[1].startswith("dkdv") and lines[1].split()[-3] == "-"
     assert lines[2].startswith("dq") and lines[2].split()[-3] == "1.25x"
@@ -69,7 +75,7 @@ def test_backward_tiles_show_the_search_gain_over_rung_2s_tiles():
     one = dict(tab.GPU_TILES[64]["dkdv_atomic"], num_stages=2)
     atomic = Report("attention_backward", "triton:4_autotuned:dkdv_atomic", (4096, 64, 0), "gpu", one, 1.9, 1.0,
                     timed=[{"config": one, "ms": 1.9}])
-    lines = lesson.backward_tiles([timed, pruned, atomic]).splitlines()
+    lines = l04d.backward_tiles([timed, pruned, atomic]).splitlines()
     assert lines[2].startswith("dkdv_atomic") and lines[2].split()[-3] == "-" and " tma" in lines[2]
     assert lines[-1].split() == ["S4096", "D64", "causal", "0:", "rung", "3", "(1.900", "ms", "against", "1.000", "+",
                                  "1.000", "=", "2.000)"]
@@ -81,9 +87,9 @@ def test_backward_problem_times_live_at_s4096_only(monkeypatch):
     import kernels.attention_backward as ab
     from ladder import world
     monkeypatch.setattr(world, "WORLD", dataclasses.replace(world.WORLD, gpu=False))
-    assert lesson.backward_problem().bench_shapes == ab.HEADLINE   # no GPU: every shape, from the recording
+    assert l04d.backward_problem().bench_shapes == ab.HEADLINE   # no GPU: every shape, from the recording
     monkeypatch.setattr(world, "WORLD", dataclasses.replace(world.WORLD, gpu=True))
-    assert {s[2] for s in lesson.backward_problem().bench_shapes} == {4096}
+    assert {s[2] for s in l04d.backward_problem().bench_shapes} == {4096}
 
 
 # ------------------------------------------------------------- lesson 04e: the Hopper rungs 7-10
@@ -93,30 +99,30 @@ HOPPER = at.PROBLEM.only("cuda", "torch", "triton:7_tma").span("cuda", "6_autotu
 
 def test_hopper_count_gives_the_least_time_under_both_ceilings():
     roofs = {"copy_TBps": 3.0, "fp16_tc_TFLOPs": 500.0, "mma_sync_TFLOPs": 600.0, "wgmma_TFLOPs": 1000.0}
-    text = lesson.hopper_attention_count(at.PROBLEM, at.HEADLINE[:1], roofs, "model")
+    text = l04e.hopper_attention_count(at.PROBLEM, at.HEADLINE[:1], roofs, "model")
     assert "mma.sync 600 TFLOP/s, wgmma 1000 TFLOP/s" in text
     assert text.splitlines()[-1].split()[-2:] == ["1.100", "0.550"]   # 549.8 GFLOP at 500 and at 1000 TFLOP/s
     no_wgmma = {k: v for k, v in roofs.items() if k != "wgmma_TFLOPs"}
-    assert "wgmma not measured" in lesson.hopper_attention_count(at.PROBLEM, at.HEADLINE[:1], no_wgmma, "model")
+    assert "wgmma not measured" in l04e.hopper_attention_count(at.PROBLEM, at.HEADLINE[:1], no_wgmma, "model")
 
 
 def test_hopper_rungs_compile_with_the_launchers_tiles():
     """The SASS tables build rungs 7-9 as kernels/attention.py launches them (rung 8 at D128: 128-key tiles, 8 HGMMA
     for Q·Kᵀ and 8 for P·V; rung 7 there: 64-key tiles, 8 and 4), Triton's rung 7 with its recorded search's
     winner; the turns (BAR.ARV) and setmaxnreg are CUDA's alone."""
-    assert lesson.cuda_attention_tiles("8_warp_specialized", 128) == at.WARP_SPECIALIZED[128]
-    assert lesson.cuda_attention_tiles("10_intra_overlap", 128) == at.INTRA_OVERLAP[128]
-    assert lesson.cuda_attention_tiles("6_autotuned", 64) == {}
-    hgmma = {name: lesson.attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", 128).count("HGMMA")
+    assert l04.cuda_attention_tiles("8_warp_specialized", 128) == at.WARP_SPECIALIZED[128]
+    assert l04.cuda_attention_tiles("10_intra_overlap", 128) == at.INTRA_OVERLAP[128]
+    assert l04.cuda_attention_tiles("6_autotuned", 64) == {}
+    hgmma = {name: l04.attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", 128).count("HGMMA")
              for name in ("7_wgmma_tma", "8_warp_specialized")}
     assert hgmma == {"7_wgmma_tma": 12, "8_warp_specialized": 16}
     both = at.PROBLEM.only("cuda:9_pingpong", "triton:7_tma")
-    table = lesson.attention_signatures(both, archs=("sm_90a",), families=("HGMMA", "USETMAXREG", "BAR.ARV"),
-                                        recorded_winners=True)
+    table = l04.attention_signatures(both, archs=("sm_90a",), families=("HGMMA", "USETMAXREG", "BAR.ARV"),
+                                     recorded_winners=True)
     rows = {line.split()[0]: line.split()[1:] for line in table.splitlines()[2:]}
     assert rows == {"cuda:9_pingpong": ["x", "x", "x"], "triton:7_tma": ["x", "-", "-"]}
     # without recorded winners a searched Triton rung has no fixed build: left out (lesson 04c's table)
-    plain = lesson.attention_signatures(both, archs=("sm_90a",), families=("HGMMA",))
+    plain = l04.attention_signatures(both, archs=("sm_90a",), families=("HGMMA",))
     assert [line.split()[0] for line in plain.splitlines()[2:]] == ["cuda:9_pingpong"]
 
 
@@ -126,21 +132,21 @@ def _blocks(line: str) -> tuple[int, int]:
     return int(found.group(1)), int(found.group(2))
 
 
-def test_refill_barriers_counts_rung_7_both_ways_at_its_recorded_d128_tile():
-    """04e's table: the same products and copies both ways; through ladder/ptx.py fewer CTA barriers, 4 of them
-    arrivals (or, on a Triton whose loop the pass was not written for, the build as compiled)."""
-    head, compiled, through = lesson.refill_barriers(128).splitlines()
-    assert head.startswith("rung 7, D128, 128x128, 8 warps") and head.split()[-4:] == ["BAR.SYNC", "BAR.ARV", "HGMMA",
-                                                                                         "UTMALDG"]
-    (sync, arv, hgmma, utmaldg), after = (list(map(int, row.split()[-4:])) for row in (compiled, through))
+def test_refill_barriers_counts_rungs_7_and_8_at_the_recorded_d128_tile():
+    """04e's table: the same products and copies in both; rung 8 (through ladder/ptx.py) has fewer CTA barriers, 4 of
+    them arrivals, and the pass says what it changed."""
+    head, rung7, rung8, said = l04e.refill_barriers(128).splitlines()
+    assert head.startswith("D128, 128x128, 8 warps") and head.split()[-4:] == ["BAR.SYNC", "BAR.ARV", "HGMMA",
+                                                                                "UTMALDG"]
+    (sync, arv, hgmma, utmaldg), after = (list(map(int, row.split()[-4:])) for row in (rung7, rung8))
     assert arv == 0 and hgmma > 0 and utmaldg > 0 and after[2:] == [hgmma, utmaldg]
-    assert after[:2] == [sync, 0] or (after[1] == 4 and after[0] < sync)
+    assert after[1] == 4 and after[0] < sync and said.startswith("ladder/ptx.py (")
 
 
 def test_blocks_table_holds_what_ncu_recorded():
     """At D64 ncu recorded rung 7's theoretical occupancy as 15 of 64 warps (3 blocks of 5) and rung 8's as 12 (one
     block): the table, computed from the compile, agrees; rung 7 fits 2 blocks at D128. A smaller SM holds fewer."""
-    table = lesson.hopper_attention_blocks().splitlines()[1:-1]
+    table = l04e.hopper_attention_blocks().splitlines()[1:-1]
     rows = {(line.split()[0], int(line.split()[1])): line for line in table}
     assert _blocks(rows["cuda:7_wgmma_tma", 64]) == (3, 12)
     assert _blocks(rows["cuda:7_wgmma_tma", 128]) == (2, 8)
@@ -154,27 +160,27 @@ def test_blocks_table_holds_what_ncu_recorded():
     assert _blocks(rows["cuda:12_three_consumers", 64]) == (1, 12) and "(24/160)" in rows["cuda:12_three_consumers", 64]
     assert rows["cuda:12_three_consumers", 64].split()[-1] == "192"
     assert rows["cuda:12_three_consumers", 128].split()[1:] == rows["cuda:11_fast_exp2", 128].split()[1:]
-    small = lesson.hopper_attention_blocks((64,), dict(lesson.SM90, shared_bytes=100 * 1024)).splitlines()[1]
+    small = l04e.hopper_attention_blocks((64,), dict(l04e.SM90, shared_bytes=100 * 1024)).splitlines()[1]
     assert _blocks(small) == (1, 4) and "shared memory" in small
 
 
 def test_show_cuda_rung_shows_each_hopper_rung_as_a_diff_of_whole_kernels(capsys, monkeypatch):
     """Rungs 7-15's files are generated whole (ladder/flatten.py): rung 7 is shown as its file, none of the later
     rungs' code in it; each later rung as the diff from the rung before, which is its idea's code alone."""
-    monkeypatch.setattr(lesson, "_SHOWN_INCLUDES", set())   # as in a fresh notebook
-    lesson.show_cuda_rung(HOPPER, 9)
+    monkeypatch.setattr(source, "_SHOWN_INCLUDES", set())   # as in a fresh notebook
+    source.show_cuda_rung(HOPPER, 9)
     out = capsys.readouterr().out
     assert "+    if (group == LAST_GROUP) pass_turn(group);" in out and "+        wait_turn(group);" in out
     assert "setmaxnreg" not in out                 # rung 8's lines: not what rung 9 changes
     assert "wgmma_wait<1>" not in out and "INTRA_OVERLAP" not in out and "#if" not in out
-    lesson.show_cuda_rung(HOPPER, 10)
+    source.show_cuda_rung(HOPPER, 10)
     out = capsys.readouterr().out
     assert "+    for (int t = 1; t < tiles; ++t) {" in out and "+        wgmma_wait<1>();" in out
     assert "+        issue_pv(warp.acc, p, Vs + (t0 + t - 1) % STAGES * KV_TILE);" in out
     assert "-        warp.softmax(scores, scale_log2);  // scores become P; acc rescaled" in out   # rungs 7-9's loop
     assert "SHORT_PATH" not in out and "#if" not in out   # rung 14's switch: resolved, off
-    monkeypatch.setattr(lesson, "_SHOWN_INCLUDES", set())   # rung 9 named the headers it includes: the lesson's first
-    lesson.show_cuda_rung(HOPPER, 7)
+    monkeypatch.setattr(source, "_SHOWN_INCLUDES", set())   # rung 9 named the headers it includes: the lesson's first
+    source.show_cuda_rung(HOPPER, 7)
     out = capsys.readouterr().out
     assert out.startswith("// kernels/cuda/attention/7_wgmma_tma.cu  (its ")   # the file, not a diff from rung 6
     assert "warp.softmax(scores, scale_log2);" in out and "wgmma_wait<1>" not in out
@@ -183,16 +189,16 @@ def test_show_cuda_rung_shows_each_hopper_rung_as_a_diff_of_whole_kernels(capsys
     # flash_mma.cuh: rung 4's header, shown in that lesson (04b), named here; tma.cuh: 02b's building blocks
     assert "includes kernels/cuda/attention/flash_mma.cuh (its declarations are shown with rung 4_tensor_core" in out
     assert "struct FlashWarp" not in out and "tma.cuh (lesson 02b's building blocks)" in out
-    monkeypatch.setattr(lesson, "_SHOWN_INCLUDES", set())
-    lesson.show_cuda_rung(at.PROBLEM.only("cuda").span("cuda", "3_fused", "6_autotuned"), 4)   # lesson 04b
+    monkeypatch.setattr(source, "_SHOWN_INCLUDES", set())
+    source.show_cuda_rung(at.PROBLEM.only("cuda").span("cuda", "3_fused", "6_autotuned"), 4)   # lesson 04b
     assert "struct FlashWarp { ... }" in capsys.readouterr().out
-    lesson.show_cuda_rung(HOPPER, 8)
+    source.show_cuda_rung(HOPPER, 8)
     out = capsys.readouterr().out
     assert "+        asm volatile(\"setmaxnreg.dec" in out and "+    asm volatile(\"setmaxnreg.inc" in out
     assert "-#define CONSUMERS 1 " in out and "+#define CONSUMERS 2" in out
     assert " #define BLOCK_M (64 * CONSUMERS)" in out   # context: rung 7's line, unchanged
     assert "wait_turn" not in out                  # rung 9's turns
-    lesson.show_cuda_rung(HOPPER, 6)               # includes rung 5's file but defines nothing
+    source.show_cuda_rung(HOPPER, 6)               # includes rung 5's file but defines nothing
     assert "the lines of" not in capsys.readouterr().out
 
 
@@ -202,56 +208,58 @@ def test_switched_on_keeps_whole_blocks_and_leaves_out_the_defaults():
     family = "kernels/cuda/attention/hopper_overlays"
     rung7, rung9 = f"{family}/7_wgmma_tma.cu", f"{family}/9_pingpong.cu"
     later = {"PERSISTENT", "SHORT_PATH"}   # rungs 13 and 14 (SHORT_PATH defined 0 first: off too)
-    assert lesson.switched_off(rung9) == {"INTRA_OVERLAP", "FAST_EXP2"} | later   # FAST_EXP2: in flash_mma.cuh
-    assert lesson.switched_off(rung7) == {"INTRA_OVERLAP", "PINGPONG", "FAST_EXP2"} | later
-    assert lesson.switched_off(f"{family}/10_intra_overlap.cu") == {"FAST_EXP2"} | later
-    assert lesson.switched_off(f"{family}/11_fast_exp2.cu") == later
-    assert lesson.switched_off(f"{family}/13_persistent.cu") == {"SHORT_PATH"}
-    assert lesson.switched_off(f"{family}/14_critical_path.cu") == set()
-    assert lesson.switched_off("kernels/cuda/attention/9_pingpong.cu") == {"FAST_EXP2"}
-    assert lesson.switched_off("kernels/cuda/attention/11_fast_exp2.cu") == set()
-    lines = lesson.switched_on(rung7, {"PINGPONG"}, context=0, off={"INTRA_OVERLAP"})
+    assert source.switched_off(rung9) == {"INTRA_OVERLAP", "FAST_EXP2"} | later   # FAST_EXP2: in flash_mma.cuh
+    assert source.switched_off(rung7) == {"INTRA_OVERLAP", "PINGPONG", "FAST_EXP2"} | later
+    assert source.switched_off(f"{family}/10_intra_overlap.cu") == {"FAST_EXP2"} | later
+    assert source.switched_off(f"{family}/11_fast_exp2.cu") == later
+    assert source.switched_off(f"{family}/13_persistent.cu") == {"SHORT_PATH"}
+    assert source.switched_off(f"{family}/14_critical_path.cu") == set()
+    assert source.switched_off("kernels/cuda/attention/9_pingpong.cu") == {"FAST_EXP2"}
+    assert source.switched_off("kernels/cuda/attention/11_fast_exp2.cu") == set()
+    lines = source.switched_on(rung7, {"PINGPONG"}, context=0, off={"INTRA_OVERLAP"})
     assert lines[0] == "#if PINGPONG" and lines.count("#if PINGPONG") == 3 and lines.count("#endif") == 4
     # without `off`, rung 10's #if INTRA_OVERLAP version reads PINGPONG too: six more blocks
-    assert lesson.switched_on(rung7, {"PINGPONG"}, context=0).count("#if PINGPONG") == 9
-    assert lesson.switched_on(rung7, set()) == []
+    assert source.switched_on(rung7, {"PINGPONG"}, context=0).count("#if PINGPONG") == 9
+    assert source.switched_on(rung7, set()) == []
 
 
 def test_later_directives_are_a_later_rungs_negations_and_defaults_only():
     lines = ["#ifndef L", "#define L 0", "#endif", "a", "#if !L", "b", "#endif", "#if !M", "c", "#endif",
              "#if !L", "d", "#else", "e", "#endif"]
-    assert lesson._later_directives(lines, {"L"}) == {0, 1, 2, 4, 6}   # not M's (on here), not an #if ! with #else
+    assert source._later_directives(lines, {"L"}) == {0, 1, 2, 4, 6}   # not M's (on here), not an #if ! with #else
 
 
 def test_compiled_lines_leave_out_the_versions_a_rung_does_not_compile():
     lines = ["a", "#if X", "x1", "x2", "#else", "y", "#endif", "#if Z", "z", "#endif", "#if N == 1", "n", "#endif"]
-    assert lesson.compiled_lines(lines, {"X", "Z"}) == ["a", "y", "#if N == 1", "n", "#endif"]
-    assert lesson.compiled_lines(lines, set()) == ["a", "#if X", "x1", "x2", "#endif", "#if Z", "z", "#endif",
+    assert source.compiled_lines(lines, {"X", "Z"}) == ["a", "y", "#if N == 1", "n", "#endif"]
+    assert source.compiled_lines(lines, set()) == ["a", "#if X", "x1", "x2", "#endif", "#if Z", "z", "#endif",
                                                    "#if N == 1", "n", "#endif"]
-    folded = lesson._folded(lines, {"X"}, "kernels/cuda/attention/7_wgmma_tma.cu")
+    folded = source._folded(lines, {"X"}, "kernels/cuda/attention/7_wgmma_tma.cu")
     assert folded[:4] == ["a", "#if X", "// ... 2 lines of a later rung (X)", "#else"]
-    assert lesson._folded(lines, {"Z"}, "kernels/cuda/attention/7_wgmma_tma.cu")[7:9] == [
+    assert source._folded(lines, {"Z"}, "kernels/cuda/attention/7_wgmma_tma.cu")[7:9] == [
         "// ... 1 line of a later rung (Z)", "#if N == 1"]   # no #else: the block folds whole
 
 
 def test_lines_vs_speed_counts_code_and_reads_the_rows():
-    from kernels.triton import attention as ta
-    own7, shared7, what7 = lesson.attention_kernel_lines("cuda:7_wgmma_tma")
-    own9, shared9, what9 = lesson.attention_kernel_lines("cuda:9_pingpong")
-    own10, shared10, what10 = lesson.attention_kernel_lines("cuda:10_intra_overlap")
+    own7, shared7, what7 = l04e.attention_kernel_lines("cuda:7_wgmma_tma")
+    own9, shared9, what9 = l04e.attention_kernel_lines("cuda:9_pingpong")
+    own10, shared10, what10 = l04e.attention_kernel_lines("cuda:10_intra_overlap")
     assert shared9 == shared7 == shared10 and own7 < own9 < own10
     assert what9 == "9_pingpong.cu; flash_mma.cuh + tensor_core.cuh + tma.cuh"
     assert what10.startswith("10_intra_overlap.cu;")
     # each counts the kernel it compiles, its generated file (rung 10's loop in rung 10's alone)
     for name, own in (("7_wgmma_tma", own7), ("10_intra_overlap", own10)):
-        assert own == lesson.lines_of_code((lesson.ROOT / f"kernels/cuda/attention/{name}.cu").read_text(), "//")
-    own, shared, what = lesson.attention_kernel_lines("triton:7_tma")
-    assert 0 < own < lesson.lines_of_code(lesson.code(ta.flash_tma_kernel))   # its docstring left out
+        assert own == source.lines_of_code((source.ROOT / f"kernels/cuda/attention/{name}.cu").read_text(), "//")
+    own, shared, what = l04e.attention_kernel_lines("triton:7_tma")
+    assert 0 < own < source.lines_of_code(source.code(ta.flash_tma_kernel))   # its docstring left out
     assert what == "flash_tma_kernel; attend + key_passes"
+    own8, shared8, what8 = l04e.attention_kernel_lines("triton:8_barrier_pass")   # rung 7's kernel and the pass
+    assert (own8, shared8) == (own + source.python_file_code_lines(ptx.__file__), shared)
+    assert what8 == "flash_tma_kernel + ladder/ptx.py; attend + key_passes"
     shape = at.HEADLINE[0]
     rows = [{"backend": "cuda", "rung": "7_wgmma_tma", "shape": list(shape), "ms": 2.0, "tflops": 100.0},
             {"backend": "torch", "rung": "sdpa", "shape": list(shape), "ms": 1.0, "tflops": 200.0}]
-    text = lesson.attention_lines_vs_speed(rows, at.HEADLINE[:2], ["cuda:7_wgmma_tma", "triton:7_tma"])
+    text = l04e.attention_lines_vs_speed(rows, at.HEADLINE[:2], ["cuda:7_wgmma_tma", "triton:7_tma"])
     line7 = next(line for line in text.splitlines() if line.startswith("cuda:7_wgmma_tma "))
     assert "100.0 (0.50x)" in line7 and line7.split()[-1] == "-"
     assert next(line for line in text.splitlines() if line.startswith("torch:sdpa")).split()[1] == "200.0"
@@ -262,18 +270,18 @@ def test_lines_vs_speed_counts_code_and_reads_the_rows():
 def test_softmax_instruction_table_counts_the_fix_up_rung_11_drops():
     """Per score a consumer thread owns: one MUFU.EX2 in both rungs; exp2f's FSETP and two FMULs in rung 10 only."""
     for D in (64, 128):
-        mix = lesson.softmax_instruction_mix(head_dim=D)
+        mix = l04f.softmax_instruction_mix(head_dim=D)
         r10, r11 = mix["10_intra_overlap"], mix["11_fast_exp2"]
         assert 1 <= r10["MUFU.EX2"] == r11["MUFU.EX2"] < 1.1
         assert r10["FSETP"] >= 1 and r11["FSETP"] < 0.05
         assert r10["FMUL"] - r11["FMUL"] >= 2 and r10["kernel"] - r11["kernel"] >= 3 * 128
-    text = lesson.softmax_instructions()
+    text = l04f.softmax_instructions()
     assert len(text.splitlines()) == 6 and text.splitlines()[4].split()[:2] == ["11_fast_exp2", "128"]
 
 
 def test_rung_11_shows_the_switch_it_flips_in_the_shared_softmax(capsys):
-    lesson._SHOWN_INCLUDES.clear()
-    lesson.show_cuda_rung(at.PROBLEM.only("cuda", "torch").span("cuda", "10_intra_overlap", "11_fast_exp2"), 11)
+    source._SHOWN_INCLUDES.clear()
+    source.show_cuda_rung(at.PROBLEM.only("cuda", "torch").span("cuda", "10_intra_overlap", "11_fast_exp2"), 11)
     out = capsys.readouterr().out
     assert "#define FAST_EXP2 1" in out and "flash_mma.cuh that read FAST_EXP2" in out
     assert 'asm("ex2.approx.ftz.f32 %0, %1;"' in out and "float exp2_softmax(float x)" in out
@@ -285,6 +293,6 @@ def test_persistent_gain_reads_both_rungs_of_each_shape_and_skips_the_rest():
             {"backend": "cuda", "rung": "13_persistent", "shape": [4, 32, 1024, 64, 0], "ms": 0.10},
             {"backend": "cuda", "rung": "13_persistent", "shape": [4, 32, 2048, 64, 0], "ms": 0.30},
             {"backend": "torch", "rung": "sdpa", "shape": [4, 32, 1024, 64, 0], "ms": 0.09}]
-    lines = lesson.persistent_gain(runs, [(4, 32, 1024, 64, 0), (4, 32, 2048, 64, 0)]).splitlines()
+    lines = l04f.persistent_gain(runs, [(4, 32, 1024, 64, 0), (4, 32, 2048, 64, 0)]).splitlines()
     assert len(lines) == 2   # the header, and S 1024 (S 2048 has no rung 12 time)
     assert lines[1].split()[-4:] == ["8", "0.1100", "0.1000", "1.100x"]   # 1024 keys in 128-key tiles

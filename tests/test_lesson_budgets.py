@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ladder import lesson
+from ladder.lessons import reading
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 LESSONS = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
@@ -30,7 +30,7 @@ def test_lesson_within_budgets(name):
     prose = "\n".join(re.sub(r"<!--.*?-->", "", c.source, flags=re.S) for c in nb.cells if c.cell_type == "markdown")
     lines = [code_lines(c.source) for c in nb.cells if c.cell_type == "code"]
     assert len(prose.split()) <= 3500
-    assert lesson.reading_minutes(nb)["total"] <= 45  # prose, code, printed text, kernel text and figures
+    assert reading.reading_minutes(nb)["total"] <= 45  # prose, code, printed text, kernel text and figures
     assert sum(lines) <= 200 and max(lines) <= 25
     for cell in nb.cells:
         if cell.cell_type == "code" and not SOURCE_CELL.search(cell.source):
@@ -49,16 +49,16 @@ def test_every_lesson_is_checked():
 
 @pytest.mark.parametrize("name", LESSONS)
 def test_lesson_reads_in_45_minutes(name):
-    """Prose, code, printed tables, kernel text and figures at a student's pace (ladder.lesson's rates)."""
-    minutes = lesson.reading_minutes(NOTEBOOKS / name)
+    """Prose, code, printed tables, kernel text and figures at a student's pace (ladder.lessons.reading's rates)."""
+    minutes = reading.reading_minutes(NOTEBOOKS / name)
     assert minutes["total"] <= 45, {part: round(m, 1) for part, m in minutes.items()}
 
 
 def test_reading_estimate_counts_kernel_text_at_half_pace():
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("word " * 200),
-        nbformat.v4.new_code_cell('lesson.show_source("k.cu")', outputs=[
+        nbformat.v4.new_code_cell('lessons.source.show_source("k.cu")', outputs=[
             nbformat.v4.new_output("stream", name="stdout", text="code " * 100)]),
         nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output("display_data", data={"image/png": ""})])])
-    minutes = lesson.reading_minutes(nb)
+    minutes = reading.reading_minutes(nb)
     assert (minutes["prose"], minutes["kernel"], minutes["figures"]) == (1, 1, 0.5)

@@ -11,6 +11,7 @@ import kernels.matmul as mm
 from ladder import autotune, cuda, sass, tma
 from ladder.cuda import CompileError
 from ladder.hardware import GPU
+from ladder.lessons import l06_shipping_a_kernel
 from ladder.runner import check_rung, unavailable
 
 H100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
@@ -362,9 +363,8 @@ def test_hopper_choices_print_each_ring_epilogue_and_cluster_of_the_recorded_sea
     """Lesson 06's ablation at MLP down: one line per (stages, epilogue, cluster) at the winner's block, the best of
     its tile orders against the winner; the winner reads 1.00; the SASS lines: a cluster of 2 has the cluster
     barrier and its fences, a cluster of 1 neither."""
-    from ladder import lesson
     report = autotune.recorded_report(mm.HOPPER_TUNER.name, mm.MLP_DOWN, "nvidia-h100-80gb-hbm3")
-    lines = lesson.hopper_choices(mm.MLP_DOWN, "nvidia-h100-80gb-hbm3").splitlines()
+    lines = l06_shipping_a_kernel.hopper_choices(mm.MLP_DOWN, "nvidia-h100-80gb-hbm3").splitlines()
     tile = (report.best["BM"], report.best["BN"])
     assert lines[0].startswith(f"rung 12's search at 8192x768x3072, blocks of {tile[0]}x{tile[1]}")
     rows = [line.split() for line in lines[2:] if line.split()[0].isdigit()]
@@ -377,4 +377,4 @@ def test_hopper_choices_print_each_ring_epilogue_and_cluster_of_the_recorded_sea
     assert all(float(r[-1]) <= 1.0 for r in rows)
     assert lines[-2] == "  2: UCGABAR_WAIT 2, MEMBAR 5, ERRBAR 2, BAR.SYNC 2"
     assert lines[-1].startswith("  1: UCGABAR_WAIT 0,") and "ERRBAR 0" in lines[-1]
-    assert lesson.hopper_choices((1, 2, 3)) == "no search of rung 12 at 1x2x3 recorded"
+    assert l06_shipping_a_kernel.hopper_choices((1, 2, 3)) == "no search of rung 12 at 1x2x3 recorded"

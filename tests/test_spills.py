@@ -12,8 +12,9 @@ import torch
 
 import kernels.attention as at
 import kernels.matmul as mm
-from ladder import autotune, cuda, lesson, sass
+from ladder import autotune, cuda, sass
 from ladder.errors import Spills
+from ladder.roofline import datasheet_gpu
 
 ARCHS = {"sm_75": "T4", "sm_80": "A100", "sm_90": "H100"}
 
@@ -27,7 +28,7 @@ def _compiled(job):
 
 
 def _kept(arch):
-    gpu = lesson.datasheet_gpu(ARCHS[arch])
+    gpu = datasheet_gpu(ARCHS[arch])
     jobs = [(arch, "matmul/6_autotuned.cu", c) for c in mm.TUNER.configs() if mm.prune_reason(c, gpu) is None]
     jobs += [(arch, "attention/6_autotuned.cu", dict(HEAD_DIM=D, **c))
              for D, tuner in at.TUNERS.items() for c in tuner.configs() if tuner.prune(c, gpu) is None]
@@ -51,7 +52,7 @@ def test_every_spill_the_model_lets_through_has_local_memory(arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_the_defaults_never_spill(arch):
-    gpu = lesson.datasheet_gpu(ARCHS[arch])
+    gpu = datasheet_gpu(ARCHS[arch])
     jobs = [(arch, "matmul/6_autotuned.cu", mm.default_config(gpu)),
             (arch, "matmul/5_pipelined.cu", mm.pipelined_config(gpu))]
     jobs += [(arch, f"attention/{name}.cu", dict(HEAD_DIM=D, **tuner.default(gpu)))
@@ -62,7 +63,7 @@ def test_the_defaults_never_spill(arch):
 
 def test_a_search_prunes_what_spills(monkeypatch):
     """A configuration whose compile raises Spills is listed as pruned, with the reason, and never timed."""
-    gpu = lesson.datasheet_gpu("H100")
+    gpu = datasheet_gpu("H100")
     monkeypatch.setattr(autotune, "detect", lambda: gpu)
     monkeypatch.setattr(autotune, "_store", lambda slug, report: None)
 

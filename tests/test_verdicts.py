@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from ladder import lesson, problems, results, verdicts
+from ladder import problems, results, verdicts
+from ladder.roofline import datasheet_gpu
 
 LADDERS = [("vector_add", ("cuda", "triton")), ("matmul", "cuda"), ("matmul", "triton"),
            ("attention", "cuda"), ("attention", "triton")]
@@ -221,7 +222,7 @@ def test_a_live_ladder_times_the_anchor_before_the_first_verdict_that_needs_it(m
     live.problem, live.backends, live.live = problems.get("matmul"), ("cuda",), True
     live.shapes, live.rows, live._anchors_timed = [(4096,) * 3], [], set()
     live.ceilings = live.roofs = {"fp16_tc_TFLOPs": 900.0, "fp32_TFLOPs": 60.0}
-    live.gpu, live.label = lesson.datasheet_gpu("H100 SXM"), "live on a test double"
+    live.gpu, live.label = datasheet_gpu("H100 SXM"), "live on a test double"
     live.measure("8_tma_warp_specialized")
     live.verdict("8_tma_warp_specialized")
     assert "in its run" not in capsys.readouterr().out

@@ -1,12 +1,15 @@
 """Why warps waited, recorded: ncu's warp states (stall reasons, occupancy, launch) read from its CSV, kept in the
 recording for every profiled rung, shown beside each step and as a picture per ladder, each counter in the
 glossary the lessons link to."""
+import re
 import subprocess
+from collections import Counter
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pytest
 
-from ladder import figcheck, figures, problems, profile, results, verdicts
+from ladder import autotune, diagrams, figcheck, figures, problems, profile, results, verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
 NCU_CSV = ROOT / "tests" / "data" / "ncu_warp_states_matmul_cuda_5_pipelined.csv"  # a real ncu run, trimmed
@@ -77,16 +80,11 @@ def test_the_glossary_names_every_counter_and_its_metric():
 def test_prune_reasons_keep_their_numbers():
     """Printouts and search pictures fold the prune reasons by kind, with the ranges their numbers span: every
     number a number, never a placeholder."""
-    import re
-    from collections import Counter
-
-    import matplotlib.pyplot as plt
-
-    from ladder import autotune, diagrams
     assert autotune.fold_reasons(["needs 136 registers (> 128)", "needs 256 registers (> 128)",
                                   "238 KiB of shared memory > 227 KiB"]) == \
         Counter({"needs 136-256 registers (> 128)": 2, "238 KiB of shared memory > 227 KiB": 1})
-    for fig in (diagrams.attention_search("cuda"), diagrams.attention_search("triton"), diagrams.matmul_hopper_search()):
+    for fig in (diagrams.attention.attention_search("cuda"), diagrams.attention.attention_search("triton"),
+                diagrams.matmul_hopper.matmul_hopper_search()):
         keys = [t.get_text() for t in fig.texts if "pruned" in t.get_text()]
         assert keys and not any(re.search(r"\bN\b", k) for k in keys), keys
         plt.close(fig)

@@ -7,11 +7,13 @@ maintainable, and a speed-up big enough (>= 2x end to end).
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
-from ladder import lesson
+from ladder import profile, world
 from ladder.capstone import costs
 from ladder.capstone.model import PRESETS
+from ladder.lessons.source import ROOT, lines_of_code
 
 ROOM = 1.5            # an op at 1.5x its floor or more has room above it
 HOT_CONDITION = 0.10  # the conditions' "hot": a tenth of the run time
@@ -56,7 +58,7 @@ def rows_for(swap: str, row: dict | None) -> list[Row]:
     """The three conditions, then the six checks, for one swap; `row` is the recorded capstone row (or None)."""
     cfg = PRESETS[row["model"]] if row else PRESETS["gpt2-small"]
     op = _recorded_op(row, swap)
-    lines = lesson.lines_of_code((lesson.ROOT / SOURCES[swap]).read_text())
+    lines = lines_of_code((ROOT / SOURCES[swap]).read_text())
     judged = {q: Row(q, "yes" if yes else "no", yes, "judgement", why.format(lines=lines))
               for q, (yes, why) in JUDGEMENTS[swap].items()}
     if op is None:
@@ -150,9 +152,6 @@ def headroom_table(row: dict | None) -> str:
 def hottest_op_ncu(model: str = "gpt2-small") -> dict:
     """ncu's speed-of-light, memory-workload and roofline sections for the hottest op, the vocabulary projection
     run once as the model runs it (ladder/capstone/hot_op.py; a GPU with ncu)."""
-    import sys
-
-    from ladder import profile
     command = profile.ncu_sections_command([sys.executable, "-m", "ladder.capstone.hot_op", model])
     shown = profile.ncu_sections_command(["python", "-m", "ladder.capstone.hot_op", model])
     return {"command": " ".join(shown), "text": profile.program_sections(command)}
@@ -160,9 +159,7 @@ def hottest_op_ncu(model: str = "gpt2-small") -> dict:
 
 def ncu_report(row: dict | None, label: str, model: str = "gpt2-small") -> str:
     """The sections live where a GPU and ncu are (a minute), else as `record capstone` saved them."""
-    from ladder import profile
-    from ladder.world import WORLD
-    if WORLD.gpu and profile.available():
+    if world.WORLD.gpu and profile.available():
         found, source = hottest_op_ncu(model), "live"
     elif row and row.get("ncu"):
         found, source = row["ncu"], label

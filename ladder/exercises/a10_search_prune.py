@@ -31,6 +31,7 @@ import kernels.matmul as mm
 from ladder import cuda, sass
 from ladder.cache import CACHE_DIR
 from ladder.exercises.grading import Fail, Result, judge, still_blank
+from ladder.roofline import datasheet_gpu
 
 
 TASK = "search-space prune"
@@ -52,7 +53,6 @@ def configs() -> list[dict]:
 @functools.lru_cache(maxsize=None)
 def gpu(name: str):
     """The datasheet's GPU (its limits; no device needed)."""
-    from ladder.lesson import datasheet_gpu
     return datasheet_gpu(name)
 
 

@@ -17,6 +17,7 @@ import re
 
 from ladder import cuda
 from ladder.exercises.grading import Fail, Result, check_number, first_line, judge, still_blank
+from ladder.lessons.source import cu_define
 
 
 TASK = "register block"
@@ -26,7 +27,6 @@ WARP = 32
 
 def kernel_constants() -> dict[str, int]:
     """BM, BN, BK, TM, TN as the kernel #defines them."""
-    from ladder.diagrams import cu_define
     return {name: cu_define(PATH, name) for name in ("BM", "BN", "BK", "TM", "TN")}
 
 

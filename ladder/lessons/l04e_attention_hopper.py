@@ -1,0 +1,141 @@
+"""Lesson 04e, attention on Hopper (CUDA rungs 7-10, Triton's rung 7): the count under the tensor-core and wgmma
+ceilings, the blocks an SM holds (lesson 04f's rungs too), each rung's lines of code beside its speed, and Triton
+rung 7's barriers as compiled and through ladder/ptx.py.
+"""
+from __future__ import annotations
+
+import re
+
+import kernels.attention as at
+from kernels.triton import attention as ta
+from ladder import cuda, ptx, sass
+from ladder.lessons.l04_attention import recorded_winner
+from ladder.lessons.source import (compiled_lines, lines_of_code, python_code_lines, python_file_code_lines,
+                                   switched_off)
+from ladder.verdicts import shape_label
+
+
+def hopper_attention_count(problem, shapes: list[tuple], roofs: dict, label: str) -> str:
+    """Count first for the Hopper rungs: per shape the work, the fewest bytes, the intensity and the least time
+    under the tensor-core roof the measure lines use (a cuBLAS matmul) and under wgmma's own ceiling (lesson 00's
+    microbenchmark; that column left out where it was not measured)."""
+    tc, wgmma, mma = roofs["fp16_tc_TFLOPs"], roofs.get("wgmma_TFLOPs"), roofs.get("mma_sync_TFLOPs")
+    lines = [f"roofs ({label}): copy {roofs['copy_TBps']:.2f} TB/s; fp16 tensor cores {tc:.0f} TFLOP/s (a cuBLAS "
+             "matmul: the roof of the measure lines' %)",
+             "instruction ceilings: " + ", ".join(f"{name} {v:.0f} TFLOP/s" if v else f"{name} not measured"
+                                                  for name, v in (("mma.sync", mma), ("wgmma", wgmma))),
+             f"{'shape':>11s} {'GFLOP':>7s} {'Q,K,V,O MB':>11s} {'FLOP/B':>7s} {'least ms at ' + f'{tc:.0f}':>16s} "
+             + (f"{'at ' + f'{wgmma:.0f}':>8s}" if wgmma else "")]
+    for s in shapes:
+        f = problem.flops(s)
+        lines.append(f"{shape_label(problem, s):>11s} {f / 1e9:7.1f} {problem.min_bytes(s) / 1e6:11.0f} "
+                     f"{problem.intensity(s):7.0f} {f / tc / 1e9:16.3f} "
+                     + (f"{f / wgmma / 1e9:8.3f}" if wgmma else ""))
+    return "\n".join(lines)
+
+
+# An sm_90 SM (H100, H200): what the blocks resident on it share.
+SM90 = dict(registers=65536, shared_bytes=228 * 1024, reserved_per_block=1024, warps=64, blocks=32)
+
+
+def setmaxnreg_split(text: str) -> tuple[int, int] | None:
+    """(producer, consumer) registers a thread after setmaxnreg, read from a kernel's SASS (USETMAXREG's DEALLOC
+    and TRY_ALLOC operands); None where the kernel moves none."""
+    down = re.search(r"USETMAXREG\.DEALLOC\S*\s+(0x[0-9a-f]+)", text)
+    up = re.search(r"USETMAXREG\.TRY_ALLOC\S*\s+\w+,\s*(0x[0-9a-f]+)", text)
+    return (int(down.group(1), 16), int(up.group(1), 16)) if down and up else None
+
+
+def hopper_attention_blocks(head_dims=(64, 128), sm: dict | None = None, names=None) -> str:
+    """The Hopper rungs compiled here for sm_90a with the launcher's tiles (no GPU needed): per head dimension the
+    key tile and stages, threads, registers a thread (the compiler's; setmaxnreg's split after it), shared memory a
+    block, and so how many blocks an SM holds and what limits it, the consumer warps an SM runs and the queries each
+    K/V tile the TMA brings serves (a block's). names: only these rungs (default: every Hopper rung)."""
+    sm = sm or SM90
+    lines = [f"{'rung':24s} {'D':>4s} {'keys':>5s} {'stages':>6s} {'threads':>7s} {'registers':>12s} {'KiB':>5s} "
+             f"{'blocks/SM':>9s}  {'limited by':26s} {'consumer warps/SM':>17s} {'queries/tile':>12s}"]
+    for name in names or at.HOPPER:
+        path = f"attention/{name}.cu"
+        for d in head_dims:
+            tiles, rows, threads = at.hopper_launch(name, d)
+            consumers = rows // 64   # a consumer warpgroup's 64 queries
+            cubin = cuda.compile_cubin(path, "sm_90a", tuple(sorted(dict(HEAD_DIM=d, **tiles).items())))
+            use, split = sass.resource_usage(cubin), setmaxnreg_split(sass.disassemble(cubin, "sm_90a").text)
+            smem = at.wgmma_tma_shared_bytes(d, tiles, rows) + use["shared_bytes"]
+            per_warp = -(-use["registers"] * 32 // 256) * 256   # registers go to a warp in units of 256
+            limits = {"registers": sm["registers"] // (threads // 32 * per_warp),
+                      "shared memory": sm["shared_bytes"] // (smem + sm["reserved_per_block"]),
+                      "warps": sm["warps"] // (threads // 32), "blocks": sm["blocks"]}
+            blocks = min(limits.values())
+            limiting = " = ".join(k for k, v in limits.items() if v == blocks)
+            regs = f"{use['registers']}" + (f" ({split[0]}/{split[1]})" if split else "")
+            lines.append(f"cuda:{name:19s} {d:4d} {tiles['BLOCK_N']:5d} {tiles['STAGES']:6d} {threads:7d} {regs:>12s} "
+                         f"{smem / 1024:5.0f} {blocks:9d}  {limiting:26s} {blocks * 4 * consumers:17d} {rows:12d}")
+    lines.append(f"(an sm_90 SM: {sm['registers']:,} registers, {sm['shared_bytes'] // 1024} KiB of shared memory, "
+                 f"{sm['reserved_per_block']} B of it kept per block; registers: the compiler's, "
+                 "(producer/consumer) after setmaxnreg)")
+    return "\n".join(lines)
+
+
+def attention_kernel_lines(label: str) -> tuple[int, int, str]:
+    """(lines of the rung's own code, lines of the shared code it also runs, what was counted) for an attention
+    rung: CUDA, its .cu file and the earlier rungs' files it includes, then the headers (.cuh) they include, each
+    once, the versions of code a later rung switches on left out (compiled_lines); Triton, its @triton.jit kernel,
+    then `attend` and `key_passes` (the loop and its split, which rungs 3-8 share), and for rung 8 the PTX pass it is
+    compiled through (ladder/ptx.py); docstrings, comments, blank lines and launchers not counted."""
+    backend, name = label.split(":", 1)
+    if backend == "cuda":
+        files = cuda._expand(f"attention/{name}.cu")[1]
+        own = [f for f in files if f.suffix == ".cu"]
+        shared = [f for f in files if f.suffix != ".cu"]
+        off = switched_off(f"kernels/cuda/attention/{name}.cu")
+        count = lambda fs: sum(lines_of_code("\n".join(compiled_lines(f.read_text().splitlines(), off)), "//")  # noqa: E731
+                               for f in fs)
+        return count(own), count(shared), " + ".join(f.name for f in own) + "; " + " + ".join(f.name for f in shared)
+    kernel = ta.flash_tma_kernel if name in ("7_tma", "8_barrier_pass") else ta.flash_kernel
+    own, what = python_code_lines(kernel), kernel.__name__
+    if name == "8_barrier_pass":   # rung 7's kernel and the PTX pass it is compiled through
+        own, what = own + python_file_code_lines(ptx.__file__), f"{what} + ladder/ptx.py"
+    return own, python_code_lines(ta.attend) + python_code_lines(ta.key_passes), f"{what}; attend + key_passes"
+
+
+def attention_lines_vs_speed(rows: list[dict], shapes: list[tuple], labels: list[str],
+                             anchor: str = "torch:sdpa") -> str:
+    """Each rung's lines of kernel code (attention_kernel_lines) beside its TFLOP/s at each shape in `rows` (a
+    lesson's measured rows, or the recording's) and its speed as a fraction of `anchor`'s in the same rows."""
+    by = {(f"{r['backend']}:{r['rung']}", tuple(r["shape"])): r for r in rows}
+    lines = [f"{'rung':24s} {'lines':>5s} {'+ shared':>8s}  "
+             + "".join(f"{shape_label('attention', s):>16s}" for s in shapes)
+             + "   (TFLOP/s, x " + anchor.split(":", 1)[1] + ")"]
+    counted = []
+    for label in labels + [anchor]:
+        own, shared, what = attention_kernel_lines(label) if label != anchor else (None, None, "")
+        cells = []
+        for s in shapes:
+            row, ref = by.get((label, tuple(s))), by.get((anchor, tuple(s)))
+            cells.append(f"{'-':>16s}" if row is None else
+                         f"{row['tflops']:7.1f} ({ref['ms'] / row['ms']:.2f}x)" if ref and label != anchor else
+                         f"{row['tflops']:16.1f}")
+        lines.append(f"{label:24s} {own if own is not None else '':>5} {shared if shared is not None else '':>8}  "
+                     + "".join(f"{c:>16s}" for c in cells))
+        if what:
+            counted.append(f"  {label}: {what}")
+    return "\n".join(lines + ["lines: neither blank nor comment (docstrings left out); + shared: headers or helpers "
+                               "other rungs run too; launchers not counted"] + counted)
+
+
+def refill_barriers(head_dim: int = 128, families=("BAR.SYNC", "BAR.ARV", "HGMMA", "UTMALDG")) -> str:
+    """Triton's rungs 7 and 8 at `head_dim` on one tile of two warpgroups (rung 8's recorded winner, else rung 7's: 8
+    warps at D128), compiled here for sm_90a as Triton compiles it (rung 7) and through ladder/ptx.py's pass (rung
+    8): each family's count in the SASS, and what the pass says it changed in the PTX. The counts move with the
+    Triton version compiling it, so the lesson's cell prints them unchecked."""
+    config = recorded_winner("triton:8_barrier_pass", head_dim) or recorded_winner("triton:7_tma", head_dim)
+    rung7, rung8 = (ta.tma_compile(config, "sm_90a", head_dim, ptx_pass=through) for through in (False, True))
+    tile = f"{config['BLOCK_M']}x{config['BLOCK_N']}, {config['num_warps']} warps"
+    rows = [(f"D{head_dim}, {tile}", families),
+            ("rung 7 (as Triton compiles it)", [sass.compiled_sass(rung7, "sm_90a").count(f) for f in families]),
+            ("rung 8 (through ladder/ptx.py)", [sass.compiled_sass(rung8, "sm_90a").count(f) for f in families])]
+    applied = ptx.applied(rung8)
+    return "\n".join([f"{name:38s}" + "".join(f"{c:>9}" for c in cells) for name, cells in rows]
+                     + [f"ladder/ptx.py ({applied['sha256']}): {applied['dropped']} CTA barriers dropped from the "
+                        f"PTX, {applied['split']} split into sync and arrive"])
