@@ -28,14 +28,15 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+import triton
 
-from ladder import results as results_mod
+from ladder import results as results_mod, world
 from ladder.cache import CACHE_DIR
 from ladder.check import compare
+from ladder.errors import NotAvailable, Spills
 from ladder.hardware import detect
 from ladder.timing import search_bench
-from ladder.errors import NotAvailable, Spills
-from ladder.world import WORLD
+
 
 CACHE = CACHE_DIR / "autotune.json"
 # Each configuration runs this long (ms) before and while it is timed. Triton's default (25 / 100) is a short
@@ -294,7 +295,6 @@ def recorded_report(tuner: str, shape: tuple, slug: str | None = None) -> Report
 def triton_configs(space: dict, pre_hook=None) -> list:
     """Every combination of `space` (constexprs, plus num_warps and num_stages) as triton.Configs, each with
     `pre_hook` (called with the launch's arguments and the configuration's before it compiles or runs)."""
-    import triton
     launch = ("num_warps", "num_stages")
     configs = []
     for values in itertools.product(*space.values()):
@@ -403,7 +403,7 @@ class TritonSearchLog:
         timed before it) in the full ones (search_bench); one timed call in the interpreter."""
         screened = False
         try:
-            if WORLD.gpu:
+            if world.WORLD.gpu:
                 ms = search_bench(kernel_call, SCREEN_WARMUP_MS, SCREEN_REP_MS, quantiles)
                 best = min((t for t in self.current["times"] if not isinstance(t, str)), default=float("inf"))
                 screened = ms[0] > SCREEN_MARGIN * best

@@ -27,7 +27,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+import triton
 from triton.runtime.errors import PTXASError
+
 
 NAME = "split_refill_barriers"   # the pass, as recorded rows and Triton's cache key name it
 
@@ -276,7 +278,6 @@ def refill_barriers_split(require: bool = False):
     needs a constexpr that tells them apart, rung 8's PTX_PASS (tag()). Chained after a hook already installed
     (ours, in a nested block, is not applied twice); the hook is Triton's global knob, so a compile in another
     thread meanwhile goes through the pass too."""
-    import triton
     knobs = triton.knobs.runtime
     previous = knobs.add_stages_inspection_hook
     before = previous.chained if getattr(previous, "ladder_ptx_pass", False) else previous

@@ -34,7 +34,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from ladder.errors import NotAvailable
+
 
 _HERE = Path(__file__).resolve().parent
 # A clone (or an editable install) reads and records results/; a non-editable install reads the copy inside
@@ -61,7 +64,6 @@ def _nvidia_smi(fields: str) -> list[str]:
 
 
 def provenance(gpu) -> dict:
-    import torch
     smi = _nvidia_smi("driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit")
     keys = ["driver", "sm_clock_MHz", "max_sm_clock_MHz", "mem_clock_MHz", "power_limit_W"]
     return {

@@ -19,8 +19,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime import interpreter
+from triton.runtime.jit import JITFunction
+
 from ladder import cuda
 from ladder.errors import NotAvailable
+
 
 ARCHS = ("sm_75", "sm_80", "sm_90")
 # An instruction line: "/*0480*/  [@P0 | @!PT ...] OPCODE ...". "@!PT" (never true) marks padding
@@ -33,13 +41,9 @@ _LOAD_BITS = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "64": 64, "128": 128}
 
 @functools.lru_cache(maxsize=None)
 def cuobjdump() -> str:
-    try:
-        import triton
-        bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-        if bundled.exists():
-            return str(bundled)
-    except ImportError:
-        pass
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if bundled.exists():
+        return str(bundled)
     found = shutil.which("cuobjdump")
     if not found:
         raise NotAvailable("cuobjdump not found (it ships inside Triton's wheel on Linux).")
@@ -121,9 +125,6 @@ def _compilable(fn):
     kernel (tl.cdiv, min, a helper of ours) leaves the language's builtins wrapped for the interpreter
     (Triton 3.4-3.7 never restore those wrappers): the originals stand in for them.
     """
-    import triton.language as tl
-    from triton.runtime import interpreter
-    from triton.runtime.jit import JITFunction
 
     def interpreted(value):  # the function itself, or the one a tl.tensor member method forwards to
         cells = [c.cell_contents for c in getattr(value, "__closure__", None) or ()]
@@ -164,10 +165,6 @@ def triton_compile(kernel, signature: dict[str, str], constexprs: dict, arch: st
     (it specializes on that at run time: aligned pointers, sizes that are multiples of 16).
     `num_warps` and `num_stages` are the launch options of the same names (defaults: Triton's).
     """
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import JITFunction
 
     while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):  # heuristics, autotune, interpreter
         kernel = kernel.fn

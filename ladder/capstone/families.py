@@ -12,6 +12,9 @@ import os
 import re
 
 import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity
+
 
 FAMILIES = ("matmul", "attention", "layer norm", "GELU/bias", "softmax", "elementwise", "copies", "other")
 
@@ -58,7 +61,6 @@ def rows(prof, on_gpu: bool) -> list[tuple[str, float]]:
     """(name, µs) of every row of the profile's key averages that holds time of its own: kernels on a
     GPU (a CPU op's device time is its kernels' again, so those rows would count it twice), ATen ops'
     self time on a CPU."""
-    from torch.autograd import DeviceType
     out = []
     for row in prof.key_averages():
         if on_gpu and row.device_type == DeviceType.CUDA:
@@ -98,7 +100,6 @@ def _native_stderr_silenced():
 def profile(run, on_gpu: bool, steps: int = 3) -> dict:
     """Profile `steps` calls of `run()` (after one call outside the profile: compiles and searches stay out)
     -> {"us_per_step": {family: µs}, "top": [(name, family, µs per step)] of the ten heaviest rows}."""
-    from torch.profiler import ProfilerActivity
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
     with torch.no_grad():
         run()

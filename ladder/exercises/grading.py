@@ -8,11 +8,15 @@ cell. A student running the notebook sees only the line, no traceback.
 """
 from __future__ import annotations
 
+import ast
+import inspect
 import math
 import os
+import textwrap
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+
 
 GRADING_ENV = "KERNEL_LADDER_GRADING"
 NOT_ANSWERED = "not answered yet"
@@ -132,9 +136,6 @@ def judge(task: str, answers: tuple, body) -> Result:
 
 def still_blank(fn) -> bool:
     """The exercise's stub: the function's source still holds a `...`."""
-    import ast
-    import inspect
-    import textwrap
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(fn, "fn", fn))))
     except (OSError, TypeError, SyntaxError):
