@@ -581,3 +581,41 @@ def rungs() -> list[Rung]:
         Rung("triton", "7_tma", tma, SOURCE, needs="tma", searches=True),
         Rung("triton", "8_barrier_pass", barrier_pass, SOURCE, needs="tma", searches=True, ptx_pass=pass_record),
     ]
+
+
+# ------------------------------------------------------------- run alone: python -m kernels.triton.attention
+
+def _self_check(shape: tuple[int, int, int, int] = (1, 2, 37, 64), timed: tuple[int, int, int, int] = (4, 32, 4096, 64)):
+    """Each rung checked against the fp32 softmax(Q·Kᵀ/√D)·V at a ragged `shape` (B, H, S, D), causal and not (on a
+    GPU, or in the interpreter on a CPU), then, on a GPU, timed beside SDPA at `timed`."""
+    gen = torch.Generator(device()).manual_seed(0)
+    launchers = {"1_naive": naive, "2_coalesced": coalesced, "3_fused": fused, "4_tensor_core": tensor_core,
+                 "5_pipelined": pipelined, "6_autotuned": autotuned}
+    if WORLD.gpu and torch.cuda.get_device_capability() >= (9, 0):
+        launchers.update({"7_tma": tma, "8_barrier_pass": barrier_pass})
+    q, k, v = (torch.randn(*shape, generator=gen, device=device()).half() for _ in range(3))
+    print(f"checked at (B, H, S, D) = {shape} ({'GPU' if WORLD.gpu else 'CPU: the Triton interpreter'}), max |error| "
+          "against the fp32 math, without a mask / causal")
+    for name, run in launchers.items():
+        errors = []
+        for causal in (False, True):
+            scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(shape[3])
+            if causal:   # no key after the query
+                scores = scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), -math.inf)
+            errors.append((run(q, k, v, causal).float() - torch.softmax(scores, -1) @ v.float()).abs().max().item())
+        print(f"  {name:16s} {errors[0]:.3g} / {errors[1]:.3g}" + ("" if all(e < 0.01 for e in errors) else "   WRONG"))
+    if not WORLD.gpu:
+        print("timing needs a GPU")
+        return
+    B, H, S, D = timed
+    q, k, v = (torch.randn(B, H, S, D, device="cuda").half() for _ in range(3))
+    print(f"median ms at (B, H, S, D) = {timed}, without a mask (triton.testing.do_bench), TFLOP/s")
+    sdpa = lambda q, k, v, causal: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+    timed_rungs = {n: f for n, f in launchers.items() if n not in ("1_naive", "2_coalesced")}   # S² of them: slow
+    for name, run in {"SDPA": sdpa, **timed_rungs}.items():
+        ms = triton.testing.do_bench(lambda: run(q, k, v, False))
+        print(f"  {name:16s} {ms:8.3f} ms  {4 * B * H * S * S * D / ms / 1e9:6.1f}")
+
+
+if __name__ == "__main__":
+    _self_check()
