@@ -54,7 +54,7 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     listed = config.getoption("--skip-listed")
     if listed:
-        skip = set(Path(listed).read_text().split())
+        skip = set(Path(listed).read_text().splitlines())   # one node id a line (ids hold spaces)
         deselected = [item for item in items if item.nodeid in skip and item.path.suffix != ".ipynb"]
         if deselected:
             config.hook.pytest_deselected(items=deselected)
