@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from ladder import ptx
 from ladder.errors import NotAvailable
 
 
@@ -144,7 +145,7 @@ def _mark_rung7_through_pass(data: dict) -> dict:
         for row in data.get(kind, []):
             if ((row.get("problem"), row.get("backend"), row.get("rung")) == (problem, backend, rung)
                     and "ptx_pass" not in row and row.get("recorded", "")[:10] >= since):
-                row["ptx_pass"] = {"name": "split_refill_barriers", "sha256": None}
+                row["ptx_pass"] = {"name": ptx.NAME, "sha256": None}
     return data
 
 

@@ -125,7 +125,6 @@ def _compilable(fn):
     kernel (tl.cdiv, min, a helper of ours) leaves the language's builtins wrapped for the interpreter
     (Triton 3.4-3.7 never restore those wrappers): the originals stand in for them.
     """
-
     def interpreted(value):  # the function itself, or the one a tl.tensor member method forwards to
         cells = [c.cell_contents for c in getattr(value, "__closure__", None) or ()]
         return next((v for v in [value] + cells if isinstance(v, interpreter.InterpretedFunction)), None)
@@ -165,7 +164,6 @@ def triton_compile(kernel, signature: dict[str, str], constexprs: dict, arch: st
     (it specializes on that at run time: aligned pointers, sizes that are multiples of 16).
     `num_warps` and `num_stages` are the launch options of the same names (defaults: Triton's).
     """
-
     while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):  # heuristics, autotune, interpreter
         kernel = kernel.fn
     fn = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel)
