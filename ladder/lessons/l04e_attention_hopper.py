@@ -137,5 +137,5 @@ def refill_barriers(head_dim: int = 128, families=("BAR.SYNC", "BAR.ARV", "HGMMA
             ("rung 8 (through ladder/ptx.py)", [sass.compiled_sass(rung8, "sm_90a").count(f) for f in families])]
     applied = ptx.applied(rung8)
     return "\n".join([f"{name:38s}" + "".join(f"{c:>9}" for c in cells) for name, cells in rows]
-                     + [f"ladder/ptx.py ({applied['sha256']}): {applied['dropped']} CTA barriers dropped from the "
-                        f"PTX, {applied['split']} split into sync and arrive"])
+                     + [f"ladder/ptx.py: {applied['dropped']} CTA barriers dropped from the PTX, {applied['split']} "
+                        "split into sync and arrive"])
