@@ -36,8 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ladder import autotune, cuda, tma, validate
-from ladder.hardware import detect
+from ladder import autotune
+from ladder.runtime import cuda, tma, validate
+from ladder.runtime.hardware import detect
 from ladder.problems import Problem, Rung, register, same_specialization
 from kernels.triton import attention as triton_attention
 

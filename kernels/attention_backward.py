@@ -28,7 +28,7 @@ import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ladder import autotune, ops
-from ladder.hardware import detect
+from ladder.runtime.hardware import detect
 from ladder.problems import Problem, Rung, register, same_specialization
 from kernels import attention as forward_problem
 from kernels.triton import attention_backward as tab

@@ -17,10 +17,11 @@ import functools
 import numpy as np
 import torch
 
-from ladder import autotune, cuda, tma, validate
-from ladder.hardware import detect
+from ladder import autotune
+from ladder.runtime import cuda, tma, validate
+from ladder.runtime.hardware import detect
 from ladder.problems import Problem, Rung, register, same_specialization
-from ladder.world import device
+from ladder.runtime.world import device
 from kernels.triton import matmul as triton_matmul
 
 CUDA_DIR = "kernels/cuda/matmul"
@@ -167,7 +168,7 @@ def prune_reason(c: dict, gpu) -> str | None:
 
 def default_config(gpu) -> dict:
     """Rung 6 where no search has run: rung 5's tiles for this GPU (two register-staged stages without cp.async),
-    which fit every GPU in ladder.hardware's table (tests/test_matmul_cuda.py)."""
+    which fit every GPU in ladder.runtime.hardware's table (tests/test_matmul_cuda.py)."""
     return dict(pipelined_config(gpu), GROUP_M=8)
 
 

@@ -17,9 +17,9 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from ladder import validate
+from ladder.runtime import validate
 from ladder.problems import Problem, Rung, register
-from ladder.world import device
+from ladder.runtime.world import device
 from kernels.triton import matmul as triton_matmul
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import torch
 import triton
 
-from ladder import cuda, validate
+from ladder.runtime import cuda, validate
 from ladder.problems import Problem, Rung, register
-from ladder.world import device
+from ladder.runtime.world import device
 from kernels.triton.vector_add import vector_add_kernel
 
 THREADS = 256

@@ -30,11 +30,12 @@ from typing import Callable
 import torch
 import triton
 
-from ladder import results as results_mod, world
-from ladder.cache import CACHE_DIR
+from ladder import results as results_mod
+from ladder.runtime import world
+from ladder.runtime.cache import CACHE_DIR
 from ladder.check import compare
-from ladder.errors import NotAvailable, Spills
-from ladder.hardware import detect
+from ladder.runtime.errors import NotAvailable, Spills
+from ladder.runtime.hardware import detect
 from ladder.timing import search_bench
 
 

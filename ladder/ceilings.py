@@ -22,11 +22,11 @@ import torch
 import triton
 import triton.language as tl
 
-from ladder import cuda
-from ladder.cache import CACHE_DIR
-from ladder.hardware import GPU, detect
+from ladder.runtime import cuda
+from ladder.runtime.cache import CACHE_DIR
+from ladder.runtime.hardware import GPU, detect
 from ladder.timing import bench
-from ladder.world import require_gpu
+from ladder.runtime.world import require_gpu
 
 
 

@@ -39,13 +39,14 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ladder import autotune, ceilings, colab, dispatch, hardware, problems as problems_mod, profile
+from ladder import autotune, ceilings, colab, dispatch, problems as problems_mod, profile
+from ladder.runtime import hardware
 from ladder import results as results_mod, runner, sweep
 from ladder.capstone import decision, endtoend
-from ladder.errors import NotAvailable
+from ladder.runtime.errors import NotAvailable
 from ladder.exercises import notebooks as exercise_notebooks
 from ladder.exercises.notebooks import execute
-from ladder.world import WORLD, require_gpu
+from ladder.runtime.world import WORLD, require_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIRS = ("notebooks", "solutions", "exercises")

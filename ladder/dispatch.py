@@ -37,10 +37,11 @@ from typing import Callable
 import torch
 import triton
 
-from ladder import autotune, hardware, results
+from ladder import autotune, results
+from ladder.runtime import hardware
 from ladder.capstone.config import PRESETS
-from ladder.cache import CACHE_DIR
-from ladder.world import WORLD
+from ladder.runtime.cache import CACHE_DIR
+from ladder.runtime.world import WORLD
 
 CUBLAS, RUNG6 = "torch:cublas", "triton:6_autotuned"
 RUNG7, RUNG12 = "triton:7_tma_persistent", "cuda:12_autotuned"
@@ -200,7 +201,7 @@ class Loaded:
 
 
 def load(gpu) -> Loaded:
-    """The dispatch table of `gpu` (a ladder.hardware.GPU; None: the CPU) if its key is this process's."""
+    """The dispatch table of `gpu` (a ladder.runtime.hardware.GPU; None: the CPU) if its key is this process's."""
     if gpu is None:
         return Loaded(None, "no GPU: the interpreter runs rung 6")
     path = cache_path(gpu.slug)

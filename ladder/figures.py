@@ -11,7 +11,8 @@ import numpy as np
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.lines import Line2D
 
-from ladder import hardware, profile, results, roofline, verdicts
+from ladder import profile, results, roofline, verdicts
+from ladder.runtime import hardware
 
 LINE_STYLES = {"cuda": "--", "triton": "-", "torch": ":"}
 

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import kernels.attention as at
-from ladder import cuda
-from ladder.cuda import KERNELS_DIR
+from ladder.runtime import cuda
+from ladder.runtime.cuda import KERNELS_DIR
 
 
 OUT_DIR = KERNELS_DIR / "attention"

@@ -35,10 +35,11 @@ import torch.nn.functional as F
 
 from kernels.triton import attention as ta
 from kernels.triton import matmul as tm
-from ladder import dispatch, hardware, ops, results
-from ladder.errors import NotAvailable
+from ladder import dispatch, ops, results
+from ladder.runtime import hardware
+from ladder.runtime.errors import NotAvailable
 from ladder.timing import event_bench
-from ladder.world import require_gpu
+from ladder.runtime.world import require_gpu
 
 MATMUL = (256, 256, 256)
 LINEAR = (256, 1024, 256)          # tokens, out features, in features

@@ -59,9 +59,10 @@ import triton
 from torch.library import wrap_triton
 from triton.runtime.autotuner import Heuristics
 
-from ladder import autotune, dispatch, validate
-from ladder.hardware import detect
-from ladder.world import WORLD
+from ladder import autotune, dispatch
+from ladder.runtime import validate
+from ladder.runtime.hardware import detect
+from ladder.runtime.world import WORLD
 from kernels.triton import attention as ta
 from kernels.triton import attention_backward as tab
 from kernels.triton import matmul as tm
@@ -88,7 +89,7 @@ class Backend:
 
 
 def choose(op: str, gpu) -> Backend:
-    """The kernel that backs `op` ("matmul" or "attention") on `gpu` (a ladder.hardware.GPU; None: the CPU)."""
+    """The kernel that backs `op` ("matmul" or "attention") on `gpu` (a ladder.runtime.hardware.GPU; None: the CPU)."""
     if op not in ("matmul", "attention"):
         raise ValueError(f"no op {op!r}: ladder.ops has matmul and attention")
     if gpu is None:

@@ -20,9 +20,10 @@ import torch
 
 import kernels.matmul as mm
 from kernels.triton import matmul as tm
-from ladder import hardware, results
-from ladder.errors import NotAvailable
-from ladder.world import require_gpu
+from ladder import results
+from ladder.runtime import hardware
+from ladder.runtime.errors import NotAvailable
+from ladder.runtime.world import require_gpu
 
 QUERY = "timestamp,power.draw,power.limit,clocks.sm,clocks.max.sm,clocks_throttle_reasons.active"
 THROTTLE = {0x1: "idle", 0x4: "SW power cap", 0x8: "HW slowdown", 0x20: "SW thermal", 0x40: "HW thermal",

@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from ladder.hardware import GPU
+from ladder.runtime.hardware import GPU
 
 # Kernel modules that register problems, in lesson order.
 KERNEL_MODULES = ["kernels.vector_add", "kernels.matmul", "kernels.matmul_bias_relu", "kernels.attention",

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from ladder.errors import NotAvailable
+from ladder.runtime.errors import NotAvailable
 
 # name we report -> Nsight Compute metric (summed over the rung's kernels)
 METRICS = {

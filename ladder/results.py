@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from ladder import ptx
-from ladder.errors import NotAvailable
+from ladder.runtime.errors import NotAvailable
 
 
 _HERE = Path(__file__).resolve().parent

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ladder.hardware import GPU, datasheet_for
+from ladder.runtime.hardware import GPU, datasheet_for
 
 ROOFS = {"fp32_TFLOPs": "fp32 CUDA cores", "fp16_tc_TFLOPs": "fp16 tensor cores"}
 # Instruction roofs (ladder.ceilings: microbenchmarks of one tensor-core instruction), drawn only where measured:
@@ -78,7 +78,7 @@ class Point:
 
 
 def datasheet_gpu(name: str):
-    """The GPU of `name`'s datasheet row (ladder.hardware), as a model: its limits and peak rates, no device."""
+    """The GPU of `name`'s datasheet row (ladder.runtime.hardware), as a model: its limits and peak rates, no device."""
     sheet = datasheet_for(name)
     if sheet is None:
         raise ValueError(f"no datasheet row matches {name!r}")

@@ -17,10 +17,10 @@ from ladder import ceilings as ceilings_mod, problems
 from ladder import results as results_mod
 from ladder.results import ANCHOR_BACKEND
 from ladder.check import CheckResult, check
-from ladder.hardware import detect, require_real
+from ladder.runtime.hardware import detect, require_real
 from ladder.problems import Problem, Rung
 from ladder.timing import bench, rates
-from ladder.world import WORLD, device
+from ladder.runtime.world import WORLD, device
 
 
 def unavailable(rung: Rung) -> str | None:

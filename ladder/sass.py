@@ -1,6 +1,6 @@
 """What the compiler made of a kernel, without a GPU: SASS and its opcode counts.
 
-CUDA C++ is compiled by NVRTC (`ladder.cuda.compile_cubin`), Triton by `triton.compile` for a
+CUDA C++ is compiled by NVRTC (`ladder.runtime.cuda.compile_cubin`), Triton by `triton.compile` for a
 chosen target; both cubins are disassembled by the `cuobjdump` that ships inside Triton's wheel.
 The counts are the signature each rung leaves: load width (LDG.E.128 vs LDG.E.U16), shared
 memory (LDS/STS) and barriers (BAR), tensor cores (HMMA, HGMMA), async copies (LDGSTS, UTMALDG).
@@ -26,8 +26,8 @@ from triton.compiler import ASTSource
 from triton.runtime import interpreter
 from triton.runtime.jit import JITFunction
 
-from ladder import cuda
-from ladder.errors import NotAvailable
+from ladder.runtime import cuda
+from ladder.runtime.errors import NotAvailable
 
 
 ARCHS = ("sm_75", "sm_80", "sm_90")

@@ -24,13 +24,14 @@ import torch
 
 from kernels import matmul as km
 from kernels.triton import matmul as tm
-from ladder import autotune, hardware, ops, problems, profile, results
+from ladder import autotune, ops, problems, profile, results
+from ladder.runtime import hardware
 from ladder.check import compare
 from ladder.dispatch import (CUBLAS, RUNG6, RUNG7, RUNG12, DispatchTable, cache_path, load, process_key, shape_line,
                              shape_text, suspended, times_cublas)
-from ladder.errors import NotAvailable
+from ladder.runtime.errors import NotAvailable
 from ladder.timing import bench, rates
-from ladder.world import device, require_gpu
+from ladder.runtime.world import device, require_gpu
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ladder.world import require_gpu
+from ladder.runtime.world import require_gpu
 
 
 @dataclass

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ladder import ceilings as ceilings_mod
-from ladder import hardware, problems, profile, roofline, runner, world
+from ladder import problems, profile, roofline, runner
+from ladder.runtime import hardware, world
 from ladder import results as results_mod
 
 ROOT = Path(__file__).resolve().parent.parent

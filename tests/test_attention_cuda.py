@@ -5,11 +5,12 @@ import pytest
 import torch
 
 import kernels.attention as at
-from ladder import cuda, hardware, sass, tma
+from ladder import sass
+from ladder.runtime import cuda, hardware, tma
 from ladder.lessons.l04e_attention_hopper import setmaxnreg_split
 from ladder.lessons.l04f_attention_softmax_instructions import path_to_next_issue
-from ladder.cuda import CompileError
-from ladder.hardware import GPU
+from ladder.runtime.cuda import CompileError
+from ladder.runtime.hardware import GPU
 from ladder.runner import unavailable
 
 CUDA_RUNGS = [r for r in at.PROBLEM.rungs if r.backend == "cuda"]

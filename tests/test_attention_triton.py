@@ -10,7 +10,7 @@ import kernels.attention as at
 from kernels.triton import attention as ta
 from ladder import ptx, sass
 from ladder.check import compare
-from ladder.hardware import GPU
+from ladder.runtime.hardware import GPU
 from ladder.runner import check_rung, unavailable
 
 RUNGS = [r for r in at.PROBLEM.rungs if r.backend == "triton"]

@@ -8,7 +8,8 @@ import torch
 
 import kernels.matmul_bias_relu as mbr
 from kernels import attention as attention_problem
-from ladder import check, cli, hardware, profile, results
+from ladder import check, cli, profile, results
+from ladder.runtime import hardware
 from ladder.capstone import costs, decision, endtoend, families, hot_op, model
 
 

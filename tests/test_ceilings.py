@@ -15,7 +15,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import kernels.matmul as mm  # noqa: E402
-from ladder import ceilings, cuda, figcheck, figures, roofline, sass  # noqa: E402
+from ladder import ceilings, figcheck, figures, roofline, sass  # noqa: E402
+from ladder.runtime import cuda
 from ladder import results as results_mod  # noqa: E402
 from ladder.roofline import datasheet_gpu  # noqa: E402
 

@@ -15,7 +15,8 @@ import kernels.matmul as mm
 import kernels.vector_add as va
 from kernels.triton import attention as ta
 from kernels.triton import matmul as tm
-from ladder import autotune, cuda, diagrams, figcheck, sass
+from ladder import autotune, diagrams, figcheck, sass
+from ladder.runtime import cuda
 from ladder.diagrams import attention, attention_hopper, matmul, matmul_hopper, vector_add
 from ladder.exercises import a07_group_order, a08_causal_skip
 from ladder.lessons.l04_attention import attention_sass
@@ -57,7 +58,7 @@ def joined(fig) -> str:
 
 
 def edited_source(monkeypatch, path: str, old: str, new: str):
-    """Make ladder.cuda.source return `path` with `old` replaced by `new` (the .cu file as if edited)."""
+    """Make ladder.runtime.cuda.source return `path` with `old` replaced by `new` (the .cu file as if edited)."""
     real = cuda.source
 
     def source(p):

@@ -13,7 +13,7 @@ from ladder import sweep as shape_sweep
 from ladder.capstone import costs
 from ladder.capstone.model import PRESETS
 from ladder.check import compare
-from ladder.errors import NotAvailable
+from ladder.runtime.errors import NotAvailable
 from ladder.dispatch import CUBLAS, RUNG6, RUNG7, RUNG12, DispatchTable, Entry, Timed
 from ladder.sweep import Candidate
 from ladder.timing import Timing

@@ -7,9 +7,10 @@ import torch
 import kernels.attention as at
 import kernels.matmul as mm
 import kernels.vector_add as va
-from ladder import cuda, hardware, results, runner
-from ladder.hardware import GPU
-from ladder.errors import NotAvailable
+from ladder import results, runner
+from ladder.runtime import cuda, hardware
+from ladder.runtime.hardware import GPU
+from ladder.runtime.errors import NotAvailable
 
 H100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, hardware.datasheet_for("H100"))
 T4 = GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, hardware.datasheet_for("T4"))

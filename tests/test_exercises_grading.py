@@ -357,7 +357,7 @@ def test_mma_reference_is_what_rung_4_loads_and_stores():
     """The PTX layout in the checker agrees with tensor_core.cuh: its epilogue's (row, col) for c0..c3, and
     the A quarters its ldmatrix.x4 addresses deliver to registers 0-3."""
     import re
-    from ladder import cuda
+    from ladder.runtime import cuda
     row, col = a12_mma_fragments.epilogue_expressions()
     for lane in range(32):
         for half_ in range(2):

@@ -13,7 +13,8 @@ import subprocess
 
 import pytest
 
-from ladder import cuda, flatten, sass
+from ladder import flatten, sass
+from ladder.runtime import cuda
 
 RUNGS = flatten.rungs()
 SM90A = ("-D__CUDA_ARCH__=900", "-D__CUDA_ARCH_FEAT_SM90_ALL=1", "-D__CUDACC__=1", "-D__CUDACC_RTC__=1")
@@ -76,7 +77,7 @@ def test_the_partial_preprocessor_resolves_switches_only_and_says_when_it_cannot
 
 
 def preprocessed(path: str, defines: dict) -> list[str]:
-    """The tokens the compiler is given for `path` with `defines`, as the C preprocessor makes them: ladder.cuda's
+    """The tokens the compiler is given for `path` with `defines`, as the C preprocessor makes them: ladder.runtime.cuda's
     text (local includes inlined, as NVRTC gets it), its system #includes left as tokens (the same in both files),
     NVRTC's macros for sm_90a."""
     text = re.sub(r"^\s*#\s*include\s*<([^>]*)>", r"__system_include <\1>", cuda.source(path), flags=re.M)

@@ -4,7 +4,8 @@ import sys
 
 import pytest
 
-from ladder import cuda, hardware, results, roofline
+from ladder import results, roofline
+from ladder.runtime import cuda, hardware
 from ladder.problems import get
 
 
@@ -144,7 +145,7 @@ def test_cli_gpu_only_command_says_so_without_traceback():
 
 
 def test_fallback_note_names_the_missing_feature():
-    from ladder.hardware import GPU
+    from ladder.runtime.hardware import GPU
     from ladder.problems import Rung
     rung = Rung("cuda", "5_pipelined", print, fallback=("cp.async", "a register-staged double buffer"))
     t4 = GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, None)
@@ -297,7 +298,7 @@ def test_profile_sums_counts_over_kernels_and_weighs_a_percentage_by_their_time(
     ("3.6.0", "2.4.6", True), ("3.6.0", "2.3.5", False), ("3.7.1", "2.4.6", False), ("3.9.0", "2.4.0", False)])
 def test_an_interpreter_numpy_cannot_run_is_named_at_import(monkeypatch, triton_v, numpy_v, refused):
     import importlib.metadata
-    from ladder import world
+    from ladder.runtime import world
     monkeypatch.setattr(importlib.metadata, "version", {"triton": triton_v, "numpy": numpy_v}.get)
     if refused:
         with pytest.raises(world.NotAvailable, match=rf"Triton {triton_v}'s interpreter .* NumPy {numpy_v}: .*numpy<2.4"):

@@ -85,7 +85,7 @@ def test_backward_problem_times_live_at_s4096_only(monkeypatch):
     import dataclasses
 
     import kernels.attention_backward as ab
-    from ladder import world
+    from ladder.runtime import world
     monkeypatch.setattr(world, "WORLD", dataclasses.replace(world.WORLD, gpu=False))
     assert l04d.backward_problem().bench_shapes == ab.HEADLINE   # no GPU: every shape, from the recording
     monkeypatch.setattr(world, "WORLD", dataclasses.replace(world.WORLD, gpu=True))

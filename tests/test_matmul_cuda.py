@@ -8,9 +8,10 @@ import pytest
 import torch
 
 import kernels.matmul as mm
-from ladder import autotune, cuda, sass, tma
-from ladder.cuda import CompileError
-from ladder.hardware import GPU
+from ladder import autotune, sass
+from ladder.runtime import cuda, tma
+from ladder.runtime.cuda import CompileError
+from ladder.runtime.hardware import GPU
 from ladder.lessons import l06_shipping_a_kernel
 from ladder.runner import check_rung, unavailable
 
@@ -274,7 +275,7 @@ def test_cuda_rungs_say_why_they_do_not_run_here_and_refuse_cpu_tensors():
 
 
 def test_operand_checks_name_the_problem():
-    from ladder.validate import matmul_operands as ops
+    from ladder.runtime.validate import matmul_operands as ops
     a = torch.randn(4, 5).half()
     with pytest.raises(ValueError, match="inner dimensions differ: a is 4x5, b is 4x3"):
         ops(a, torch.randn(4, 3).half(), None, device="cpu")

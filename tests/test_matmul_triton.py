@@ -9,7 +9,7 @@ import kernels.matmul_bias_relu as mbr
 from kernels.triton import matmul as tm
 from ladder import sass
 from ladder.check import compare
-from ladder.hardware import GPU
+from ladder.runtime.hardware import GPU
 from ladder.runner import check_rung, unavailable
 
 RUNGS = tm.rungs()
@@ -216,7 +216,8 @@ def test_the_search_times_clear_losers_only_in_short_windows(monkeypatch):
     import dataclasses
 
     import triton
-    from ladder import autotune, world
+    from ladder import autotune
+    from ladder.runtime import world
     configs = [triton.Config(dict(BLOCK_M=m, BLOCK_N=64, BLOCK_K=32), num_warps=4, num_stages=3) for m in (64, 128, 256)]
     log = _search_log(monkeypatch, flops=1e12)
     log.prune(configs, dict(M=4096, N=4096, K=4096))

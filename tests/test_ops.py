@@ -11,7 +11,8 @@ import kernels.attention as attention_problem
 import ops_helpers
 from kernels.triton import attention as ta
 from kernels.triton import matmul as tm
-from ladder import autotune, hardware, launch, ops, results, sass
+from ladder import autotune, launch, ops, results, sass
+from ladder.runtime import hardware
 from ladder.check import compare
 from ops_helpers import laid_out, reference
 
@@ -236,7 +237,7 @@ def test_a_launch_is_traced_only_with_fake_tensors_among_its_arguments():
     """validate.traced, what decides whether a kernel launch goes through wrap_triton: fake tensors (a fake run,
     Inductor's tracing) yes; plain tensors, parameters and non-tensor arguments no."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from ladder import validate
+    from ladder.runtime import validate
     plain = torch.ones(2)
     assert not validate.traced(plain, torch.nn.Parameter(plain), None, 3, 0.5)
     with FakeTensorMode() as mode:

@@ -2,7 +2,7 @@
 
 Each search prunes twice: before compiling, on a register budget model (`registers_needed`: a thread may use
 min(255, 65536 / threads) registers); after, on the compiled kernel's local memory (`cuda.without_spills`,
-which raises ladder.errors.Spills). Here NVRTC compiles every configuration the model keeps; the SASS shows which
+which raises ladder.runtime.errors.Spills). Here NVRTC compiles every configuration the model keeps; the SASS shows which
 spill (LDL/STL), and each of those must have local memory, so the second prune catches it. The defaults that
 run where no search has must not spill at all."""
 from concurrent.futures import ThreadPoolExecutor
@@ -12,8 +12,9 @@ import torch
 
 import kernels.attention as at
 import kernels.matmul as mm
-from ladder import autotune, cuda, sass
-from ladder.errors import Spills
+from ladder import autotune, sass
+from ladder.runtime import cuda
+from ladder.runtime.errors import Spills
 from ladder.roofline import datasheet_gpu
 
 ARCHS = {"sm_75": "T4", "sm_80": "A100", "sm_90": "H100"}

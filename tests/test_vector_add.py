@@ -3,10 +3,10 @@ import pytest
 import torch
 
 import kernels.vector_add as va
-from ladder import validate
+from ladder.runtime import validate
 from ladder.check import compare
 from ladder.runner import check_rung, unavailable
-from ladder.world import device
+from ladder.runtime.world import device
 
 PROBLEM = va.PROBLEM
 

@@ -30,9 +30,10 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from ladder import autotune, ptx, validate
+from ladder import autotune, ptx
+from ladder.runtime import validate
 from ladder.problems import Rung
-from ladder.world import WORLD, device
+from ladder.runtime.world import WORLD, device
 
 SOURCE = "kernels/triton/attention.py"
 LOG2E = 1.4426950408889634  # softmax in base 2: exp(x) = exp2(x · log2 e), exp2 is one instruction

@@ -50,10 +50,11 @@ from torch.library import wrap_triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.triton.attention import key_passes
-from ladder import autotune, validate
-from ladder.errors import Spills
-from ladder.hardware import detect
-from ladder.world import WORLD
+from ladder import autotune
+from ladder.runtime import validate
+from ladder.runtime.errors import Spills
+from ladder.runtime.hardware import detect
+from ladder.runtime.world import WORLD
 
 # exp(x) = exp2(x · log2 e), exp2 is one instruction; a global the kernels read, so a constexpr
 LOG2E = tl.constexpr(1.4426950408889634)

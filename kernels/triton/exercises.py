@@ -16,8 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ladder import validate
-from ladder.world import device
+from ladder.runtime import validate
+from ladder.runtime.world import device
 
 
 @triton.jit

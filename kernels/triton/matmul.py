@@ -32,11 +32,12 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from ladder import autotune, validate
+from ladder import autotune
+from ladder.runtime import validate
 from ladder.autotune import triton_config_dict as config_dict, triton_configs as _configs  # noqa: F401 (lesson 03)
-from ladder.hardware import detect
+from ladder.runtime.hardware import detect
 from ladder.problems import Rung
-from ladder.world import WORLD, device
+from ladder.runtime.world import WORLD, device
 
 SOURCE = "kernels/triton/matmul.py"
 

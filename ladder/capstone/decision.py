@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from ladder import profile, world
+from ladder import profile
+from ladder.runtime import world
 from ladder.capstone import costs
 from ladder.capstone.model import PRESETS
 from ladder.lessons.source import ROOT, lines_of_code

@@ -10,7 +10,7 @@ import numpy as np
 
 from kernels import matmul as mm
 from kernels.triton import matmul as tm
-from ladder import cuda, hardware
+from ladder.runtime import cuda, hardware
 from ladder.diagrams.style import (CUDA, CUDA_CORES, FP16_BYTES, LIGHT, MEMORY, SECTOR_BYTES, TENSOR_CORES, TRITON,
                                    _arrow, _bare, _box, _cdiv, _cells, _count, _figure, _fill, _key, _rings, _sectors,
                                    _shade)

@@ -11,7 +11,7 @@ from matplotlib.patches import FancyArrowPatch
 
 from kernels import matmul as mm
 from kernels.triton import matmul as tm
-from ladder import cuda
+from ladder.runtime import cuda
 from ladder.diagrams.matmul import PERSISTENT_RUNG
 from ladder.diagrams.style import (CUDA, FP16_BYTES, IN_FLIGHT, MEMORY, TENSOR_CORES, _arrow, _bare, _box, _cells,
                                    _count, _figure, _fill, _key, _reasons_key, _rings, _schedule, _search_panel,

@@ -14,7 +14,8 @@ from matplotlib.colors import to_hex, to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from ladder import autotune, hardware, roofline
+from ladder import autotune, roofline
+from ladder.runtime import hardware
 
 SECTOR_BYTES = 32     # the unit a load fetches from L2/DRAM
 FP16_BYTES = 2

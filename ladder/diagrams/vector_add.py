@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from kernels import vector_add as va
-from ladder import cuda
+from ladder.runtime import cuda
 from ladder.diagrams.style import CUDA, FP16_BYTES, SECTOR_BYTES, _box, _cdiv, _cells, _figure, _fill, _sectors, _shade
 
 

@@ -13,12 +13,12 @@ import numpy as np
 import torch
 
 import kernels.matmul as mm
-from ladder import cuda
+from ladder.runtime import cuda
 from ladder.check import compare
-from ladder.errors import NotAvailable
+from ladder.runtime.errors import NotAvailable
 from ladder.exercises.grading import Result, first_line, not_answered, not_yet, passed, unanswered
 from ladder.timing import bench
-from ladder.world import WORLD
+from ladder.runtime.world import WORLD
 
 
 TASK = "mapping"

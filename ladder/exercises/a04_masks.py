@@ -6,7 +6,7 @@ import torch
 from kernels.triton.exercises import masked_matmul, tile_masks_used
 from ladder.check import compare
 from ladder.exercises.grading import Result, not_answered, not_yet, passed, still_blank, unanswered as _unanswered
-from ladder.world import device
+from ladder.runtime.world import device
 
 
 TASK = "tile masks"

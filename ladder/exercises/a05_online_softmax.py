@@ -14,7 +14,7 @@ from kernels.attention import reference
 from kernels.triton.exercises import online_attention, online_update_step
 from ladder.check import compare
 from ladder.exercises.grading import Result, not_answered, not_yet, passed, unanswered as _unanswered
-from ladder.world import device
+from ladder.runtime.world import device
 
 
 def _blanks(fn) -> tuple[list[str], bool] | None:

@@ -20,7 +20,7 @@ import triton.language as tl
 
 from ladder.check import compare
 from ladder.exercises.grading import Fail, Result, first_line, judge
-from ladder.world import device
+from ladder.runtime.world import device
 
 
 TASK = "linear-layer epilogue"

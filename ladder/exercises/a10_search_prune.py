@@ -2,7 +2,7 @@
 
 Before timing anything, an autotuner should drop the configurations that cannot run or would spill. The student
 proposes the rule: prune_reason(c, gpu) -> a reason (str) or None to keep c, for rung 6's configurations
-c = {BM, BN, BK, WARPS_M, WARPS_N, STAGES, GROUP_M} and a GPU (ladder.hardware.GPU: smem_per_block_bytes,
+c = {BM, BN, BK, WARPS_M, WARPS_N, STAGES, GROUP_M} and a GPU (ladder.runtime.hardware.GPU: smem_per_block_bytes,
 has("cp.async")). No rule is given and none is kept here: the check judges the rule by what NVRTC makes of the
 configurations (compile-only, no GPU), on an H100 (sm_90, which `explore` shows) and on a T4 (sm_75, held out):
 - every configuration kept must compile and fit in the shared memory a block may have;
@@ -28,8 +28,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import kernels.matmul as mm
-from ladder import cuda, sass
-from ladder.cache import CACHE_DIR
+from ladder import sass
+from ladder.runtime import cuda
+from ladder.runtime.cache import CACHE_DIR
 from ladder.exercises.grading import Fail, Result, judge, still_blank
 from ladder.roofline import datasheet_gpu
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from ladder import cuda
+from ladder.runtime import cuda
 from ladder.exercises.grading import Fail, Result, check_number, first_line, judge, still_blank
 from ladder.lessons.source import cu_define
 

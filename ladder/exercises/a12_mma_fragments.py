@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from ladder import cuda
+from ladder.runtime import cuda
 from ladder.exercises.grading import Fail, Result, first_line, judge, still_blank
 
 

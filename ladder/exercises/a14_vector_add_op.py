@@ -25,7 +25,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode, is_fake
 
 from kernels.triton.vector_add import vector_add_kernel
 from ladder.exercises.grading import Fail, Result, first_line, judge, unanswered
-from ladder.world import device
+from ladder.runtime.world import device
 
 
 RESULT, OPCHECK, FAKE = "(1) the op's result", "(2) opcheck", "(3) the fake"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import kernels.matmul as mm
 from kernels.triton import matmul as tm
-from ladder import autotune, hardware, roofline, sass
+from ladder import autotune, roofline, sass
+from ladder.runtime import hardware
 from ladder.lessons.signatures import signature_table
 from ladder.lessons.source import ROOT, code, lines_of_code
 

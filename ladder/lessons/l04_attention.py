@@ -10,7 +10,8 @@ import torch
 
 import kernels.attention as at
 from kernels.triton import attention as ta
-from ladder import autotune, roofline, runner, sass, world
+from ladder import autotune, roofline, runner, sass
+from ladder.runtime import world
 from ladder.lessons.signatures import signature_table
 
 

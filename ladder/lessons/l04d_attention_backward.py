@@ -10,7 +10,8 @@ import torch
 
 import kernels.attention_backward as ab
 from kernels.triton import attention_backward as tab
-from ladder import check, sass, verdicts, world
+from ladder import check, sass, verdicts
+from ladder.runtime import world
 from ladder.capstone import model as cm
 from ladder.timing import bench
 

@@ -8,7 +8,8 @@ import re
 
 import kernels.attention as at
 from kernels.triton import attention as ta
-from ladder import cuda, ptx, sass
+from ladder import ptx, sass
+from ladder.runtime import cuda
 from ladder.lessons.l04_attention import recorded_winner
 from ladder.lessons.source import (compiled_lines, lines_of_code, python_code_lines, python_file_code_lines,
                                    switched_off)

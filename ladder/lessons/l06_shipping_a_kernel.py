@@ -14,7 +14,8 @@ from unittest import mock
 
 import kernels.matmul as mm
 from kernels.triton import matmul as tm
-from ladder import autotune, dispatch, hardware, sass
+from ladder import autotune, dispatch, sass
+from ladder.runtime import hardware
 from ladder.roofline import datasheet_gpu
 
 

@@ -16,7 +16,8 @@ import re
 import textwrap
 from pathlib import Path
 
-from ladder import cuda, problems
+from ladder import problems
+from ladder.runtime import cuda
 
 ROOT = Path(__file__).resolve().parents[2]
 

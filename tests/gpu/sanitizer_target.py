@@ -21,9 +21,9 @@ import torch
 import kernels.attention as at
 import kernels.matmul as mm
 from ladder.check import compare
-from ladder.errors import Spills
+from ladder.runtime.errors import Spills
 from ladder.runner import unavailable
-from ladder.world import WORLD
+from ladder.runtime.world import WORLD
 
 parser = argparse.ArgumentParser(description="run CUDA rungs once each, for compute-sanitizer")
 parser.add_argument("problems", nargs="*", help="matmul, attention (default: both)")

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import kernels.attention as at
-from ladder import cuda, hardware
+from ladder.runtime import cuda, hardware
 from ladder.check import compare
 from ladder.runner import check_rung, time_rung, unavailable
 

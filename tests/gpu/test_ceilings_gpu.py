@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ladder import ceilings
-from ladder.hardware import detect
+from ladder.runtime.hardware import detect
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,10 @@ import torch
 import kernels.attention as at
 import kernels.matmul as mm
 import kernels.vector_add as va
-from ladder import autotune, cuda, hardware
+from ladder import autotune
+from ladder.runtime import cuda, hardware
 from ladder.runner import check_rung, unavailable
-from ladder.world import WORLD
+from ladder.runtime.world import WORLD
 
 # Beyond each problem's check shapes: more ragged ones (S = 129 at D = 64 once faulted on the T4 path).
 EXTRA_SHAPES = {

@@ -3,7 +3,8 @@ import pytest
 import torch
 
 import kernels.vector_add as va
-from ladder import ceilings, cuda, hardware
+from ladder import ceilings
+from ladder.runtime import cuda, hardware
 from ladder.runner import check_rung, unavailable
 
 PROBLEM = va.PROBLEM
@@ -71,7 +72,7 @@ def test_ceilings_are_plausible():
 
 def test_ncu_profile_counts_the_bytes_and_drops_a_counter_it_does_not_know():
     from ladder import profile
-    from ladder.errors import NotAvailable
+    from ladder.runtime.errors import NotAvailable
     n = 1 << 24
     if not profile.available():  # the documented answer where Nsight Compute is not installed
         with pytest.raises(NotAvailable, match="ncu"):

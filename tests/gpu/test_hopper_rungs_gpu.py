@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import kernels.matmul as mm
-from ladder import cuda, hardware
+from ladder.runtime import cuda, hardware
 from ladder.check import compare
 from ladder.runner import check_rung, time_rung, unavailable
 

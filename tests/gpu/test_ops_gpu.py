@@ -9,7 +9,8 @@ from torch._inductor.utils import run_and_get_code
 
 import kernels.attention as attention_problem
 import ops_helpers
-from ladder import autotune, hardware, ops
+from ladder import autotune, ops
+from ladder.runtime import hardware
 from ladder.check import compare
 from ops_helpers import laid_out, reference
 

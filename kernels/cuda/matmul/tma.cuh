@@ -4,7 +4,7 @@
 #pragma once
 #include "tensor_core.cuh"
 
-// A tensor map: 128 bytes the driver encodes (cuTensorMapEncodeTiled, ladder/tma.py), passed by value.
+// A tensor map: 128 bytes the driver encodes (cuTensorMapEncodeTiled, ladder/runtime/tma.py), passed by value.
 struct alignas(128) TensorMap {
     unsigned long long opaque[16];
 };
@@ -42,7 +42,7 @@ __device__ __forceinline__ void tma_load(half* dst, const TensorMap& map, int x,
                  :: "r"(smem_address(dst)), "l"(&map), "r"(x), "r"(y), "r"(smem_address(bar)) : "memory");
 }
 
-// The same from a stack of matrices (a 3-D map, ladder/tma.py): the box of matrix z, zeros past that matrix's rows
+// The same from a stack of matrices (a 3-D map, ladder/runtime/tma.py): the box of matrix z, zeros past that matrix's rows
 // and columns (attention rung 7: a head's ragged tail reads zeros, not the next head).
 __device__ __forceinline__ void tma_load(half* dst, const TensorMap& map, int x, int y, int z, unsigned long long* bar) {
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"

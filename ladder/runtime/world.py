@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ladder.errors import NotAvailable
-from ladder import hardware
+from ladder.runtime.errors import NotAvailable
+from ladder.runtime import hardware
 
 
 def has_gpu() -> bool:

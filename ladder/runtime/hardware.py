@@ -17,7 +17,7 @@ from dataclasses import dataclass, asdict, replace
 
 import torch
 
-from ladder.errors import NotAvailable
+from ladder.runtime.errors import NotAvailable
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import functools
 import numpy as np
 import torch
 
-from ladder.errors import NotAvailable
+from ladder.runtime.errors import NotAvailable
 
 MAP_BYTES = 128
 SWIZZLE_BYTES = {None: 0, 32: 1, 64: 2, 128: 3}       # CUtensorMapSwizzle
@@ -87,7 +87,7 @@ def _error_text(libcuda, code: int) -> str:
 
 def encode(t: torch.Tensor, box: tuple[int, int], swizzle: int | None = 128) -> np.ndarray:
     """The tensor map of the row-major matrix `t` (on the GPU) for boxes of `box` = (rows, columns): a NumPy
-    array of one 128-byte element, which `ladder.cuda.launch` passes by value. Outside `t` the TMA reads zeros.
+    array of one 128-byte element, which `ladder.runtime.cuda.launch` passes by value. Outside `t` the TMA reads zeros.
     The map holds `t`'s address: `t` must stay alive until the kernel that uses the map has run."""
     spec = layout(t, box, swizzle)
     strides = (spec["row_stride"],) + ((spec["matrix_stride"],) if "matrix_stride" in spec else ())

@@ -25,15 +25,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ladder import hardware
-from ladder.cache import CACHE_DIR
-from ladder.errors import NotAvailable, Spills
-from ladder.install import cupy_extra
-from ladder.world import require_gpu
+from ladder.runtime import hardware
+from ladder.runtime.cache import CACHE_DIR
+from ladder.runtime.errors import NotAvailable, Spills
+from ladder.runtime.world import require_gpu
 
-KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels" / "cuda"
+KERNELS_DIR = Path(__file__).resolve().parents[2] / "kernels" / "cuda"
 COMMON_OPTIONS = ("-std=c++17",)
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
+
+
+def cupy_extra() -> str:
+    """The kernel-ladder extra whose CuPy matches torch's CUDA major version (they share the process and the
+    driver): 12.x -> "cuda12" (cupy-cuda12x), 13.x -> "cuda13"; "" where torch has no CUDA or sees no GPU."""
+    if not torch.version.cuda or not torch.cuda.is_available():
+        return ""
+    return {"12": "cuda12", "13": "cuda13"}.get(torch.version.cuda.split(".")[0], "")
 
 
 class CompileError(RuntimeError):
