@@ -1,58 +1,37 @@
-"""Attention forward, O = softmax(Q·Kᵀ/√D)·V, non-causal and causal.
+"""Attention forward, O = softmax(Q·Kᵀ/√D)·V, non-causal and causal: the problem `attention`.
 
 Q, K, V, O fp16 of shape (B, H, S, D), contiguous; D is 64 or 128. A shape is (B, H, S, D, causal)
 with causal 0 or 1. FLOPs: 4·B·H·S²·D (two matmuls), half of it when causal. Reference: PyTorch's
-math attention in fp32. The rungs: CUDA C++ (kernels/cuda/attention/, one file per rung, launched
-here), kernels/triton/attention.py (Triton), torch:sdpa (PyTorch's default backend) and
-torch:sdpa_flash (its FlashAttention backend, forced). The CUDA ladder:
+math attention in fp32. The rungs: CUDA C++ (kernels/cuda/attention/, one file per rung, launched by
+kernels/cuda/attention.py, whose docstring lists the ladder), Triton (kernels/triton/attention.py),
+torch:sdpa (PyTorch's default backend) and torch:sdpa_flash (its FlashAttention backend, forced).
 
-1_naive        scores, softmax, P·V as three kernels, a thread per element; S×S fp32 in DRAM
-2_coalesced    the same passes, a warp along D (shuffle dot products), a warp per softmax row
-3_fused        one kernel, online softmax, Q/K/V tiles in shared memory, FFMA on CUDA cores
-4_tensor_core  Q·Kᵀ and P·V on mma.sync, the softmax on the accumulator fragments (flash_mma.cuh)
-5_pipelined    rung 4 with cp.async: the next K and V tiles in flight while this one computes
-6_autotuned    rung 5 with searched tiles (BLOCK_M, BLOCK_N, warps, stages), heaviest causal blocks first
-7_wgmma_tma    (Hopper) both products on wgmma, P from registers; Q, K, V through the TMA into an mbarrier ring
-8_warp_specialized  (Hopper) a producer warpgroup (setmaxnreg) feeds two consumer warpgroups one K/V ring
-9_pingpong     (Hopper) rung 8's consumer warpgroups take turns at Q·Kᵀ: one's softmax under the other's product
-10_intra_overlap  (Hopper) rung 9, each warpgroup's softmax under its own P·V of the tile before
-11_fast_exp2   (Hopper) rung 10, each exponential one MUFU.EX2 (no exp2f range fix-up)
-12_three_consumers  (Hopper) rung 11 with three consumer warpgroups (192 queries a block) at D = 64
-13_persistent  (Hopper) rung 12 on a persistent grid: a block an SM walks the query blocks (not causal ones)
-14_critical_path  (Hopper) rung 13 with less between S's landing and the next wgmma: O's rescale moved, no zeroing
-15_autotuned   (Hopper) rung 14 with searched consumer warpgroups, key tiles and ring depth, per GPU and shape
+The kernel files hold the kernels and their launchers, and run alone (`python -m kernels.cuda.attention`,
+`python -m kernels.triton.attention`). This file holds what the harness adds: the problem (FLOPs, bytes,
+inputs, reference, shapes), the SDPA anchors, the searches (CUDA rungs 6 and 15, Triton rungs 6-8), Triton
+rung 8's compile pass (ladder/ptx.py) and its SASS builds (ladder.sass), the memory model, and the rung list.
 
-Every launcher takes (q, k, v, causal, out=None) and returns out; a bad argument raises a ValueError
-that names it. The CUDA launchers check that the tensors are on the GPU before anything else, so a
-CPU-only machine gets that ValueError, not a missing-GPU error.
+Every rung takes (q, k, v, causal, out=None) and returns out; a bad argument raises a ValueError that names it.
 """
 from __future__ import annotations
 
 import contextlib
-import math
 
-import numpy as np
 import torch
 import torch.nn.functional as F
+import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ladder import autotune
-from ladder.runtime import cuda, tma, validate
-from ladder.runtime.hardware import detect
+from ladder import autotune, ptx
+from ladder.runtime import cuda
+from ladder.runtime.world import WORLD, device
 from ladder.problems import Problem, Rung, register, same_specialization
+from kernels.cuda import attention as cuda_attention
+from kernels.matmul import CUDA_CORE_DOT
 from kernels.triton import attention as triton_attention
 
 CUDA_DIR = "kernels/cuda/attention"
-NAIVE_THREADS = 128          # rung 1: a thread per query of a score, row or output element
-COALESCED_THREADS = 128      # rung 2: 4 warps (scores: 4 x 32 keys of a query; softmax: 4 rows)
-PV_THREADS = 256             # rung 2's P·V: HEAD_DIM threads along D x 256/HEAD_DIM rows
-FUSED_THREADS = 128          # rung 3: 4 warps, fixed in 3_fused.cu
-# Rung 3's tiles per head dimension: Q (fp32) + K, V (fp16) + P (fp32) within 48 KiB of static shared memory.
-FUSED_TILES = {64: dict(BLOCK_M=64, BLOCK_N=32), 128: dict(BLOCK_M=32, BLOCK_N=32)}
-# Rungs 4-5's tiles (flash_mma.cuh): 4 warps of 16 queries, 64 keys a tile; rung 5 double-buffers K and V.
-TENSOR_CORE = dict(BLOCK_M=64, BLOCK_N=64, WARPS=4)
-PIPELINED = dict(TENSOR_CORE, STAGES=2)
-GRID_YZ_MAX = 65535          # a grid's y and z dimensions (x goes to 2^31 - 1)
+TRITON_SOURCE = "kernels/triton/attention.py"
 
 
 def flops(shape: tuple) -> float:
@@ -120,101 +99,7 @@ def sdpa_flash(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.
     return _anchor(q, k, v, causal, out, [SDPBackend.FLASH_ATTENTION])
 
 
-# ------------------------------------------------------------- CUDA C++ rungs (kernels/cuda/attention/)
-
-def _cuda_operands(q, k, v, out, align_bytes: int = 0):
-    """triton_attention.operands for a CUDA kernel: first each tensor must be fp16, 4-D, on the GPU (and
-    `align_bytes`-aligned where the kernel loads vectors); then the shared checks (shapes, D)."""
-    named = [("q", q), ("k", k), ("v", v)] + ([("out", out)] if out is not None else [])
-    for name, t in named:
-        validate.tensor(name, t, dtype=torch.float16, ndim=4, device="cuda", align_bytes=align_bytes)
-    return triton_attention.operands(q, k, v, out)
-
-
-def _grid_fits(**dims: int) -> None:
-    for name, n in dims.items():
-        if n > GRID_YZ_MAX:
-            raise ValueError(f"{name}={n} blocks: over the {GRID_YZ_MAX} a grid's y or z dimension can hold")
-
-
-def cuda_naive(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 1: scores, softmax, P·V as three kernels, a thread per element; S×S fp32 in DRAM."""
-    B, H, S, D, out = _cuda_operands(q, k, v, out)
-    if out.numel():
-        _grid_fits(S=S, BH=B * H)
-        scores = torch.empty((B, H, S, S), dtype=torch.float32, device=q.device)
-        module, T = cuda.load("attention/1_naive.cu"), NAIVE_THREADS
-        cuda.launch(module, "scores", (cuda.cdiv(S, T), S, B * H), T,
-                    (q, k, scores) + cuda.int32s(S, D) + (np.float32(1 / math.sqrt(D)),) + cuda.int32s(causal))
-        cuda.launch(module, "softmax", (cuda.cdiv(S, T), B * H), T, (scores,) + cuda.int32s(S))
-        cuda.launch(module, "pv", (cuda.cdiv(S, T), D, B * H), T, (scores, v, out) + cuda.int32s(S, D))
-    return out
-
-
-def cuda_coalesced(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 2: the same three passes, coalesced (a warp per query and 32 keys, a warp per row, threads
-    along D); q and k are read as half2, so they must start on 4 bytes."""
-    B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=4)
-    if out.numel():
-        _grid_fits(S=S, BH=B * H)
-        scores = torch.empty((B, H, S, S), dtype=torch.float32, device=q.device)
-        module = cuda.load("attention/2_coalesced.cu", dict(HEAD_DIM=D))
-        T, rows = COALESCED_THREADS, PV_THREADS // D
-        cuda.launch(module, "scores", (cuda.cdiv(S, T), S, B * H), T,
-                    (q, k, scores) + cuda.int32s(S) + (np.float32(1 / math.sqrt(D)),) + cuda.int32s(causal))
-        cuda.launch(module, "softmax", (cuda.cdiv(S, T // 32), B * H), T, (scores,) + cuda.int32s(S))
-        cuda.launch(module, "pv", (cuda.cdiv(S, rows), B * H), (D, rows), (scores, v, out) + cuda.int32s(S))
-    return out
-
-
-def cuda_fused(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 3: one kernel, online softmax, K and V tiles through shared memory, fp32 FFMA; the tiles are
-    loaded as 16-byte vectors, so every tensor must start on 16 bytes."""
-    B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
-    if out.numel():
-        _grid_fits(BH=B * H)
-        tiles = FUSED_TILES[D]
-        module = cuda.load("attention/3_fused.cu", dict(HEAD_DIM=D, **tiles))
-        cuda.launch(module, "attention", (cuda.cdiv(S, tiles["BLOCK_M"]), B * H), FUSED_THREADS,
-                    (q, k, v, out) + cuda.int32s(S) + (np.float32(triton_attention.LOG2E / math.sqrt(D)),)
-                    + cuda.int32s(causal))
-    return out
-
-
-def flash_shared_bytes(c: dict, head_dim: int, gpu=None) -> int:
-    """Rungs 4-6's dynamic shared memory: the Q tile and STAGES K and V tiles (one of each without cp.async),
-    rows of head_dim + 8 halves."""
-    gpu = gpu or detect()
-    stages = c.get("STAGES", 1) if gpu is None or gpu.has("cp.async") else 1
-    return 2 * (head_dim + 8) * (c["BLOCK_M"] + 2 * stages * c["BLOCK_N"])
-
-
-def _flash_launch(filename: str, kernel: str, config_for, q, k, v, causal: bool, out):
-    """Rungs 4-6: kernel(Q, K, V, O, S, scale_log2, causal) with the tiles config_for(shape) chooses for the
-    validated shape (B, H, S, D, causal), a block per BLOCK_M queries of a head; tiles are copied in 16-byte
-    pieces, so every tensor must start on 16 bytes."""
-    B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
-    if out.numel():
-        _grid_fits(BH=B * H)
-        config = config_for((B, H, S, D, int(causal)))
-        module = cuda.load(f"attention/{filename}", dict(HEAD_DIM=D, **config))
-        cuda.launch(module, kernel, (cuda.cdiv(S, config["BLOCK_M"]), B * H), 32 * config["WARPS"],
-                    (q, k, v, out) + cuda.int32s(S) + (np.float32(triton_attention.LOG2E / math.sqrt(D)),)
-                    + cuda.int32s(causal), flash_shared_bytes(config, D))
-    return out
-
-
-def cuda_tensor_core(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 4: Q·Kᵀ and P·V on mma.sync, the softmax on the accumulators; K, V tiles loaded synchronously."""
-    return _flash_launch("4_tensor_core.cu", "attention", lambda shape: TENSOR_CORE, q, k, v, causal, out)
-
-
-def cuda_pipelined(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 5: rung 4 with cp.async double buffering of K and V (rung 4's loads on GPUs without cp.async)."""
-    return _flash_launch("5_pipelined.cu", "attention", lambda shape: PIPELINED, q, k, v, causal, out)
-
-
-# ------------------------------------------------------------- CUDA rung 6: the search
+# ------------------------------------------------------------- CUDA rung 6's search (kernels/cuda/attention.py)
 
 SEARCH_SPACE = dict(BLOCK_M=[64, 128], BLOCK_N=[32, 64, 128], WARPS=[4, 8], STAGES=[2, 3])
 MAX_FRAGMENT_REGISTERS = 160  # fp32 S and O fragments per thread; the rest of 255 holds addresses, P, m, l
@@ -230,8 +115,8 @@ def prune_reason(c: dict, gpu, head_dim: int) -> str | None:
         return f"{fragments} fp32 fragment registers per thread for S and O (> {MAX_FRAGMENT_REGISTERS}): spills"
     if c["BLOCK_N"] * head_dim // 8 % (32 * c["WARPS"]):
         return "K and V tile copies do not split evenly over the threads"
-    if gpu is not None and flash_shared_bytes(c, head_dim, gpu) > gpu.smem_per_block_bytes:
-        return (f"{flash_shared_bytes(c, head_dim, gpu) // 1024} KiB of shared memory > "
+    if gpu is not None and cuda_attention.flash_shared_bytes(c, head_dim, gpu) > gpu.smem_per_block_bytes:
+        return (f"{cuda_attention.flash_shared_bytes(c, head_dim, gpu) // 1024} KiB of shared memory > "
                 f"{gpu.smem_per_block_bytes // 1024} KiB")
     if gpu is not None and not gpu.has("cp.async") and c["STAGES"] != 2:
         return "no cp.async: only rung 4's synchronous loads run, one build is enough"
@@ -240,14 +125,14 @@ def prune_reason(c: dict, gpu, head_dim: int) -> str | None:
 
 def run_config(c: dict, q, k, v, causal: bool, out=None):
     """Rung 6's kernel with configuration `c` (what the search times): heaviest causal blocks first."""
-    return _flash_launch("6_autotuned.cu", "attention_heavy_first", lambda shape: c, q, k, v, causal, out)
+    return cuda_attention.autotuned(q, k, v, causal, out, lambda shape: c)
 
 
 TUNERS = {D: autotune.Tuner(problem="attention", name="cuda:6_autotuned", space=SEARCH_SPACE,
                             prune=lambda c, gpu, D=D: prune_reason(c, gpu, D),
                             compile=lambda c, D=D: cuda.without_spills(cuda.load("attention/6_autotuned.cu", dict(HEAD_DIM=D, **c)),
                                                                          "attention_heavy_first"),
-                            run=run_config, default=lambda gpu: PIPELINED)  # fits every GPU: one K, V tile without cp.async
+                            run=run_config, default=lambda gpu: cuda_attention.PIPELINED)  # fits every GPU: one K, V tile without cp.async
           for D in (64, 128)}
 
 
@@ -265,44 +150,10 @@ def tune_cuda(shapes: list[tuple], tuners: dict | None = None) -> list[autotune.
 
 def cuda_autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 6 with the configuration searched for the nearest shape (same D and mask) on this GPU."""
-    return _flash_launch("6_autotuned.cu", "attention_heavy_first", lambda shape: TUNERS[shape[3]].best(shape),
-                         q, k, v, causal, out)
+    return cuda_attention.autotuned(q, k, v, causal, out, lambda shape: TUNERS[shape[3]].best(shape))
 
 
-# ------------------------------------------------------------- CUDA rung 7: Hopper's wgmma and TMA
-
-# BLOCK_M = 64 (one consumer warpgroup) and a producer warp are fixed in 7_wgmma_tma.cu; per D the key tile and the
-# ring's depth, so that two (D=128) or three (D=64) blocks share an SM: one's softmax overlaps another's wgmma (the
-# fastest of the choices tried, 7_wgmma_tma.cu's header says which).
-WGMMA_TMA = {64: dict(BLOCK_N=128, STAGES=2), 128: dict(BLOCK_N=64, STAGES=2)}
-WGMMA_TMA_ROWS = 64
-WGMMA_TMA_THREADS = 128 + 32
-# Rung 8: two consumer warpgroups (128 queries) and a producer warpgroup, one block an SM; 128-key tiles at both D,
-# a ring of 3 at D = 64 (H100, S 4096: 1.09x the ring of 2 without a mask and causal; at D = 128 the two tie).
-WARP_SPECIALIZED = {64: dict(BLOCK_N=128, STAGES=3), 128: dict(BLOCK_N=128, STAGES=2)}
-WARP_SPECIALIZED_ROWS = 128
-WARP_SPECIALIZED_THREADS = 256 + 128
-# Rung 10 releases a K/V stage a tile later than rung 9 (after the P·V that runs under the next softmax): a ring of
-# 3 at both D keeps the next tile's copy in flight (at D = 128: 225 KiB of shared memory, one block an SM).
-INTRA_OVERLAP = {64: dict(BLOCK_N=128, STAGES=3), 128: dict(BLOCK_N=128, STAGES=3)}
-# Rung 12: three consumer warpgroups at D = 64 (12_three_consumers.cu), rung 11's two at D = 128.
-THREE_CONSUMERS_ROWS = {64: 3 * 64, 128: WARP_SPECIALIZED_ROWS}
-THREE_CONSUMERS_THREADS = {64: 3 * 128 + 128, 128: WARP_SPECIALIZED_THREADS}
-
-
-# Each Hopper rung's launch: its key tiles and stages per D, queries a block, threads a block (each fixed, or per D).
-HOPPER = {"7_wgmma_tma": (WGMMA_TMA, WGMMA_TMA_ROWS, WGMMA_TMA_THREADS),
-          "8_warp_specialized": (WARP_SPECIALIZED, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
-          "9_pingpong": (WARP_SPECIALIZED, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
-          "10_intra_overlap": (INTRA_OVERLAP, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
-          "11_fast_exp2": (INTRA_OVERLAP, WARP_SPECIALIZED_ROWS, WARP_SPECIALIZED_THREADS),
-          "12_three_consumers": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS),
-          "13_persistent": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS),
-          "14_critical_path": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS),
-          "15_autotuned": (INTRA_OVERLAP, THREE_CONSUMERS_ROWS, THREE_CONSUMERS_THREADS)}  # unsearched: rung 14's
-# The Hopper rungs whose blocks walk the items (query block, head) gridDim.x apart (PERSISTENT in 7_wgmma_tma.cu).
-PERSISTENT = {"13_persistent", "14_critical_path", "15_autotuned"}
-
+# ------------------------------------------------------------- the Hopper rungs' blocks: the scores they compute
 
 def block_keys(m0: int, rows: int, S: int, causal: bool, block_n: int) -> int:
     """The keys the Hopper rungs' block of `rows` queries from m0 computes, in whole `block_n`-key tiles: up to the
@@ -323,96 +174,14 @@ def scores_needed(shape: tuple) -> int:
     return B * H * (S * (S + 1) // 2 if causal else S * S)
 
 
-def persistent_grid(items: int, causal: bool, sm_count: int) -> int:
-    """Rungs 13-14's blocks: one an SM (its shared memory allows no second) for all `items`; causal, one an item: a
-    fixed stride of unequal items leaves SMs idle (H100, S 4096, causal: 0.62x rung 12 at D = 64, where 132 SMs
-    are 6 heads of 22 query blocks, so that each block took the same query block of every head; 0.93x at D = 128),
-    while the hardware's block scheduler gives the next item to whichever SM is free."""
-    return items if causal else min(items, sm_count)
-
-
-def hopper_launch(name: str, head_dim: int) -> tuple[dict, int, int]:
-    """Hopper rung `name`'s launch at `head_dim` (HOPPER): its defines (key tile, stages), queries a block (64 a
-    consumer warpgroup), threads a block."""
-    tiles, rows, threads = HOPPER[name]
-    return (dict(tiles[head_dim]), rows[head_dim] if isinstance(rows, dict) else rows,
-            threads[head_dim] if isinstance(threads, dict) else threads)
-
-
-def wgmma_tma_shared_bytes(head_dim: int, tiles: dict | None = None, rows: int = WGMMA_TMA_ROWS) -> int:
-    """Rungs 7-9's dynamic shared memory: the Q tile (rows queries) and STAGES K and V tiles, unpadded, + 1 KiB
-    to align the swizzle (tiles: rung 7's by default)."""
-    c = tiles or WGMMA_TMA[head_dim]
-    return 2 * head_dim * (rows + 2 * c["STAGES"] * c["BLOCK_N"]) + 1024
-
-
-def _hopper_attention(name: str, q, k, v, causal: bool, out, launch_for=None) -> torch.Tensor:
-    """Hopper rung `name` (sm_90a) with its launch in HOPPER, or launch_for(shape) = (defines, rows, threads) for the
-    validated shape (B, H, S, D, causal): a searched configuration's. Q·Kᵀ and P·V on wgmma, Q, K and V brought by
-    the TMA through 3-D tensor maps (a head's rows: zeros past S); the tensor maps need 16-byte aligned tensors,
-    the stores 4-byte pairs."""
-    B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
-    if out.numel():
-        _grid_fits(BH=B * H)
-        c, rows, threads = launch_for((B, H, S, D, int(causal))) if launch_for else hopper_launch(name, D)
-        maps = tuple(tma.encode(t.view(B * H, S, D), (box_rows, 64))
-                     for t, box_rows in ((q, rows), (k, c["BLOCK_N"]), (v, c["BLOCK_N"])))
-        module = cuda.load(f"attention/{name}.cu", dict(HEAD_DIM=D, **c), arch="sm_90a")
-        grid, items = (cuda.cdiv(S, rows), B * H), ()
-        if name in PERSISTENT:
-            grid, items = persistent_grid(grid[0] * grid[1], causal, detect().sm_count), cuda.int32s(B * H)
-        cuda.launch(module, "attention", grid, threads,
-                    maps + (out,) + cuda.int32s(S) + (np.float32(triton_attention.LOG2E / math.sqrt(D)),)
-                    + cuda.int32s(causal) + items, wgmma_tma_shared_bytes(D, c, rows))
-    return out
-
-
-def cuda_wgmma_tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 7: one consumer warpgroup (64 queries) and a producer warp a block."""
-    return _hopper_attention("7_wgmma_tma", q, k, v, causal, out)
-
-
-def cuda_intra_overlap(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 10: rung 9, each consumer warpgroup exponentiating tile t while its P·V of tile t - 1 runs."""
-    return _hopper_attention("10_intra_overlap", q, k, v, causal, out)
-
-
-def cuda_fast_exp2(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 11: rung 10, each exponential one MUFU.EX2 (ex2.approx.ftz, not exp2f's range fix-up)."""
-    return _hopper_attention("11_fast_exp2", q, k, v, causal, out)
-
-
-def cuda_three_consumers(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 12: rung 11 with three consumer warpgroups (192 queries a block) at D = 64, rung 11 itself at D = 128."""
-    return _hopper_attention("12_three_consumers", q, k, v, causal, out)
-
-
-def cuda_persistent(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 13: rung 12 with a block an SM, each walking the query blocks gridDim.x apart (causal: a block each)."""
-    return _hopper_attention("13_persistent", q, k, v, causal, out)
-
-
-def cuda_critical_path(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 14: rung 13 with O rescaled under the next S's wgmma and S started by the wgmma, not zeroed first."""
-    return _hopper_attention("14_critical_path", q, k, v, causal, out)
-
-
 # ------------------------------------------------------------- CUDA rung 15: rung 14, searched
 
-# Consumer warpgroups, key tile and ring depth; rung 14's launch is one point of the space. A consumer thread gets
-# what setmaxnreg can give it beside a producer warpgroup at 24 registers: 240 with two warpgroups, 160 with three.
+# Consumer warpgroups, key tile and ring depth (kernels/cuda/attention.py autotuned_launch: each one's launch, a
+# consumer thread's registers); rung 14's launch is one point of the space.
 HOPPER_SEARCH_SPACE = dict(CONSUMERS=[2, 3], BLOCK_N=[64, 128], STAGES=[2, 3, 4])
-CONSUMER_REGISTERS = {2: 240, 3: 160}
 # Where record searches rung 15 besides the headline shapes: models' (GPT-2's 1k sequences at D64, a 2k and an 8k
 # causal D128 model).
 MODEL_SHAPES = [(8, 12, 1024, 64, 1), (8, 12, 1024, 64, 0), (4, 32, 2048, 128, 1), (1, 32, 8192, 128, 1)]
-
-
-def searched_launch(c: dict) -> tuple[dict, int, int]:
-    """A rung 15 configuration's launch: its defines, queries a block (64 a consumer warpgroup), threads a block
-    (the consumers and a producer warpgroup)."""
-    defines = dict(c, CONSUMER_REGISTERS=CONSUMER_REGISTERS[c["CONSUMERS"]])
-    return defines, 64 * c["CONSUMERS"], 128 * c["CONSUMERS"] + 128
 
 
 def hopper_prune_reason(c: dict, gpu, head_dim: int) -> str | None:
@@ -420,8 +189,8 @@ def hopper_prune_reason(c: dict, gpu, head_dim: int) -> str | None:
     spills registers is pruned when it compiles."""
     if gpu is not None and not gpu.has("wgmma"):
         return f"no wgmma on {gpu.arch}"
-    _, rows, _ = searched_launch(c)
-    need = wgmma_tma_shared_bytes(head_dim, c, rows)
+    _, rows, _ = cuda_attention.autotuned_launch(c)
+    need = cuda_attention.wgmma_tma_shared_bytes(head_dim, c, rows)
     if gpu is not None and need > gpu.smem_per_block_bytes:
         return f"{need // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB"
     return None
@@ -429,12 +198,12 @@ def hopper_prune_reason(c: dict, gpu, head_dim: int) -> str | None:
 
 def run_searched(c: dict, q, k, v, causal: bool, out=None):
     """Rung 15's kernel (rung 14's) with configuration `c` (what the search times)."""
-    return _hopper_attention("15_autotuned", q, k, v, causal, out, lambda shape: searched_launch(c))
+    return cuda_attention.hopper_autotuned(q, k, v, causal, out, lambda shape: c)
 
 
 def rung14_config(head_dim: int) -> dict:
     """Rung 14's launch as a point of HOPPER_SEARCH_SPACE: what rung 15 runs where nothing was searched."""
-    tiles, rows, _ = hopper_launch("14_critical_path", head_dim)
+    tiles, rows, _ = cuda_attention.hopper_launch("14_critical_path", head_dim)
     return dict(CONSUMERS=rows // 64, **tiles)
 
 
@@ -442,8 +211,9 @@ HOPPER_TUNERS = {
     D: autotune.Tuner(problem="attention", name="cuda:15_autotuned", space=HOPPER_SEARCH_SPACE,
                       prune=lambda c, gpu, D=D: hopper_prune_reason(c, gpu, D),
                       compile=lambda c, D=D: cuda.without_spills(
-                          cuda.load("attention/15_autotuned.cu", dict(HEAD_DIM=D, **searched_launch(c)[0]),
-                                    arch="sm_90a"), "attention"),
+                          cuda.load("attention/15_autotuned.cu",
+                                    dict(HEAD_DIM=D, **cuda_attention.autotuned_launch(c)[0]), arch="sm_90a"),
+                          "attention"),
                       run=run_searched, default=lambda gpu, D=D: rung14_config(D))
     for D in (64, 128)}
 
@@ -451,23 +221,196 @@ HOPPER_TUNERS = {
 def cuda_hopper_autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 15: rung 14's kernel with the configuration searched for the nearest shape (same D and mask) on this
     GPU; rung 14's own where none was."""
-    return _hopper_attention("15_autotuned", q, k, v, causal, out,
-                             lambda shape: searched_launch(HOPPER_TUNERS[shape[3]].best(shape)))
+    return cuda_attention.hopper_autotuned(q, k, v, causal, out, lambda shape: HOPPER_TUNERS[shape[3]].best(shape))
 
 
-def cuda_warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 8: two consumer warpgroups (128 queries) and a producer warpgroup a block, registers moved by setmaxnreg."""
-    return _hopper_attention("8_warp_specialized", q, k, v, causal, out)
+# ------------------------------------------------------------- Triton rungs 6-8: the searches
+
+TRITON_SEARCH_SPACE = dict(BLOCK_M=[64, 128], BLOCK_N=[32, 64, 128], num_warps=[4, 8], num_stages=[2, 3, 4])
+TRITON_INTERPRETER_SPACE = dict(BLOCK_M=[16, 32], BLOCK_N=[16], num_warps=[4], num_stages=[1])
+TRITON_MAX_REGISTERS = 192  # fp32 values per thread for the output tile and the score tile; more spill
 
 
-def cuda_pingpong(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 9: rung 8, its two consumer warpgroups taking turns at Q·Kᵀ (named barriers)."""
-    return _hopper_attention("9_pingpong", q, k, v, causal, out)
+def triton_shared_bytes(c: dict, head_dim: int) -> int:
+    """Triton rungs 6-8's shared memory: a K and a V block (fp16) per stage, and Q's tile."""
+    return 2 * head_dim * (2 * c["num_stages"] * c["BLOCK_N"] + c["BLOCK_M"])
 
 
-def _cuda(name: str, run, **kw) -> Rung:
-    return Rung("cuda", name, run, f"{CUDA_DIR}/{name}.cu", **kw)
+def triton_prune_reason(c: dict, shape: tuple, gpu) -> str | None:
+    """Why Triton rungs 6-8 do not time configuration `c` at `shape` = (B, H, S, D, causal) on `gpu` (None: it is
+    timed)."""
+    D = shape[3]
+    if c["BLOCK_M"] % c["BLOCK_N"]:
+        return "BLOCK_M not a multiple of BLOCK_N: the causal split works in whole key blocks"
+    if gpu is not None and c["BLOCK_M"] < 16 * c["num_warps"]:
+        return "under 16 query rows a warp: warps split the key block, row max and sum cross warps"
+    per_thread = c["BLOCK_M"] * (D + c["BLOCK_N"]) // (32 * c["num_warps"])
+    if per_thread > TRITON_MAX_REGISTERS:
+        return f"{per_thread} fp32 values per thread for O and S tiles (> {TRITON_MAX_REGISTERS}): registers spill"
+    if gpu is not None and triton_shared_bytes(c, D) > gpu.smem_per_block_bytes:
+        return (f"{triton_shared_bytes(c, D) // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB "
+                f"on {gpu.arch}")
+    return None
 
+
+def triton_search(kernel, tuner: str, query: str = "q_ptr", pre_hook=None, space: dict | None = None
+                  ) -> tuple[autotune.TritonSearchLog, triton.runtime.Autotuner]:
+    """`kernel` under @triton.autotune over `space` (default: TRITON_SEARCH_SPACE on a GPU, TRITON_INTERPRETER_SPACE
+    in the interpreter), the search logged as `tuner`'s: (log, tuned kernel). The kernel takes `query` (Q or its
+    descriptor: its shape is the search's), S, HEAD_DIM and CAUSAL; pre_hook (each configuration's) fits the
+    arguments to a configuration before it compiles or runs."""
+    log = autotune.TritonSearchLog(
+        shape_of=lambda args: (*args[query].shape, int(bool(args["CAUSAL"]))),
+        label_of=lambda args: ("attention", tuner),
+        flops=lambda problem, s: 4 * s[0] * s[1] * s[2] ** 2 * s[3] * (0.5 if s[4] else 1.0),
+        reason=lambda c, shape, gpu, configs: triton_prune_reason(c, shape, gpu), kernel=kernel)
+    return log, triton.autotune(
+        configs=autotune.triton_configs(space or (TRITON_SEARCH_SPACE if WORLD.gpu else TRITON_INTERPRETER_SPACE),
+                                        pre_hook),
+        key=["S", "HEAD_DIM", "CAUSAL"],   # a new search per sequence length, head size and mask
+        prune_configs_by={"early_config_prune": log.prune},
+        do_bench=log.bench,
+    )(kernel)
+
+
+@contextlib.contextmanager
+def search_logged(log: autotune.TritonSearchLog, kernel: triton.runtime.Autotuner):
+    """Around one launch of a searched kernel: a launch that searched (its prune hook ran) leaves its report in
+    log.reports."""
+    log.start()
+    yield
+    if log.current is not None:
+        log.finish(kernel.best_config)
+
+
+TRITON_SEARCHES, triton_autotuned_kernel = triton_search(triton_attention.flash_kernel, "triton:6_autotuned")
+
+
+def triton_autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Triton rung 6: the first call at each new (S, D, causal) runs the search (see TRITON_SEARCHES.reports)."""
+    with search_logged(TRITON_SEARCHES, triton_autotuned_kernel):
+        return triton_attention.launch_flash(triton_autotuned_kernel, q, k, v, causal, out)[0]
+
+
+TMA_SEARCHES, tma_kernel = triton_search(triton_attention.flash_tma_kernel, "triton:7_tma", query="q_desc",
+                                         pre_hook=triton_attention.descriptor_boxes)
+
+
+def triton_tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Triton rung 7, flash_tma_kernel as Triton compiles it: the first call at each new (S, D, causal) runs the
+    search (see TMA_SEARCHES.reports)."""
+    checked = triton_attention.tma_operands(q, k, v, out)
+    with search_logged(TMA_SEARCHES, tma_kernel):
+        return triton_attention.launch_flash_tma(tma_kernel, checked, causal)[0]
+
+
+# ------------------------------------------------------------- Triton rung 8 (Hopper): rung 7 plus a barrier pass
+
+# Rung 8's search: rung 7's space at two warpgroups (8 warps) in 2 or 3 stages, the only configurations the pass
+# changes: with one warpgroup there is no lockstep to end and the pass leaves the PTX as compiled (a 4-warp
+# configuration would be rung 7's binary); in 4 stages its two named barriers would not keep the refills in flight
+# apart (ladder.ptx.MAX_STAGES; on an H200 the first search of a space with them, at D64, did not finish in 390 s);
+# 16 warps leave under 16 query rows a warp at BLOCK_M 128. After triton_prune_reason, BLOCK_M 128 with BLOCK_N 32-128:
+# 6 configurations at D64 and at D128, each about 1.5 s to compile for sm_90a on one CPU core (Triton 3.6 and 3.9),
+# all at once in compile_ahead's threads.
+PASS_SPACE = dict(TRITON_SEARCH_SPACE, num_warps=[8], num_stages=[2, 3])
+PASS_INTERPRETER_SPACE = dict(TRITON_INTERPRETER_SPACE, num_warps=[8])
+PASS_SEARCHES, pass_kernel = triton_search(triton_attention.flash_tma_kernel, "triton:8_barrier_pass", query="q_desc",
+                                           pre_hook=triton_attention.descriptor_boxes,
+                                           space=PASS_SPACE if WORLD.gpu else PASS_INTERPRETER_SPACE)
+# What the pass did to the kernel rung 8 launched last (ladder.ptx.applied): the row `record` times it in says so.
+LAST_PASS: dict | None = None
+
+
+def triton_barrier_pass(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Triton rung 8, Triton plus a barrier pass: flash_tma_kernel compiled through ladder.ptx's pass, the key loop's
+    CTA barriers that order nothing dropped and the refill's split into sync (the warps that issue the copies) and
+    arrive (the others). Its own search (PASS_SEARCHES, over PASS_SPACE) at each new (S, D, causal). The pass must
+    change what it compiles: a configuration it leaves as compiled fails to compile (ladder.ptx.PassDidNotApply:
+    the search rules it out and reports it failed; a launch raises), so nothing timed here is rung 7's binary. One
+    shape has nothing to change: at S = 1 Triton compiles S as the constant 1 and the key loop away (no ring, no
+    refill); that launch goes through the pass unrequired, and says so (LAST_PASS: "split" 0)."""
+    global LAST_PASS
+    checked = triton_attention.tma_operands(q, k, v, out)
+    S = checked[2]
+    with ptx.refill_barriers_split(require=S != 1), search_logged(PASS_SEARCHES, pass_kernel):
+        out, compiled = triton_attention.launch_flash_tma(pass_kernel, checked, causal, ptx_pass=ptx.tag())
+    if compiled is not None:   # compiled for a GPU (the interpreter runs the kernel's Python: no PTX to pass)
+        LAST_PASS = ptx.applied(compiled)
+        if not LAST_PASS or (S != 1 and not LAST_PASS["split"]):
+            raise ptx.PassDidNotApply(f"rung 8 launched {compiled.name} without the pass applied: {LAST_PASS}")
+    return out
+
+
+def pass_record() -> dict:
+    """What rung 8's rows record in "ptx_pass": the pass (name, content hash) and what it changed in the kernel
+    launched last ("dropped", "split"), when one was."""
+    return {**ptx.identity(), **({k: LAST_PASS[k] for k in ("dropped", "split")} if LAST_PASS else {})}
+
+
+TRITON_TUNED = {"triton:6_autotuned": (triton_autotuned, TRITON_SEARCHES), "triton:7_tma": (triton_tma, TMA_SEARCHES),
+                "triton:8_barrier_pass": (triton_barrier_pass, PASS_SEARCHES)}
+
+
+def tune_triton(shapes: list[tuple], tuner: str = "triton:6_autotuned") -> list[autotune.Report]:
+    """The search of Triton's `tuner` (rung 6, 7 or 8) at each shape (B, H, S, D, causal) on random inputs; its
+    reports."""
+    run, log = TRITON_TUNED[tuner]
+    for B, H, S, D, causal in shapes:
+        gen = torch.Generator(device()).manual_seed(7)
+        q, k, v = (torch.randn(B, H, S, D, generator=gen, device=device()).half() for _ in range(3))
+        run(q, k, v, bool(causal))
+    latest = log.latest(tuner)
+    return [latest[tuple(s)] for s in shapes if tuple(s) in latest]
+
+
+# ------------------------------------------------------------- Triton's kernels compiled ahead of time (ladder.sass)
+
+_PTRS = {"q_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "o_ptr": "*fp16", "lse_ptr": "*fp32"}
+_STRIDES = [f"stride_{t}{d}" for t in "qkvo" for d in "bhsd"]
+# A contiguous (B, H, S, D) tensor's strides: D's is 1 (Triton compiles it as a constant), the others multiples of
+# 16 at the benchmark shapes, as S is.
+_ALIGNED = ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "S", *(s for s in _STRIDES if not s.endswith("d")))
+
+
+def flash_sass_case(rung: str, head_dim: int = 64, causal: bool = False) -> dict:
+    """ladder.sass.triton_sass's arguments for flash_kernel as Triton rung 3, 4 or 5 launches it on a GPU."""
+    t = triton_attention.GPU_TILES[rung]
+    return dict(kernel=triton_attention.flash_kernel,
+                signature={**_PTRS, "S": "i32", "H": "i32", "qk_scale": "fp32", **{s: "i32" for s in _STRIDES},
+                           "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
+                           "CAUSAL": "constexpr", "TENSOR_CORES": "constexpr", "STORE_LSE": "constexpr"},
+                constexprs=dict(lse_ptr=None, **{s: 1 for s in _STRIDES if s.endswith("d")}, HEAD_DIM=head_dim,
+                                BLOCK_M=t["BLOCK_M"], BLOCK_N=t["BLOCK_N"], CAUSAL=causal,
+                                TENSOR_CORES=rung != "3_fused", STORE_LSE=False),
+                divisible_by_16=_ALIGNED, num_warps=t["num_warps"], num_stages=t["num_stages"])
+
+
+def tma_compile(config: dict, arch: str, head_dim: int = 64, causal: bool = False, ptx_pass: bool = False):
+    """flash_tma_kernel compiled for `arch` (no GPU needed) as Triton rung 7 launches it with `config` (tiles, warps
+    and stages), its descriptors' boxes as descriptor_boxes sets them; ptx_pass: as rung 8 does, through ladder.ptx's
+    pass (PassDidNotApply where the pass leaves it as compiled). Triton's compiled kernel: its SASS through
+    ladder.sass.compiled_sass, what the pass did through ladder.ptx.applied."""
+    from ladder import sass
+    tiles = {k: v for k, v in config.items() if k.startswith("BLOCK_")}
+    with ptx.refill_barriers_split(require=True) if ptx_pass else contextlib.nullcontext():
+        return sass.triton_compile(
+            triton_attention.flash_tma_kernel,
+            signature={**{d: f"tensordesc<fp16[1,1,{tiles[rows]},{head_dim}]>"
+                          for d, rows in triton_attention.DESCRIPTOR_ROWS.items()},
+                       "S": "i32", "H": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr",
+                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "PTX_PASS": "constexpr"},
+            constexprs=dict(HEAD_DIM=head_dim, CAUSAL=causal, PTX_PASS=ptx.tag() if ptx_pass else "", **tiles),
+            arch=arch, divisible_by_16=("S",), num_warps=config["num_warps"], num_stages=config["num_stages"])
+
+
+def tma_sass(config: dict, arch: str, head_dim: int = 64, causal: bool = False, ptx_pass: bool = False):
+    """The SASS of tma_compile(...): rung 7's kernel as Triton compiles it, or (ptx_pass) rung 8's."""
+    from ladder import sass
+    return sass.compiled_sass(tma_compile(config, arch, head_dim, causal, ptx_pass), arch)
+
+
+# ------------------------------------------------------------- the searches before `record` times them
 
 def _tune(labels: list[str]) -> list:
     """The searches (rung 6 in both languages, Triton's rungs 7 and 8) at the headline shapes, CUDA rung 15's there
@@ -475,7 +418,7 @@ def _tune(labels: list[str]) -> list:
     return ((tune_cuda(HEADLINE) if "cuda:6_autotuned" in labels else [])
             + (tune_cuda(HEADLINE + MODEL_SHAPES, HOPPER_TUNERS) if "cuda:15_autotuned" in labels else [])
             + [r for tuner in ("triton:6_autotuned", "triton:7_tma", "triton:8_barrier_pass") if tuner in labels
-               for r in triton_attention.tune(HEADLINE, tuner)])
+               for r in tune_triton(HEADLINE, tuner)])
 
 
 # ------------------------------------------------------------- memory: what a call allocates (lessons 04a-04c)
@@ -503,6 +446,14 @@ def peak_bytes(label: str, shape: tuple) -> int | None:
     return None if workspace is None else 4 * 2 * B * H * S * D + workspace
 
 
+def _cuda(name: str, run, **kw) -> Rung:
+    return Rung("cuda", name, run, f"{CUDA_DIR}/{name}.cu", **kw)
+
+
+def _triton(name: str, run, **kw) -> Rung:
+    return Rung("triton", name, run, TRITON_SOURCE, **kw)
+
+
 HEADLINE = [(4, 32, 4096, D, causal) for D in (64, 128) for causal in (0, 1)]
 PROBLEM = register(Problem(
     name="attention",
@@ -520,24 +471,31 @@ PROBLEM = register(Problem(
     compile_shape=lambda s: (1, 1, same_specialization(s[2]), s[3], s[4]),   # D and causal are compiled in
     sweep_shapes=[(4, 32, S, 64, 0) for S in (512, 1024, 2048, 8192, 16384)],
     rungs=[
-        _cuda("1_naive", cuda_naive, slow=True),
-        _cuda("2_coalesced", cuda_coalesced, slow=True),
-        _cuda("3_fused", cuda_fused),
-        _cuda("4_tensor_core", cuda_tensor_core, needs="tensor_cores"),
-        _cuda("5_pipelined", cuda_pipelined, needs="tensor_cores",
+        _cuda("1_naive", cuda_attention.naive, slow=True),
+        _cuda("2_coalesced", cuda_attention.coalesced, slow=True),
+        _cuda("3_fused", cuda_attention.fused),
+        _cuda("4_tensor_core", cuda_attention.tensor_core, needs="tensor_cores"),
+        _cuda("5_pipelined", cuda_attention.pipelined, needs="tensor_cores",
               fallback=("cp.async", "rung 4's synchronous loads (no copies in flight)")),
         _cuda("6_autotuned", cuda_autotuned, needs="tensor_cores", searches=True,
               fallback=("cp.async", "rung 4's synchronous loads, tuned")),
-        _cuda("7_wgmma_tma", cuda_wgmma_tma, needs="wgmma"),
-        _cuda("8_warp_specialized", cuda_warp_specialized, needs="wgmma"),
-        _cuda("9_pingpong", cuda_pingpong, needs="wgmma"),
-        _cuda("10_intra_overlap", cuda_intra_overlap, needs="wgmma"),
-        _cuda("11_fast_exp2", cuda_fast_exp2, needs="wgmma"),
-        _cuda("12_three_consumers", cuda_three_consumers, needs="wgmma"),
-        _cuda("13_persistent", cuda_persistent, needs="wgmma"),
-        _cuda("14_critical_path", cuda_critical_path, needs="wgmma"),
+        _cuda("7_wgmma_tma", cuda_attention.wgmma_tma, needs="wgmma"),
+        _cuda("8_warp_specialized", cuda_attention.warp_specialized, needs="wgmma"),
+        _cuda("9_pingpong", cuda_attention.pingpong, needs="wgmma"),
+        _cuda("10_intra_overlap", cuda_attention.intra_overlap, needs="wgmma"),
+        _cuda("11_fast_exp2", cuda_attention.fast_exp2, needs="wgmma"),
+        _cuda("12_three_consumers", cuda_attention.three_consumers, needs="wgmma"),
+        _cuda("13_persistent", cuda_attention.persistent, needs="wgmma"),
+        _cuda("14_critical_path", cuda_attention.critical_path, needs="wgmma"),
         _cuda("15_autotuned", cuda_hopper_autotuned, needs="wgmma", searches=True),
-        *triton_attention.rungs(),
+        _triton("1_naive", triton_attention.naive, slow=True),
+        _triton("2_coalesced", triton_attention.coalesced, slow=True),
+        _triton("3_fused", triton_attention.fused),
+        _triton("4_tensor_core", triton_attention.tensor_core, needs="tensor_cores", fallback=CUDA_CORE_DOT),
+        _triton("5_pipelined", triton_attention.pipelined, needs="tensor_cores", fallback=CUDA_CORE_DOT),
+        _triton("6_autotuned", triton_autotuned, needs="tensor_cores", fallback=CUDA_CORE_DOT, searches=True),
+        _triton("7_tma", triton_tma, needs="tma", searches=True),
+        _triton("8_barrier_pass", triton_barrier_pass, needs="tma", searches=True, ptx_pass=pass_record),
         Rung("torch", "sdpa", sdpa, own_output=True),
         Rung("torch", "sdpa_flash", sdpa_flash, needs="flash_attention", own_output=True),
     ],

@@ -4,7 +4,9 @@ A shape is (B, H, S, D, causal), as the forward's. Inputs: Q, K, V and dO fp16 (
 once when the inputs are made (`Forward`): every rung times its backward alone. The output is dQ, dK, dV stacked,
 (3, B, H, S, D) fp16; the reference, the same by autograd through the math in fp32 (a few heads at a time).
 FLOPs: 2.5x the forward's 4·B·H·S²·D (halved when causal): dV = Pᵀ·dO, dP = dO·Vᵀ, dQ, dK, and Q·Kᵀ recomputed,
-five matmuls for the forward's two. The rungs (kernels/triton/attention_backward.py says what each does):
+five matmuls for the forward's two. The rungs (kernels/triton/attention_backward.py, the kernels and their launchers,
+says what each does; rung 4's search and its choice per shape, kernels/attention_backward_search.py; its searches run and the
+kernels' SASS builds are here):
 
 triton:1_materialized  autograd through the math in fp32 (P saved): N/A where its B·H·S² tensors do not fit
 triton:2_flash         FlashAttention-2's backward: preprocess, dK/dV kernel, dQ kernel
@@ -31,6 +33,7 @@ from ladder import autotune, ops
 from ladder.runtime.hardware import detect
 from ladder.problems import Problem, Rung, register, same_specialization
 from kernels import attention as forward_problem
+from kernels.attention_backward_search import autotuned_backward, no_spills, tuner
 from kernels.triton import attention_backward as tab
 
 SOURCE = "kernels/triton/attention_backward.py"
@@ -195,20 +198,23 @@ def backend_unavailable(kind: str):
     return reason
 
 
-# ------------------------------------------------------------- rung 4's search, and memory (for `record`)
+# ------------------------------------------------------------- rung 4's searches, and memory (for `record`)
+
+SEARCH_WARMUP_MS, SEARCH_REP_MS = 50, 150   # shorter than ladder.autotune's: 24 searches fit `record`'s minutes
+SEARCH_KEYS = 2**19   # B·H·S of a search's inputs: B·H = 128 at S 4096, 32 at S 16384; thousands of programs
 
 def _tune(labels: list[str]) -> list:
     return tune(BUCKETS, exact_grads) if "triton:4_autotuned" in labels else []
 
 
 def tune(buckets: list[tuple], reference, device: str = "cuda") -> list[autotune.Report]:
-    """Rung 4's searches, each kernel at each (S, D, causal) of `buckets`, on fp16 inputs of B·H·S = tab.SEARCH_KEYS
+    """Rung 4's searches, each kernel at each (S, D, causal) of `buckets`, on fp16 inputs of B·H·S = SEARCH_KEYS
     (B = 1); `reference(q, k, v, do, causal)` -> the exact (dQ, dK, dV) each configuration is checked against.
     (device: "cpu" only where a test stands in for the GPU's parts.)"""
     reports = []
     for S, D, causal in buckets:
         gen = torch.Generator(device).manual_seed(7)
-        H = max(1, tab.SEARCH_KEYS // S)
+        H = max(1, SEARCH_KEYS // S)
         q, k, v, do = (torch.randn(1, H, S, D, generator=gen, device=device).half() for _ in range(4))
         o, lse = torch.ops.ladder.attention(q, k, v, bool(causal))
         scale = 1 / math.sqrt(D)
@@ -218,8 +224,8 @@ def tune(buckets: list[tuple], reference, device: str = "cuda") -> list[autotune
         flop = 2.5 * 4 * H * S * S * D * (0.5 if causal else 1.0)
         for kernel, want in (("dkdv", torch.stack((dk, dv))), ("dq", dq), ("dkdv_atomic", torch.stack((dq, dk, dv)))):
             out = tab.run_config(kernel, tab.GPU_TILES[D][kernel], *inputs)
-            search = tab.tuner(kernel, D,
-                               compile=lambda c, kernel=kernel, out=out: tab.no_spills(kernel, c, inputs, out, causal))
+            search = tuner(kernel, D,
+                           compile=lambda c, kernel=kernel, out=out: no_spills(kernel, c, inputs, out, causal))
             kept = [c for c in search.configs() if search.prune(c, detect()) is None]
             fn = tab.dq_kernel if kernel == "dq" else tab.dkdv_kernel
             # one compile-ahead per kind of arguments: the descriptors' boxes are BLOCK_M rows; dQ's sums a pointer
@@ -232,7 +238,7 @@ def tune(buckets: list[tuple], reference, device: str = "cuda") -> list[autotune
                                             for c in group],
                                        dict(zip(fn.arg_names, args)), dict(CAUSAL=bool(causal), **constexprs))
             reports.append(search.search(inputs, want, flop, lambda out=out: torch.empty_like(out),
-                                         warmup_ms=tab.SEARCH_WARMUP_MS, rep_ms=tab.SEARCH_REP_MS, shape=(S, D, int(causal))))
+                                         warmup_ms=SEARCH_WARMUP_MS, rep_ms=SEARCH_REP_MS, shape=(S, D, int(causal))))
         del q, k, v, do, o, lse, delta, dq, dk, dv
     return reports
 
@@ -293,6 +299,44 @@ def memory_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------- the kernels compiled ahead of time (ladder.sass)
+
+def sass_case(kernel: str, head_dim: int = 64, causal: bool = True, config: dict | None = None,
+              qdo_tma: bool = False) -> dict:
+    """ladder.sass.triton_sass's arguments for "dkdv" or "dq" as rung 2 launches it on a GPU from ladder.ops, or
+    "dkdv_atomic" as rung 3 does: fp16 operands (16-byte aligned), fp32 sums, the scale as Inductor passes it
+    (fp64), each row's elements adjacent (stride 1 along D, the others multiples of 16). config: tiles, warps and
+    stages (default: rung 2's, tab.GPU_TILES). qdo_tma: the K/V kernel with Q and dO through the TMA (as an eager
+    launch on sm_90 takes them), and rung 3's dQ sums too where its tiles say DQ_BY_TMA."""
+    atomic = kernel == "dkdv_atomic"
+    config = dict(config or tab.GPU_TILES[head_dim][kernel])
+    dq_tma = bool(config.pop("DQ_BY_TMA", False)) and atomic and qdo_tma
+    kernel = "dkdv" if atomic else kernel
+    fn = {"dkdv": tab.dkdv_kernel, "dq": tab.dq_kernel}[kernel]
+    names = fn.arg_names[:fn.arg_names.index("HEAD_DIM")]
+    types = {n: "*fp32" if n in ("lse_ptr", "delta_ptr") else "*fp16" if n.endswith("_ptr") else
+             "fp64" if n == "scale" else "i32" for n in names}
+    constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], CAUSAL=causal,
+                      **{n: 1 for n in names if n.startswith("stride") and n.endswith("d")})
+    extra = {}
+    if kernel == "dkdv":  # rung 3's fp32 dQ sums, or rung 2's None
+        types["dq_ptr"] = "*fp32" if atomic else "constexpr"
+        constexprs.update({"ATOMIC_DQ": atomic, "QDO_BY_TMA": qdo_tma, "DQ_BY_TMA": dq_tma,
+                           **({} if atomic else {"dq_ptr": None})})
+        extra.update(ATOMIC_DQ="constexpr", QDO_BY_TMA="constexpr", DQ_BY_TMA="constexpr")
+        if qdo_tma:
+            box = f"[1,1,{config['BLOCK_M']},{head_dim}]>"
+            types.update(q_ptr="tensordesc<fp16" + box, do_ptr="tensordesc<fp16" + box,
+                         **({"dq_ptr": "tensordesc<fp32" + box} if dq_tma else {}))
+    return dict(kernel=fn, signature={**types, "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr",
+                                      "BLOCK_N": "constexpr", "CAUSAL": "constexpr", **extra},
+                constexprs=constexprs,
+                divisible_by_16=tuple(n for n in names if (n.endswith("_ptr") and types[n] != "constexpr"
+                                                           and not types[n].startswith("tensordesc"))
+                                      or (n.startswith("stride") and not n.endswith("d"))),
+                num_warps=config["num_warps"], num_stages=config["num_stages"])
+
+
 def _triton(name: str, run, **kw) -> Rung:
     return Rung("triton", name, run, SOURCE, **kw)
 
@@ -316,7 +360,7 @@ PROBLEM = register(Problem(
                 unavailable_at=materialized_unavailable),
         _triton("2_flash", _ours(tab.backward), needs="tensor_cores"),
         _triton("3_atomic_dq", _ours(tab.atomic_dq_backward), needs="tensor_cores"),
-        _triton("4_autotuned", _ours(tab.autotuned_backward), needs="tensor_cores", searches=True),
+        _triton("4_autotuned", _ours(autotuned_backward), needs="tensor_cores", searches=True),
         # needs: SDPA's fused backends, cuDNN's as FlashAttention's, from sm_80 on (and a GPU: none on CPU)
         Rung("torch", "sdpa", _through_autograd("cudnn"), needs="flash_attention",
              unavailable_at=backend_unavailable("cudnn")),

@@ -1,131 +1,32 @@
 """Matmul, C = A·B: A (M×K) and B (K×N) fp16 row-major, fp32 accumulation, C fp16.
 
-The problem, the CUDA C++ rungs (kernels/cuda/matmul/, one file per rung) with their launchers,
-the Triton rungs of the same names (kernels/triton/matmul.py), and torch:cublas, the speed anchor.
-A shape is (M, N, K). Every launcher takes (a, b, out=None) and returns out; a bad argument raises a
-ValueError that names it.
-
-CUDA rungs 4-12 load 16-byte vectors (rungs 8-12: TMA boxes, whose rows the TMA wants 16 bytes apart), so every
-row of A and B must start on a 16-byte boundary: when K or N is not a multiple of 8 the launcher pads A and B
-with zeros (a copy, said in `pad_note`). M and N edges are handled inside the kernels (rungs 8-12: the TMA reads
-zeros past them, the stores are masked).
+The problem and its rungs as the harness sees them: the CUDA C++ rungs (kernels/cuda/matmul/, one file per rung,
+launched by kernels/cuda/matmul.py), the Triton rungs of the same names (kernels/triton/matmul.py; rung 6's search in
+kernels/matmul_triton_search.py), and torch:cublas, the speed anchor. This file holds what the kernel files leave
+out: CUDA rungs 6 and 12's searches (space, prune, Tuner) and the launchers that run their winners, what ladder.sass
+compiles of the Triton rungs, and the Problem's registration. A shape is (M, N, K); every launcher takes
+(a, b, out=None) and returns out.
 """
 from __future__ import annotations
 
-import functools
-
-import numpy as np
 import torch
 
 from ladder import autotune
-from ladder.runtime import cuda, tma, validate
-from ladder.runtime.hardware import detect
+from ladder.runtime import cuda, validate
 from ladder.problems import Problem, Rung, register, same_specialization
 from ladder.runtime.world import device
-from kernels.triton import matmul as triton_matmul
+from kernels import matmul_triton_search as triton_search
+from kernels.cuda import matmul as cm
+from kernels.triton import matmul as tm
 
 CUDA_DIR = "kernels/cuda/matmul"
-SCALAR_TILE = 32               # rungs 1-3: 32×32 threads, one output each
-REGISTER_BLOCK = (128, 128)    # rung 3b: BM×BN block tile, 8×8 outputs per thread, 256 threads
-TENSOR_CORE = dict(BM=128, BN=128, BK=32, WARPS_M=2, WARPS_N=4)            # must match 4_tensor_core.cu
-PIPELINED = dict(BM=128, BN=128, BK=32, WARPS_M=2, WARPS_N=4, STAGES=4)    # rung 5's choice
-TWO_STAGES = dict(PIPELINED, STAGES=2)  # sm_75: register-staged double buffer, two shared buffers
 
 
 def _operands(a, b, out, where="cuda"):
     return validate.matmul_operands(a, b, out, device=where)
 
 
-# ------------------------------------------------------------- rungs 1-3b: CUDA cores, any shape
-
-def _scalar_launcher(filename: str, grid, threads):
-    """A launcher for a CUDA-core rung: kernel `matmul(A, B, C, M, N, K)`, any shape."""
-    def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        M, N, K, out = _operands(a, b, out)
-        if out.numel():
-            module = cuda.load(f"matmul/{filename}")
-            cuda.launch(module, "matmul", grid(M, N), threads, (a, b, out) + cuda.int32s(M, N, K))
-        return out
-    run.__name__ = filename.removesuffix(".cu")
-    return run
-
-
-T = SCALAR_TILE
-naive = _scalar_launcher("1_naive.cu", lambda M, N: (cuda.cdiv(M, T), cuda.cdiv(N, T)), (T, T))
-coalesced = _scalar_launcher("2_coalesced.cu", lambda M, N: (cuda.cdiv(N, T), cuda.cdiv(M, T)), (T, T))
-smem_tiled = _scalar_launcher("3_smem_tiled.cu", lambda M, N: (cuda.cdiv(N, T), cuda.cdiv(M, T)), (T, T))
-register_blocked = _scalar_launcher(
-    "3b_register_blocked.cu",
-    lambda M, N: (cuda.cdiv(N, REGISTER_BLOCK[1]), cuda.cdiv(M, REGISTER_BLOCK[0])), 256)
-
-
-# ------------------------------------------------------------- rungs 4-6: tensor cores, 16-byte rows
-
-def pad_note(M: int, N: int, K: int) -> str | None:
-    """Why a tensor-core launcher copies its inputs for this shape, or None."""
-    if K % 8 or N % 8:
-        return (f"K={K} or N={N} is not a multiple of 8: A and B are zero-padded to "
-                f"K={cuda.cdiv(K, 8) * 8}, N={cuda.cdiv(N, 8) * 8} so every row starts on 16 bytes")
-    return None
-
-
-def threads(config: dict) -> int:
-    return 32 * config["WARPS_M"] * config["WARPS_N"]
-
-
-def shared_bytes(config: dict) -> int:
-    """Dynamic shared memory of rungs 5-6: STAGES × (A tile + B tile), rows padded by 8 halves."""
-    c = config
-    return 2 * c["STAGES"] * (c["BM"] * (c["BK"] + 8) + c["BK"] * (c["BN"] + 8))
-
-
-def _tensor_core_launch(filename, kernel, defines, grid, n_threads, a, b, out, smem=0, arch=None, operands=None,
-                        checked=None):
-    """Shared by rungs 4-12: kernel(A, B, C, M, N, K, ldb) on 16-byte rows, grid(M, N) blocks. `operands(a, b, out)`
-    gives what the kernel takes in place of the pointers A and B (rungs 8-12: their tensor maps, and C's).
-    `checked`: (M, N, K, out) from a caller that validated the operands already (rungs 6 and 12, to pick a
-    configuration by the shape)."""
-    M, N, K, out = checked or _operands(a, b, out)
-    if out.numel() and out.data_ptr() % 4:  # a view of C 2 bytes in: the kernels store pairs of halves, 4-byte aligned
-        out.copy_(_tensor_core_launch(filename, kernel, defines, grid, n_threads, a, b, None, smem, arch, operands))
-        return out
-    if out.numel():
-        if K == 0:
-            return out.zero_()
-        a, b, Kp, Np = validate.padded_rows(a, b)
-        module = cuda.load(f"matmul/{filename}", defines, arch)
-        inputs = operands(a, b, out) if operands else (a, b)
-        cuda.launch(module, kernel, grid(M, N), n_threads, inputs + (out,) + cuda.int32s(M, N, Kp, Np), smem)
-    return out
-
-
-def _tile_grid(c: dict):
-    return lambda M, N: (cuda.cdiv(N, c["BN"]), cuda.cdiv(M, c["BM"]))
-
-
-def tensor_core(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    return _tensor_core_launch("4_tensor_core.cu", "matmul", None, _tile_grid(TENSOR_CORE), threads(TENSOR_CORE),
-                               a, b, out)
-
-
-def pipelined_config(gpu=None) -> dict:
-    gpu = gpu or detect()
-    return PIPELINED if gpu is None or gpu.has("cp.async") else TWO_STAGES
-
-
-def pipelined(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    c = pipelined_config()
-    return _tensor_core_launch("5_pipelined.cu", "matmul", c, _tile_grid(c), threads(c), a, b, out, shared_bytes(c))
-
-
-# ------------------------------------------------------------- rung 6: the search
-
-def run_config(c: dict, a, b, out=None, checked=None):
-    """Rung 6's kernel with one configuration (what the search times): a 1-D grid, grouped inside."""
-    return _tensor_core_launch("6_autotuned.cu", "matmul_grouped", c,
-                               lambda M, N: cuda.cdiv(M, c["BM"]) * cuda.cdiv(N, c["BN"]), threads(c),
-                               a, b, out, shared_bytes(c), checked=checked)
-
+# ------------------------------------------------------------- CUDA rung 6: rung 5's kernel, searched
 
 SEARCH_SPACE = dict(BM=[64, 128, 256], BN=[128, 256], BK=[32, 64], WARPS_M=[2, 4], WARPS_N=[2, 4],
                     STAGES=[2, 3, 4], GROUP_M=[8])
@@ -140,7 +41,7 @@ def registers_needed(c: dict, gpu) -> int:
     wm, wn = c["BM"] // c["WARPS_M"], c["BN"] // c["WARPS_N"]
     accumulators = wm * wn // 32
     fragments = wm // 16 * 4 + wn // 8 * 2
-    staged = 0 if gpu is None or gpu.has("cp.async") else 4 * (c["BM"] + c["BN"]) * c["BK"] // 8 // threads(c)
+    staged = 0 if gpu is None or gpu.has("cp.async") else 4 * (c["BM"] + c["BN"]) * c["BK"] // 8 // cm.threads(c)
     return accumulators + fragments + staged + REGISTER_OVERHEAD
 
 
@@ -151,14 +52,14 @@ def prune_reason(c: dict, gpu) -> str | None:
         return "warp tile under 32x32: too little reuse per ldmatrix"
     if wm * wn // 32 > 128:
         return f"warp tile {wm}x{wn} needs {wm * wn // 32} accumulator registers per thread (> 128)"
-    n_threads = threads(c)
+    n_threads = cm.threads(c)
     needed, budget = registers_needed(c, gpu), min(255, 65536 // n_threads)
     if needed > budget:
         return f"needs about {needed} registers per thread, {n_threads} threads leave {budget}: it would spill"
     if (c["BM"] * c["BK"] // 8) % n_threads or (c["BK"] * c["BN"] // 8) % n_threads:
         return "tile copies do not split evenly over the threads"
-    if gpu is not None and shared_bytes(c) > gpu.smem_per_block_bytes:
-        return f"{shared_bytes(c) // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB"
+    if gpu is not None and cm.shared_bytes(c) > gpu.smem_per_block_bytes:
+        return f"{cm.shared_bytes(c) // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB"
     if gpu is not None and gpu.has("cp.async") and c["STAGES"] < 3:
         return "with cp.async, two stages leave the loads exposed (as in rung four)"
     if gpu is not None and not gpu.has("cp.async") and c["STAGES"] != 2:
@@ -166,15 +67,9 @@ def prune_reason(c: dict, gpu) -> str | None:
     return None
 
 
-def default_config(gpu) -> dict:
-    """Rung 6 where no search has run: rung 5's tiles for this GPU (two register-staged stages without cp.async),
-    which fit every GPU in ladder.runtime.hardware's table (tests/test_matmul_cuda.py)."""
-    return dict(pipelined_config(gpu), GROUP_M=8)
-
-
 TUNER = autotune.Tuner(problem="matmul", name="cuda:6_autotuned", space=SEARCH_SPACE, prune=prune_reason,
-                       compile=lambda c: cuda.without_spills(cuda.load("matmul/6_autotuned.cu", c), "matmul_grouped"), run=run_config,
-                       default=default_config)
+                       compile=lambda c: cuda.without_spills(cuda.load("matmul/6_autotuned.cu", c), "matmul_grouped"),
+                       run=cm.run_config, default=cm.default_config)
 
 
 TUNE_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192)]
@@ -184,7 +79,7 @@ def tune_rungs(labels: list[str]) -> list[autotune.Report]:
     """The searches of the autotuned rungs among `labels`, at TUNE_SHAPES (for `record`)."""
     return ((tune() if "cuda:6_autotuned" in labels else [])
             + (tune(HOPPER_TUNE_SHAPES, HOPPER_TUNER) if "cuda:12_autotuned" in labels else [])
-            + (triton_matmul.tune(TUNE_SHAPES) if "triton:6_autotuned" in labels else []))
+            + (triton_search.tune(TUNE_SHAPES) if "triton:6_autotuned" in labels else []))
 
 
 def tune(shapes=TUNE_SHAPES, tuner=None) -> list[autotune.Report]:
@@ -201,132 +96,15 @@ def tune(shapes=TUNE_SHAPES, tuner=None) -> list[autotune.Report]:
 def autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 6 with the configuration the search chose for the nearest tuned shape on this GPU."""
     checked = _operands(a, b, out)
-    return run_config(TUNER.best(checked[:3]), a, b, checked=checked)
+    return cm.run_config(TUNER.best(checked[:3]), a, b, checked=checked)
 
 
-# ------------------------------------------------------------- rung 7: Hopper's wgmma
-
-WGMMA = dict(STAGES=4)  # BM x BN x BK = 128 x 256 x 64 (two warpgroups) is fixed in 7_wgmma.cu
-
-
-def wgmma_shared_bytes(c: dict) -> int:
-    """Rungs 7-10: STAGES x (A tile + B tile), unpadded (the swizzle avoids bank conflicts), + 1 KiB to align
-    the atoms."""
-    return 2 * c["STAGES"] * 64 * (128 + 256) + 1024
-
-
-def wgmma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    return _tensor_core_launch("7_wgmma.cu", "matmul", WGMMA, _tile_grid(dict(BM=128, BN=256)), 256,
-                               a, b, out, wgmma_shared_bytes(WGMMA), arch="sm_90a")
-
-
-# ------------------------------------------------------------- rung 8: TMA copies, warp-specialized
-
-TMA_WS = dict(STAGES=4)  # BM x BN x BK = 128 x 256 x 64, 1 producer + 2 consumer warpgroups, fixed in the .cu
-
-
-def tma_maps(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> tuple:
-    """Rungs 8-10's tensor maps, 128-byte swizzle: A (M x K) in boxes of 128 rows x 64 columns (one per k-tile),
-    B (K x N) in boxes of 64 x 64 (four side by side make a 64 x 256 k-tile). `out`: theirs has none (rung 11's does)."""
-    return tma.encode(a, (128, 64)), tma.encode(b, (64, 64))
-
-
-def tma_warp_specialized(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    return _tensor_core_launch("8_tma_warp_specialized.cu", "matmul", TMA_WS, _tile_grid(dict(BM=128, BN=256)),
-                               384, a, b, out, wgmma_shared_bytes(TMA_WS), arch="sm_90a", operands=tma_maps)
-
-
-# ------------------------------------------------------------- rung 9: persistent, grouped tile order
-
-PERSISTENT = dict(STAGES=4, GROUP_M=16)  # rung 8's tiles and warpgroups; GROUP_M tile rows down a column, then right
-
-
-@functools.lru_cache(maxsize=None)  # launchers ask on every call
-def _sms_of(device: int) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def _sm_count() -> int:
-    return _sms_of(torch.cuda.current_device())
-
-
-def walking_grid(M: int, N: int, bm: int, bn: int, cluster: int = 1, sms: int | None = None) -> int:
-    """The persistent grid of rungs 9-12: clusters of `cluster` blocks, a cluster per `cluster` SMs (default: this
-    GPU's), or per cluster * bm x bn block of C where there are fewer; each walks the blocks of C its number,
-    + clusters, ..."""
-    return cluster * min((sms or _sm_count()) // cluster, cuda.cdiv(M, cluster * bm) * cuda.cdiv(N, bn))
-
-
-def persistent_grid(M: int, N: int, sms: int | None = None) -> int:
-    """Rung 9's blocks: one per SM (default: this GPU's), or one per 128 x 256 tile of C where there are fewer;
-    each block walks the tiles blockIdx.x, + gridDim.x, ..."""
-    return walking_grid(M, N, 128, 256, sms=sms)
-
-
-def persistent(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
-               config: dict = PERSISTENT) -> torch.Tensor:
-    """Rung 9; `config` may change GROUP_M (the tile order) or STAGES."""
-    return _tensor_core_launch("9_persistent.cu", "matmul", config, persistent_grid, 384, a, b, out,
-                               wgmma_shared_bytes(config), arch="sm_90a", operands=tma_maps)
-
-
-# ------------------------------------------------------------- rung 10: 2-block clusters, B multicast
-
-CLUSTER_MULTICAST = dict(STAGES=4, GROUP_M=8)  # GROUP_M in cluster rows of 256 rows of C (rung 9: 16 of 128)
-
-
-def cluster_grid(M: int, N: int, sms: int | None = None) -> int:
-    """Rung 10's blocks, two per cluster (__cluster_dims__ in the .cu): a cluster per two SMs, or per 256 x 256
-    block of C where there are fewer; each cluster walks the blocks of C clusterid, + clusters, ..."""
-    return walking_grid(M, N, 128, 256, cluster=2, sms=sms)
-
-
-def cluster_multicast(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
-                      config: dict = CLUSTER_MULTICAST) -> torch.Tensor:
-    """Rung 10; `config` may change GROUP_M (the order of the clusters' blocks of C) or STAGES."""
-    return _tensor_core_launch("10_cluster_multicast.cu", "matmul", config, cluster_grid, 384, a, b, out,
-                               wgmma_shared_bytes(config), arch="sm_90a", operands=tma_maps)
-
-
-# ------------------------------------------------------------- rung 11: the epilogue through the TMA
-
-TMA_STORE = dict(STAGES=3, GROUP_M=8)  # rung 10's order; a stage fewer makes room for C's staging buffers
-NO_MAP = np.zeros(1, dtype=np.dtype((np.void, tma.MAP_BYTES)))  # C's map where the TMA cannot store C's rows
-
-
-def tma_store_shared_bytes(c: dict) -> int:
-    """Rung 11: rung 10's ring of STAGES, and the two consumers' 64 x 256 fp16 tiles of C staged for the TMA."""
-    return hopper_shared_bytes(dict(c, BM=128, BN=256))
-
-
-def c_map(out: torch.Tensor):
-    """Rung 11's tensor map of C, 64 x 64 boxes in the 128-byte swizzle; NO_MAP where C's rows are not 16-byte
-    multiples apart or C does not start on 16 bytes (the kernel checks the same, and stores from registers)."""
-    return tma.encode(out, (64, 64)) if out.shape[1] % 8 == 0 and out.data_ptr() % 16 == 0 else NO_MAP
-
-
-def tma_store(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
-              config: dict = TMA_STORE) -> torch.Tensor:
-    """Rung 11; `config` may change GROUP_M or STAGES (at most 3: the staging buffers take the fourth's room)."""
-    return _tensor_core_launch("11_tma_store.cu", "matmul", config, cluster_grid, 384, a, b, out,
-                               tma_store_shared_bytes(config), arch="sm_90a",
-                               operands=lambda a, b, out: tma_maps(a, b) + (c_map(out),))
-
-
-# ------------------------------------------------------------- rung 12: rung 11, searched
+# ------------------------------------------------------------- CUDA rung 12: rung 11's kernel, searched
 
 HOPPER_SEARCH_SPACE = dict(BM=[128, 256], BN=[128, 192, 256], STAGES=[2, 3, 4, 5, 6], CLUSTER=[1, 2], GROUP_M=[8, 16],
                            BOX_BY_BOX=[0, 1])
 CONSUMER_REGISTERS = 232          # setmaxnreg.inc in 11_tma_store.cu: what a consumer thread may hold
 ACCUMULATOR_BUDGET = 128          # fp32 accumulators per consumer thread that leave room for addresses and staging
-
-
-def hopper_shared_bytes(c: dict) -> int:
-    """Rung 12's dynamic shared memory: STAGES x (A's BM x 64 + B's 64 x BN), C staged for the TMA (the BM x BN
-    tile; with BOX_BY_BOX one 64 x 64 box per consumer warpgroup), and 1 KiB to align the swizzle atoms (rung 11's
-    at BM 128, BN 256)."""
-    staged = 2 * 64 * 64 if c.get("BOX_BY_BOX") else c["BM"] * c["BN"]
-    return 2 * (c["STAGES"] * 64 * (c["BM"] + c["BN"]) + staged) + 1024
 
 
 def hopper_prune_reason(c: dict, gpu) -> str | None:
@@ -335,33 +113,11 @@ def hopper_prune_reason(c: dict, gpu) -> str | None:
     if accumulators > ACCUMULATOR_BUDGET:
         return (f"{c['BM']}x{c['BN']} needs {accumulators} accumulator registers per consumer thread "
                 f"(> {ACCUMULATOR_BUDGET} of its {CONSUMER_REGISTERS}): it would spill")
-    if gpu is not None and hopper_shared_bytes(c) > gpu.smem_per_block_bytes:
-        return f"{hopper_shared_bytes(c) // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB"
+    if gpu is not None and cm.hopper_shared_bytes(c) > gpu.smem_per_block_bytes:
+        return f"{cm.hopper_shared_bytes(c) // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB"
     if c["STAGES"] < 3:
         return "two stages leave the TMA's latency exposed: a k-tile's copy waits on the wgmma of the one before"
     return None
-
-
-def hopper_grid(c: dict, M: int, N: int, sms: int | None = None) -> int:
-    """Rung 12's blocks: CLUSTER per cluster, a cluster per CLUSTER SMs (default: this GPU's) or per CLUSTER*BM x BN
-    block of C where there are fewer."""
-    return walking_grid(M, N, c["BM"], c["BN"], c["CLUSTER"], sms)
-
-
-def run_hopper_config(c: dict, a, b, out=None, checked=None):
-    """Rung 12's kernel (11_tma_store.cu's) with one configuration: what the search times."""
-    return _tensor_core_launch("12_autotuned.cu", "matmul", c, lambda M, N: hopper_grid(c, M, N), 384, a, b, out,
-                               hopper_shared_bytes(c), arch="sm_90a",
-                               operands=lambda a, b, out: (tma.encode(a, (c["BM"], 64)), tma.encode(b, (64, 64)),
-                                                           c_map(out)), checked=checked)
-
-
-HOPPER_DEFAULT = dict(BM=128, BN=256, STAGES=3, CLUSTER=2, GROUP_M=8, BOX_BY_BOX=0)  # rung 11's configuration
-
-
-def hopper_config(c: dict) -> dict:
-    """`c` in full: a search recorded before BOX_BY_BOX joined the space staged the whole tile."""
-    return {"BOX_BY_BOX": 0, **c}
 
 
 # Where `record` runs rung 12's search: the headline shapes, and the MLP down-projection and attention output of
@@ -378,13 +134,81 @@ HOPPER_SHAPES = [dict(BM=bm, BN=bn, STAGES=stages, CLUSTER=cluster, GROUP_M=8, B
 HOPPER_TUNER = autotune.Tuner(
     problem="matmul", name="cuda:12_autotuned", space=HOPPER_SEARCH_SPACE, prune=hopper_prune_reason,
     compile=lambda c: cuda.without_spills(cuda.load("matmul/12_autotuned.cu", c, "sm_90a"), "matmul"),
-    run=run_hopper_config, default=lambda gpu: HOPPER_DEFAULT)
+    run=cm.run_hopper_config, default=lambda gpu: cm.HOPPER_DEFAULT)
 
 
 def hopper_autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Rung 12 with the configuration the search chose for the nearest tuned shape on this GPU."""
     checked = _operands(a, b, out)
-    return run_hopper_config(HOPPER_TUNER.best(checked[:3]), a, b, checked=checked)
+    return cm.run_hopper_config(HOPPER_TUNER.best(checked[:3]), a, b, checked=checked)
+
+
+# ------------------------------------------------------------- the Triton rungs compiled ahead of time (ladder.sass)
+
+_POINTERS = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16"}
+_SIZES = {"M": "i32", "N": "i32", "K": "i32"}
+_TILES = {"BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
+SIGNATURE = {**_POINTERS, **_SIZES}
+TILE_SIGNATURE = {**SIGNATURE, **_TILES, "TENSOR_CORES": "constexpr", "EVEN_K": "constexpr"}
+_STRIDES = {"stride_am": "i32", "stride_ak": "i32", "stride_bk": "i32", "stride_bn": "i32", "stride_cm": "i32",
+            "stride_cn": "i32"}
+PERSISTENT_SIGNATURE = {**_POINTERS, "bias_ptr": "*fp16", **_SIZES, **_STRIDES, **_TILES, "GROUP_M": "constexpr",
+                        "BIAS_RELU": "constexpr", "EVEN_K": "constexpr", "FLATTEN": "constexpr",
+                        "BIAS_GELU": "constexpr"}
+ROW_MAJOR = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1}  # what Triton makes of row-major A, B, C's unit strides
+BENCH_GROUP_M = tm.group_rows(4096, 4096, 128, 256, sms=132)  # 16: the tile order at 4096^3 on an H100
+# What Triton may assume at the benchmark shapes: 16-byte aligned pointers, sizes multiples of 16.
+_ALIGNED = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K")
+
+
+def _launch(config: dict) -> dict:
+    return {k: config[k] for k in ("num_warps", "num_stages")}
+
+
+def _constexprs(config: dict) -> dict:
+    return {k: v for k, v in config.items() if k not in ("num_warps", "num_stages")}
+
+
+def tile_sass_case(config: dict, tensor_cores: bool = True) -> dict:
+    """triton_sass's arguments for matmul_kernel (rungs 3-5) with `config`: tiles, num_warps, num_stages."""
+    return dict(kernel=tm.matmul_kernel, signature=TILE_SIGNATURE, divisible_by_16=_ALIGNED, **_launch(config),
+                constexprs=dict(_constexprs(config), TENSOR_CORES=tensor_cores, EVEN_K=True))
+
+
+def persistent_sass_case(config: dict) -> dict:
+    """triton_sass's arguments for persistent_kernel (rung 6) with one of its search's configurations."""
+    return dict(kernel=tm.persistent_kernel, signature=PERSISTENT_SIGNATURE,
+                divisible_by_16=_ALIGNED + ("bias_ptr", "stride_am", "stride_bk", "stride_cm"),
+                constexprs={**ROW_MAJOR, "GROUP_M": BENCH_GROUP_M, **_constexprs(config), "BIAS_RELU": False,
+                            "EVEN_K": True, "FLATTEN": True, "BIAS_GELU": False},
+                **_launch(config))
+
+
+# Per rung, the keyword arguments of ladder.sass.triton_sass that compile it as a GPU launch at the
+# benchmark shapes would (GPU tiles, whatever world this is).
+TRITON_SASS_CASES = {
+    "1_naive": dict(kernel=tm.naive_kernel, signature=SIGNATURE, constexprs={}, divisible_by_16=_ALIGNED,
+                    **tm.LAUNCH["1_naive"]),
+    "2_coalesced": dict(kernel=tm.coalesced_kernel, signature=dict(SIGNATURE, BLOCK_N="constexpr"),
+                        constexprs=tm.GPU_TILES["2_coalesced"], divisible_by_16=_ALIGNED, **tm.LAUNCH["2_coalesced"]),
+    **{rung: tile_sass_case(dict(tm.GPU_TILES[rung], **tm.LAUNCH[rung]), tensor_cores=rung != "3_tiled")
+       for rung in ("3_tiled", "4_tensor_core", "5_pipelined")},
+    "6_autotuned": persistent_sass_case(tm.AUTOTUNED_EXAMPLE),
+    "7_tma_persistent": dict(  # descriptors: the block shape is part of the type
+        kernel=tm.tma_persistent_kernel,
+        signature={"a_desc": "tensordesc<fp16[{BLOCK_M},{BLOCK_K}]>".format(**tm.TMA_PERSISTENT),
+                   "b_desc": "tensordesc<fp16[{BLOCK_K},{BLOCK_N}]>".format(**tm.TMA_PERSISTENT),
+                   **{k: v for k, v in PERSISTENT_SIGNATURE.items() if k in ("c_ptr", "M", "N", "K", "BLOCK_M",
+                                                                             "BLOCK_N", "BLOCK_K", "GROUP_M")},
+                   "B_STORED_NK": "constexpr"},
+        constexprs=dict(_constexprs(tm.TMA_PERSISTENT), GROUP_M=BENCH_GROUP_M, B_STORED_NK=False),
+        divisible_by_16=("c_ptr", "M", "N", "K"),
+        **_launch(tm.TMA_PERSISTENT)),
+}
+
+
+# On sm_75 (T4) Triton's tl.dot is FMAs on CUDA cores: the rungs run, and say so.
+CUDA_CORE_DOT = ("triton_mma", "tl.dot on CUDA cores (FFMA): Triton emits no tensor-core MMA before sm_80")
 
 
 # ------------------------------------------------------------- cuBLAS and the problem
@@ -409,6 +233,10 @@ def _cuda(name: str, run, **kw) -> Rung:
     return Rung("cuda", name, run, f"{CUDA_DIR}/{name}.cu", **kw)
 
 
+def _triton(name: str, run, **kw) -> Rung:
+    return Rung("triton", name, run, tm.SOURCE, **kw)
+
+
 SQUARE = [(n, n, n) for n in (512, 1024, 2048, 4096, 8192)]
 PROBLEM = register(Problem(
     name="matmul",
@@ -425,22 +253,28 @@ PROBLEM = register(Problem(
     tune=tune_rungs,
     compile_shape=lambda s: tuple(same_specialization(n) for n in s),
     rungs=[
-        _cuda("1_naive", naive, slow=True),
-        _cuda("2_coalesced", coalesced, slow=True),
-        _cuda("3_smem_tiled", smem_tiled, slow=True),
-        _cuda("3b_register_blocked", register_blocked),
-        _cuda("4_tensor_core", tensor_core, needs="tensor_cores"),
-        _cuda("5_pipelined", pipelined, needs="tensor_cores",
+        _cuda("1_naive", cm.naive, slow=True),
+        _cuda("2_coalesced", cm.coalesced, slow=True),
+        _cuda("3_smem_tiled", cm.smem_tiled, slow=True),
+        _cuda("3b_register_blocked", cm.register_blocked),
+        _cuda("4_tensor_core", cm.tensor_core, needs="tensor_cores"),
+        _cuda("5_pipelined", cm.pipelined, needs="tensor_cores",
               fallback=("cp.async", "a register-staged double buffer (the next tile's loads wait in registers)")),
         _cuda("6_autotuned", autotuned, needs="tensor_cores", searches=True,
               fallback=("cp.async", "rung 5's register-staged double buffer, tuned")),
-        _cuda("7_wgmma", wgmma, needs="wgmma"),
-        _cuda("8_tma_warp_specialized", tma_warp_specialized, needs="wgmma"),
-        _cuda("9_persistent", persistent, needs="wgmma"),
-        _cuda("10_cluster_multicast", cluster_multicast, needs="wgmma"),
-        _cuda("11_tma_store", tma_store, needs="wgmma"),
+        _cuda("7_wgmma", cm.wgmma, needs="wgmma"),
+        _cuda("8_tma_warp_specialized", cm.tma_warp_specialized, needs="wgmma"),
+        _cuda("9_persistent", cm.persistent, needs="wgmma"),
+        _cuda("10_cluster_multicast", cm.cluster_multicast, needs="wgmma"),
+        _cuda("11_tma_store", cm.tma_store, needs="wgmma"),
         _cuda("12_autotuned", hopper_autotuned, needs="wgmma", searches=True),
-        *triton_matmul.rungs(),
+        _triton("1_naive", tm.naive, slow=True),
+        _triton("2_coalesced", tm.coalesced, slow=True),
+        _triton("3_tiled", tm.tiled, slow=True),
+        _triton("4_tensor_core", tm.tensor_core, needs="tensor_cores", fallback=CUDA_CORE_DOT),
+        _triton("5_pipelined", tm.pipelined, needs="tensor_cores", fallback=CUDA_CORE_DOT),
+        _triton("6_autotuned", triton_search.autotuned, needs="tensor_cores", fallback=CUDA_CORE_DOT, searches=True),
+        _triton("7_tma_persistent", tm.tma_persistent, needs="tma"),
         Rung("torch", "cublas", cublas),
     ],
 ))

@@ -4,7 +4,8 @@ A (M×K) and B (K×N) fp16 row-major, bias fp16 of length N (one per column), fp
 Rungs: torch:three_ops (matmul, add, relu: three kernels, the M×N intermediate goes through DRAM
 between them), torch:compile (the same three calls through torch.compile, GPU only), and
 triton:fused (rung 6's kernel with its epilogue on: bias and ReLU applied to the fp32 tile in
-registers before the one fp16 store). `bytes_moved` counts what each variant moves.
+registers before the one fp16 store; the kernel is kernels/triton/matmul.py's, searched per shape as rung 6 is, by
+kernels/matmul_triton_search.py). `bytes_moved` counts what each variant moves.
 
 The same epilogue with GELU instead of ReLU (the MLP of a GPT-2-shaped transformer, lesson 05):
 `three_ops_gelu` (eager: matmul, add, GELU) and `fused_gelu` (one kernel), checked against `reference_gelu`.
@@ -20,6 +21,8 @@ import torch.nn.functional as F
 from ladder.runtime import validate
 from ladder.problems import Problem, Rung, register
 from ladder.runtime.world import device
+from kernels import matmul_triton_search as triton_search
+from kernels.matmul import CUDA_CORE_DOT
 from kernels.triton import matmul as triton_matmul
 
 
@@ -55,7 +58,7 @@ def compiled(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, out: torch.Te
 
 def fused(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Triton rung 6's kernel with its bias + ReLU epilogue: one kernel, C written once."""
-    return triton_matmul.launch_autotuned(a, b, _operands(a, b, bias, out), bias)
+    return triton_search.launch_autotuned(a, b, _operands(a, b, bias, out), bias)
 
 
 def three_ops_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor,
@@ -67,7 +70,7 @@ def three_ops_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor,
 
 def fused_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Triton rung 6's kernel with its bias + GELU epilogue: gelu(a @ b + bias) in one kernel."""
-    return triton_matmul.launch_autotuned(a, b, _operands(a, b, bias, out), bias, activation="gelu")
+    return triton_search.launch_autotuned(a, b, _operands(a, b, bias, out), bias, activation="gelu")
 
 
 def reference_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -102,7 +105,7 @@ def reference(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor) -> torch.Ten
 
 def _tune(labels: list[str]) -> list:
     """The fused kernel's own search at the benchmark shapes (its epilogue is part of what is timed)."""
-    return triton_matmul.tune(BENCH_SHAPES, bias_relu=True) if "triton:fused" in labels else []
+    return triton_search.tune(BENCH_SHAPES, bias_relu=True) if "triton:fused" in labels else []
 
 
 BENCH_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
@@ -123,6 +126,6 @@ PROBLEM = register(Problem(
         Rung("torch", "three_ops", three_ops),
         Rung("torch", "compile", compiled, needs="gpu"),
         Rung("triton", "fused", fused, triton_matmul.SOURCE, needs="tensor_cores",
-             fallback=triton_matmul.CUDA_CORE_DOT, searches=True),
+             fallback=CUDA_CORE_DOT, searches=True),
     ],
 ))

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import kernels.attention as at
+from kernels.cuda import attention as cuda_attention
 from ladder.runtime import cuda
 from ladder.runtime.cuda import KERNELS_DIR
 
@@ -75,12 +76,12 @@ def switches() -> frozenset[str]:
 
 
 def configurations(rung: str) -> list[dict]:
-    """The -D defines `rung` is compiled with: the launcher's (kernels/attention.py HOPPER) at each head dimension,
-    and for rung 15 also every configuration of its search (searched_launch: CONSUMERS and CONSUMER_REGISTERS too),
-    pruned or not."""
-    found = [dict(HEAD_DIM=D, **at.hopper_launch(rung, D)[0]) for D in HEAD_DIMS]
+    """The -D defines `rung` is compiled with: the launcher's (kernels/cuda/attention.py HOPPER) at each head
+    dimension, and for rung 15 also every configuration of its search (autotuned_launch: CONSUMERS and
+    CONSUMER_REGISTERS too), pruned or not."""
+    found = [dict(HEAD_DIM=D, **cuda_attention.hopper_launch(rung, D)[0]) for D in HEAD_DIMS]
     if rung == "15_autotuned":
-        found += [dict(HEAD_DIM=D, **at.searched_launch(c)[0])
+        found += [dict(HEAD_DIM=D, **cuda_attention.autotuned_launch(c)[0])
                   for D in HEAD_DIMS for c in at.HOPPER_TUNERS[D].configs()]
     unique = {tuple(sorted(c.items())): c for c in found}
     return list(unique.values())

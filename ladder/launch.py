@@ -11,13 +11,14 @@ the GPU spends per call): where it is under the host µs, the GPU waited.
 
 Groups, each with its anchor (PyTorch doing the same) timed in the same rounds:
   matmul 256³ fp16        ladder.ops.matmul, torch.ops.ladder.matmul (through the dispatcher), and Triton rung
-                          6's own launcher (kernels.triton.matmul.autotuned, the path before ladder.ops);
+                          6's own launcher (kernels.matmul_triton_search.autotuned, the path before ladder.ops);
                           anchor torch.matmul
   linear + bias + GELU    ladder.ops.matmul(x, w.t(), bias, "gelu") (nn.Linear's weight as stored, one kernel);
                           anchor F.gelu(F.linear(x, w, bias), approximate="tanh") (two kernels)
   attention, causal       views of one packed (B, S, 3, H, D) projection, as a model makes them:
-                          ladder.ops.attention, torch.ops.ladder.attention, and rung 6's launcher (on contiguous
-                          copies made before the timing: it takes no views); anchor SDPA on the same views
+                          ladder.ops.attention, torch.ops.ladder.attention, and rung 6's launcher
+                          (kernels.attention.triton_autotuned, on contiguous copies made before the timing: it takes
+                          no views); anchor SDPA on the same views
 The matmul rows of ladder.ops.matmul and of rung 6's launcher also carry "phases": the host µs of each step of
 their path, each step timed on its own the same way (`phases`): a call's timeline, before and after.
 `--record` merges the rows into results/<gpu>.json under "launch"; nothing else in the file changes.
@@ -33,7 +34,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from kernels.triton import attention as ta
+from kernels import attention as attention_problem
+from kernels import matmul_triton_search as triton_search
 from kernels.triton import matmul as tm
 from ladder import dispatch, ops, results
 from ladder.runtime import hardware
@@ -82,7 +84,7 @@ def groups() -> list[dict]:
             "torch.matmul": lambda: torch.matmul(a, b),
             "ladder.ops.matmul": lambda: ops.matmul(a, b),
             "torch.ops.ladder.matmul": lambda: torch.ops.ladder.matmul(a, b),
-            "triton:6_autotuned launcher": lambda: tm.autotuned(a, b)}),
+            "triton:6_autotuned launcher": lambda: triton_search.autotuned(a, b)}),
         dict(op="linear_gelu", shape=list(LINEAR), anchor="torch F.linear + F.gelu", calls={
             "torch F.linear + F.gelu": lambda: F.gelu(F.linear(x, w, bias), approximate="tanh"),
             "ladder.ops.matmul": lambda: ops.matmul(x, w.t(), bias, "gelu")}),
@@ -90,7 +92,7 @@ def groups() -> list[dict]:
             "F.scaled_dot_product_attention": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
             "ladder.ops.attention": lambda: ops.attention(q, k, v, causal=True),
             "torch.ops.ladder.attention": lambda: torch.ops.ladder.attention(q, k, v, True),
-            "triton:6_autotuned launcher": lambda: ta.autotuned(qc, kc, vc, True)}),
+            "triton:6_autotuned launcher": lambda: attention_problem.triton_autotuned(qc, kc, vc, True)}),
     ]
 
 
@@ -116,7 +118,7 @@ def phases(n: int, rounds: int) -> dict[str, list]:
         "launch: Triton's compiled launcher, called directly": launch},
         "triton:6_autotuned launcher": {
         "checks and output allocated": lambda: tm._operands(a, b, None),
-        "launch through Triton's JIT and autotuner": lambda: tm.launch_autotuned(a, b, out)}}
+        "launch through Triton's JIT and autotuner": lambda: triton_search.launch_autotuned(a, b, out)}}
     return {path: list(host_us(calls, n, rounds).items()) for path, calls in steps.items()}
 
 

@@ -64,8 +64,11 @@ from ladder.runtime import validate
 from ladder.runtime.hardware import detect
 from ladder.runtime.world import WORLD
 from kernels.triton import attention as ta
-from kernels.triton import attention_backward as tab
 from kernels.triton import matmul as tm
+from kernels import matmul_triton_search as triton_search
+from kernels.matmul import CUDA_CORE_DOT
+from kernels import attention as attention_problem
+from kernels.attention_backward_search import autotuned_backward
 
 INT32 = 2**31
 GRID_Y_MAX = 65535                       # a launch grid's second dimension: attention's B·H
@@ -98,9 +101,9 @@ def choose(op: str, gpu) -> Backend:
     if gpu.has("triton_mma"):
         return Backend(RUNG6, f"tensor cores, {gpu.arch}{emulated}")
     if op == "matmul":
-        return Backend(CUBLAS, f"{gpu.arch}: {tm.CUDA_CORE_DOT[1]}; cuBLAS has the tensor cores, "
+        return Backend(CUBLAS, f"{gpu.arch}: {CUDA_CORE_DOT[1]}; cuBLAS has the tensor cores, "
                                f"the bias and activation run as torch ops{emulated}")
-    return Backend(RUNG6, f"{gpu.arch}: {tm.CUDA_CORE_DOT[1]} (SDPA returns no log-sum-exp){emulated}")
+    return Backend(RUNG6, f"{gpu.arch}: {CUDA_CORE_DOT[1]} (SDPA returns no log-sum-exp){emulated}")
 
 
 @functools.cache
@@ -291,8 +294,9 @@ def matmul_choice(M: int, N: int, K: int) -> MatmulChoice:
     this shape or a near one (ladder.dispatch.lookup), else rung 6; chosen once per shape."""
     found = dispatch.lookup((M, N, K))
     tabled = found.entry.timings.get(RUNG6) if found else None
-    config = choose_config(tm.autotuned_kernel.configs, (M, N, K), 2 * M * N * K, "matmul", tm._prune,
-                           tm.SEARCHES.reports, detect(), tabled.config if tabled else None)
+    config = choose_config(triton_search.autotuned_kernel.configs, (M, N, K), 2 * M * N * K, "matmul",
+                           triton_search._prune, triton_search.SEARCHES.reports, detect(),
+                           tabled.config if tabled else None)
     kernel = found and found.entry.pick(dispatch.OP_CANDIDATES)
     if not kernel:
         loaded = dispatch.current()
@@ -334,8 +338,10 @@ def matmul_plan(M: int, N: int, K: int, bias_relu: bool, bias_gelu: bool) -> Pla
 def attention_plan(B: int, H: int, S: int, D: int, causal: bool) -> Plan:
     """Rung 6's launch at (B, H, S, D, causal) on this GPU, writing the log-sum-exp."""
     shape = (B, H, S, D, int(causal))
-    config = choose_config(ta.autotuned_kernel.configs, shape, ta.SEARCHES.flops("attention", shape), "attention",
-                           lambda c, s, gpu, _: ta.prune_reason(c, s, gpu), ta.SEARCHES.reports, detect())
+    searches = attention_problem.TRITON_SEARCHES
+    config = choose_config(attention_problem.triton_autotuned_kernel.configs, shape, searches.flops("attention", shape),
+                           "attention", lambda c, s, gpu, _: attention_problem.triton_prune_reason(c, s, gpu),
+                           searches.reports, detect())
     grid = (triton.cdiv(S, config["BLOCK_M"]), B * H)
     return _plan(config, grid, _FLASH_PARAMS, _FLASH_HEAD,
                  dict(HEAD_DIM=D, CAUSAL=causal, TENSOR_CORES=True, STORE_LSE=True))
@@ -550,7 +556,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     GPU from sm_80 on, (B, H, S, D) of one shape and dtype, D 64 or 128, any strides (the (B, S, 3, H, D)
     projection's views are read in place). O is laid out as q is (see _attention_outputs).
     torch.ops.ladder.attention also returns each query's log-sum-exp, which the backward (FlashAttention-2's,
-    rung 4 of kernels/triton/attention_backward.py: rung 2 or 3, as searched on this GPU) recomputes P from."""
+    rung 4 of kernels/attention_backward.py: rung 2 or 3, as searched on this GPU) recomputes P from."""
     shape = _check_attention(q, k, v, causal, scale)
     if _direct(q, k, v):
         return _attention_run(q, k, v, causal, *shape)[0]
@@ -595,7 +601,7 @@ def _attention_setup(ctx, inputs, output) -> None:
 def _attention_backward_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                              lse: torch.Tensor, grad_out: torch.Tensor, grad_lse: Optional[torch.Tensor],
                              causal: bool, scale: Optional[float]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return tab.autotuned_backward(q, k, v, out, lse, grad_out, causal, scale, dlse=grad_lse)
+    return autotuned_backward(q, k, v, out, lse, grad_out, causal, scale, dlse=grad_lse)
 
 
 def _attention_backward_fake(q, k, v, out, lse, grad_out, grad_lse, causal, scale):
@@ -607,7 +613,7 @@ _register("attention_backward", _attention_backward_impl, _attention_backward_fa
 
 
 def _attention_backward(ctx, grad_out, grad_lse):
-    """FlashAttention-2's backward (kernels/triton/attention_backward.py, rung 4: rung 2's two kernels or rung 3's
+    """FlashAttention-2's backward (kernels/attention_backward.py, rung 4: rung 2's two kernels or rung 3's
     one, whichever its search on this GPU found faster, in their searched tiles), the log-sum-exp's gradient
     included."""
     q, k, v, out, lse = ctx.saved_tensors

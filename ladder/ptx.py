@@ -16,8 +16,8 @@ test picks, no named barriers in use, 8 warps or more: with one warpgroup there 
 stages at most, MAX_STAGES).
 `refill_barriers_split()` applies it to what Triton compiles inside it (chained after a stages hook already
 installed) and writes what it changed into each compiled kernel's metadata (`applied`); with require=True a kernel
-it leaves unchanged fails to compile (PassDidNotApply). Triton attention's rung 8 (kernels/triton/attention.py,
-`barrier_pass`) is rung 7's kernel compiled through it."""
+it leaves unchanged fails to compile (PassDidNotApply). Triton attention's rung 8 (kernels/attention.py,
+`triton_barrier_pass`) is rung 7's kernel (kernels/triton/attention.py, flash_tma_kernel) compiled through it."""
 from __future__ import annotations
 
 import functools

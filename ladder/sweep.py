@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 
 from kernels import matmul as km
+from kernels import matmul_triton_search as triton_search
 from kernels.triton import matmul as tm
 from ladder import autotune, ops, problems, profile, results
 from ladder.runtime import hardware
@@ -52,7 +53,7 @@ def candidates(gpu) -> list[Candidate]:
     found = [Candidate(CUBLAS, rung(CUBLAS).run, lambda shape: None)]
     if ops.choose("matmul", gpu).kernel == RUNG6:
         found.append(Candidate(RUNG6, lambda a, b: ops.matmul(a, b), lambda shape: ops.matmul_choice(*shape).config,
-                               lambda shape: tm.tune([shape])))
+                               lambda shape: triton_search.tune([shape])))
     if rung(RUNG7).unavailable_reason(gpu) is None:
         found.append(Candidate(RUNG7, rung(RUNG7).run, lambda shape: tm.TMA_PERSISTENT))
     if rung(RUNG12).unavailable_reason(gpu) is None:

@@ -4,8 +4,9 @@ fp16 at ragged S, causal and not, D 64 and 128, within 2x the error of PyTorch's
 gradient buffers, strided ones, a very large logit, the log-sum-exp's own gradient; torch.library's opcheck with
 gradients; what each rung saves for the backward; the kernels compiled for sm_90. Rungs 3 (dQ by atomics) and 4
 (rung 2's tiles searched: its search's plumbing with the GPU's parts stood in for); the recorded problem
-`attention_backward` (kernels/attention_backward.py): its cases, FLOPs, rung 1's N/A where it cannot fit, its
-rungs through the harness's check. Tiny shapes: the interpreter is slow. tests/gpu/ has the same at model shapes."""
+`attention_backward` (kernels/attention_backward.py, which also holds rung 4's search): its cases, FLOPs, rung 1's
+N/A where it cannot fit, its rungs through the harness's check. Tiny shapes: the interpreter is slow. tests/gpu/ has
+the same at model shapes."""
 import importlib
 import math
 
@@ -14,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from kernels import attention_backward as problem_module
+from kernels import attention_backward_search as backward_search
 from kernels.triton import attention_backward as ab
 from ladder import autotune, ops, sass
 from ladder.check import compare
@@ -181,13 +184,13 @@ def test_the_kernels_compile_for_hopper(kernel):
     """What the interpreter lets through and a GPU's compiler does not (a global that is no constexpr, a float of
     the wrong width): each kernel as ladder.ops launches it at D = 64, causal, built for sm_90: its products on
     wgmma, its exponentials one MUFU.EX2 each."""
-    code = sass.triton_sass(**ab.sass_case(kernel), arch="sm_90")
+    code = sass.triton_sass(**problem_module.sass_case(kernel), arch="sm_90")
     assert code.count("HGMMA") > 0 and code.count("MUFU.EX2") > 0
 
 
 # ------------------------------------------------------------- rungs 3 (dQ by atomics) and 4 (rung 2, tiles searched)
 
-RUNGS = {"3_atomic_dq": ab.atomic_dq_backward, "4_autotuned": ab.autotuned_backward}
+RUNGS = {"3_atomic_dq": ab.atomic_dq_backward, "4_autotuned": backward_search.autotuned_backward}
 
 
 def float64_grads(q, k, v, do, causal) -> tuple:
@@ -251,17 +254,18 @@ def test_rung_4_takes_interpreter_tiles_without_a_search():
     """No GPU: nothing searched or cached, rung 4 runs the interpreter's tiles, rung 2's way; its search space's
     prune rule keeps the causal diagonal whole, drops what would spill (rung 3's: its dQ tile counted too) and
     the TMA's reductions where there is no TMA."""
-    assert ab.tuned_tiles(40, 64, True) == {"delta": ab.INTERPRETER_TILES[64]["delta"],
-                                            "dkdv": ab.INTERPRETER_TILES[64]["dkdv"],
-                                            "dq": ab.INTERPRETER_TILES[64]["dq"], "one_kernel": None}
-    dkdv = ab.tuner("dkdv", 128)
+    assert backward_search.tuned_tiles(40, 64, True) == {"delta": ab.INTERPRETER_TILES[64]["delta"],
+                                                        "dkdv": ab.INTERPRETER_TILES[64]["dkdv"],
+                                                        "dq": ab.INTERPRETER_TILES[64]["dq"], "one_kernel": None}
+    dkdv = backward_search.tuner("dkdv", 128)
     reasons = [dkdv.prune(c, None) for c in dkdv.configs()]
-    assert ab.prune_reason("dkdv", dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2), None, 64).startswith("32 rows")
+    prune_reason = backward_search.prune_reason
+    assert prune_reason("dkdv", dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2), None, 64).startswith("32 rows")
     assert any(r and "spill" in r for r in reasons) and any(r is None for r in reasons)
-    assert ab.prune_reason("dq", ab.GPU_TILES[64]["dq"], None, 64) is None   # rung 2's tiles are candidates
+    assert prune_reason("dq", ab.GPU_TILES[64]["dq"], None, 64) is None   # rung 2's tiles are candidates
     tile = dict(BLOCK_M=32, BLOCK_N=128, num_warps=4, num_stages=2)
-    assert ab.prune_reason("dkdv", tile, None, 64) is None and "spill" in ab.prune_reason("dkdv_atomic", tile, None, 64)
-    assert "no TMA" in ab.prune_reason("dkdv_atomic", ab.GPU_TILES[64]["dkdv_atomic"], None, 64)
+    assert prune_reason("dkdv", tile, None, 64) is None and "spill" in prune_reason("dkdv_atomic", tile, None, 64)
+    assert "no TMA" in prune_reason("dkdv_atomic", ab.GPU_TILES[64]["dkdv_atomic"], None, 64)
 
 
 def _report(kernel: str, ms: float, best: dict, S: int = 4096):
@@ -277,20 +281,20 @@ def test_rung_4_runs_rung_3_where_its_search_beat_rung_2s_two_kernels(monkeypatc
     reports = {"dkdv": _report("dkdv", 2.0, ab.INTERPRETER_TILES[64]["dkdv"]),
                "dq": _report("dq", 1.0, ab.INTERPRETER_TILES[64]["dq"]), "dkdv_atomic": _report("dkdv_atomic", one_ms, one)}
     for kernel, report in reports.items():
-        monkeypatch.setattr(ab.TUNERS[kernel, 64], "nearest", lambda shape, report=report: report)
-    assert ab.tuned_tiles(4000, 64, True)["one_kernel"] == (one if picked else None)
-    monkeypatch.setattr(ab.TUNERS["dkdv", 64], "nearest", lambda shape: _report("dkdv", 0.5, {}, S=16384))
-    assert ab.tuned_tiles(4000, 64, True)["one_kernel"] is None   # searched at another S: not compared
-    monkeypatch.setattr(ab.TUNERS["dkdv", 64], "nearest", lambda shape: reports["dkdv"])
+        monkeypatch.setattr(backward_search.TUNERS[kernel, 64], "nearest", lambda shape, report=report: report)
+    assert backward_search.tuned_tiles(4000, 64, True)["one_kernel"] == (one if picked else None)
+    monkeypatch.setattr(backward_search.TUNERS["dkdv", 64], "nearest", lambda shape: _report("dkdv", 0.5, {}, S=16384))
+    assert backward_search.tuned_tiles(4000, 64, True)["one_kernel"] is None   # searched at another S: not compared
+    monkeypatch.setattr(backward_search.TUNERS["dkdv", 64], "nearest", lambda shape: reports["dkdv"])
     ran = []
     monkeypatch.setattr(ab, "atomic_dq_backward", lambda *args, config, **kw: ran.append(config))
     gen = torch.Generator().manual_seed(3)
     q, k, v = packed(gen, 1, 1, 40, 64)
     o, lse = torch.ops.ladder.attention(q, k, v, True)
-    ab.autotuned_backward(q, k, v, o, lse, q, True)
+    backward_search.autotuned_backward(q, k, v, o, lse, q, True)
     assert ran == ([one] if picked else [])
     monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: True)
-    ab.autotuned_backward(q, k, v, o, lse, q, True)
+    backward_search.autotuned_backward(q, k, v, o, lse, q, True)
     assert ran == ([one] if picked else [])
 
 
@@ -299,7 +303,7 @@ def test_rung_3_compiles_for_hopper_with_atomics_and_no_spills():
     with its own tiles (rung 2's spill there), and dQ added by red.global adds (REDG) where the launch is traced
     (no TMA), by the TMA's bulk reductions (UTMAREDG) where it is eager on sm_90."""
     for qdo_tma, adds in ((False, "REDG"), (True, "UTMAREDG")):
-        code = str(sass.triton_sass(**ab.sass_case("dkdv_atomic", qdo_tma=qdo_tma), arch="sm_90"))
+        code = str(sass.triton_sass(**problem_module.sass_case("dkdv_atomic", qdo_tma=qdo_tma), arch="sm_90"))
         assert adds in code and "HGMMA" in code and " STL" not in code
     assert "REDG" not in code.replace("UTMAREDG", "")
 
@@ -326,7 +330,7 @@ def test_the_kv_kernel_reads_q_and_do_through_the_tma_as_through_pointers(causal
 def test_the_kv_kernel_on_hopper_loads_q_and_do_with_the_tma():
     """SASS of the K/V kernel as an eager launch on sm_90 compiles it: Q and dO by UTMALDG, nothing spilled."""
     tiles = dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2)   # rung 4's at D64 on the H100
-    code = str(sass.triton_sass(**ab.sass_case("dkdv", 64, False, tiles, qdo_tma=True), arch="sm_90a"))
+    code = str(sass.triton_sass(**problem_module.sass_case("dkdv", 64, False, tiles, qdo_tma=True), arch="sm_90a"))
     assert "UTMALDG" in code and "HGMMA" in code and " STL" not in code
 
 
@@ -345,7 +349,6 @@ def test_the_problem_registers_its_cases_and_flops():
 def test_rung_1_is_not_available_where_it_does_not_fit(monkeypatch):
     """On an 80 GB GPU rung 1 runs at S 4096 (about 32 GiB) and says why not at S 16384; never a crash."""
     from types import SimpleNamespace
-    from kernels import attention_backward as problem_module
     monkeypatch.setattr(problem_module, "detect", lambda: SimpleNamespace(name="H100", memory_bytes=80 * 2**30))
     assert problem_module.materialized_unavailable((4, 32, 4096, 128, 0)) is None
     assert problem_module.materialized_unavailable((4, 32, 16384, 64, 1)) == \
@@ -402,7 +405,6 @@ def test_rung_4s_search_times_checks_and_caches_each_kernel(monkeypatch, tmp_pat
     per GPU under (S, D, causal), and rung 4 then takes them for the nearest S (the S-bucket)."""
     import itertools
     from types import SimpleNamespace
-    from kernels import attention_backward as problem_module
     from ladder import autotune
     gpu, times = SimpleNamespace(name="GPU", slug="gpu"), itertools.count()
     for module in (ab, problem_module, autotune):
@@ -412,12 +414,12 @@ def test_rung_4s_search_times_checks_and_caches_each_kernel(monkeypatch, tmp_pat
     monkeypatch.setattr(autotune, "search_bench", lambda fn, warmup, rep, q: [10.0 - next(times)])  # the last wins
     monkeypatch.setattr(autotune, "compile_ahead", lambda *args, **kwargs: None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    monkeypatch.setattr(ab, "SEARCH_KEYS", 40)
+    monkeypatch.setattr(problem_module, "SEARCH_KEYS", 40)
     monkeypatch.setattr(ab, "GPU_TILES", ab.INTERPRETER_TILES)
-    monkeypatch.setattr(ab, "SEARCH_SPACE", {"dkdv": dict(BLOCK_M=[16, 32], BLOCK_N=[64], num_warps=[4], num_stages=[1]),
-                                             "dq": dict(BLOCK_M=[64], BLOCK_N=[16, 32], num_warps=[4], num_stages=[1]),
-                                             "dkdv_atomic": dict(BLOCK_M=[16], BLOCK_N=[32, 64], num_warps=[2],
-                                                                 num_stages=[1], DQ_BY_TMA=[False])})
+    monkeypatch.setattr(backward_search, "SEARCH_SPACE", {
+        "dkdv": dict(BLOCK_M=[16, 32], BLOCK_N=[64], num_warps=[4], num_stages=[1]),
+        "dq": dict(BLOCK_M=[64], BLOCK_N=[16, 32], num_warps=[4], num_stages=[1]),
+        "dkdv_atomic": dict(BLOCK_M=[16], BLOCK_N=[32, 64], num_warps=[2], num_stages=[1], DQ_BY_TMA=[False])})
     reports = problem_module.tune([(40, 64, 1)], problem_module.exact_grads, device="cpu")
     assert [(r.tuner, r.shape, len(r.timed), len(r.failed)) for r in reports] == [
         ("triton:4_autotuned:dkdv", (40, 64, 1), 2, 0), ("triton:4_autotuned:dq", (40, 64, 1), 2, 0),
@@ -426,7 +428,7 @@ def test_rung_4s_search_times_checks_and_caches_each_kernel(monkeypatch, tmp_pat
             "dq": dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=1),
             # timed last, so fastest: 5 "ms" against rung 2's 9 + 7
             "one_kernel": dict(BLOCK_M=16, BLOCK_N=64, num_warps=2, num_stages=1, DQ_BY_TMA=False)}
-    assert {k: ab.tuned_tiles(4000, 64, True)[k] for k in want} == want   # the nearest S searched
+    assert {k: backward_search.tuned_tiles(4000, 64, True)[k] for k in want} == want   # the nearest S searched
 
 
 def test_float64_takes_its_own_tiles():

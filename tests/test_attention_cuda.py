@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import kernels.attention as at
+from kernels.cuda import attention as cuda_attention
 from ladder import sass
 from ladder.runtime import cuda, hardware, tma
 from ladder.lessons.l04e_attention_hopper import setmaxnreg_split
@@ -20,11 +21,12 @@ HEAD_DIMS = (64, 128)
 def defines(rung: str, head_dim: int) -> dict | None:
     """What the launcher passes: rung 1 takes D at run time, rung 2 HEAD_DIM, rungs 3-9 HEAD_DIM and tiles."""
     return {"1_naive": None, "2_coalesced": dict(HEAD_DIM=head_dim),
-            "3_fused": dict(HEAD_DIM=head_dim, **at.FUSED_TILES[head_dim]),
-            "4_tensor_core": dict(HEAD_DIM=head_dim, **at.TENSOR_CORE),
-            "5_pipelined": dict(HEAD_DIM=head_dim, **at.PIPELINED),
-            "6_autotuned": dict(HEAD_DIM=head_dim, **at.PIPELINED),
-            **{name: dict(HEAD_DIM=head_dim, **tiles[head_dim]) for name, (tiles, _, _) in at.HOPPER.items()}}[rung]
+            "3_fused": dict(HEAD_DIM=head_dim, **cuda_attention.FUSED_TILES[head_dim]),
+            "4_tensor_core": dict(HEAD_DIM=head_dim, **cuda_attention.TENSOR_CORE),
+            "5_pipelined": dict(HEAD_DIM=head_dim, **cuda_attention.PIPELINED),
+            "6_autotuned": dict(HEAD_DIM=head_dim, **cuda_attention.PIPELINED),
+            **{name: dict(HEAD_DIM=head_dim, **tiles[head_dim])
+               for name, (tiles, _, _) in cuda_attention.HOPPER.items()}}[rung]
 
 
 def compiled(rung: str, arch: str, head_dim: int = 64) -> sass.Sass:
@@ -132,8 +134,8 @@ def test_search_space_prunes_with_reasons():
     assert any("16-row tiles" in r for r in reasons[64] if r)
     assert any("fragment registers" in r for r in reasons[128] if r)
     assert any("KiB of shared memory" in r for r in reasons[128] if r)
-    assert at.prune_reason(at.PIPELINED, H100, 128) is None
-    assert at.flash_shared_bytes(at.PIPELINED, 128, H100) == 2 * 136 * (64 + 2 * 2 * 64)
+    assert at.prune_reason(cuda_attention.PIPELINED, H100, 128) is None
+    assert cuda_attention.flash_shared_bytes(cuda_attention.PIPELINED, 128, H100) == 2 * 136 * (64 + 2 * 2 * 64)
 
 
 @pytest.mark.parametrize("head_dim", HEAD_DIMS)
@@ -163,8 +165,8 @@ def test_cuda_rungs_say_why_they_do_not_run_here_and_refuse_cpu_tensors():
 
 def test_grid_dimensions_are_checked():
     with pytest.raises(ValueError, match="BH=70000 blocks"):
-        at._grid_fits(BH=70000)
-    at._grid_fits(S=65535, BH=1)
+        cuda_attention._grid_fits(BH=70000)
+    cuda_attention._grid_fits(S=65535, BH=1)
 
 
 # ------------------------------------------------------------- rung 7 (sm_90a): wgmma and the TMA
@@ -179,7 +181,7 @@ def wgmma_tma(request):
 
 def test_wgmma_rung_multiplies_on_hgmma_and_loads_with_the_tma(wgmma_tma):
     D, s, usage = wgmma_tma
-    BN = at.WGMMA_TMA[D]["BLOCK_N"]
+    BN = cuda_attention.WGMMA_TMA[D]["BLOCK_N"]
     assert list(s.functions) == ["attention"]
     assert s.count("HGMMA") == D // 16 + BN // 16      # S = Q·Kᵀ (k16 steps over D), then P·V (over the keys)
     assert s.count("HMMA") == s.count("LDSM") == 0     # no mma.sync, no ldmatrix: wgmma reads shared memory itself
@@ -200,10 +202,10 @@ def test_wgmma_rung_fits_two_or_three_blocks_per_sm(wgmma_tma):
     reserved per block)."""
     D, _, usage = wgmma_tma
     blocks = {64: 3, 128: 2}[D]
-    warps = at.WGMMA_TMA_THREADS // 32
+    warps = cuda_attention.WGMMA_TMA_THREADS // 32
     registers_per_warp = -(-usage["registers"] * 32 // 256) * 256  # allocated per warp, 256 at a time
     assert blocks * warps * registers_per_warp <= 64 * 1024, usage
-    assert blocks * (at.wgmma_tma_shared_bytes(D) + usage["shared_bytes"] + 1024) <= 228 * 1024
+    assert blocks * (cuda_attention.wgmma_tma_shared_bytes(D) + usage["shared_bytes"] + 1024) <= 228 * 1024
 
 
 @pytest.mark.parametrize("name", ["7_wgmma_tma", "8_warp_specialized", "9_pingpong", "10_intra_overlap",
@@ -228,7 +230,7 @@ def test_wgmma_rung_maps_each_head_as_one_matrix_of_a_stack():
                                            matrix_stride=100 * 256)
     with pytest.raises(ValueError, match="3-D stack"):
         tma.layout(q.view(1, 6, 100, 128), (64, 64))
-    assert at.wgmma_tma_shared_bytes(64) == 2 * 64 * (64 + 2 * 2 * 128) + 1024
+    assert cuda_attention.wgmma_tma_shared_bytes(64) == 2 * 64 * (64 + 2 * 2 * 128) + 1024
 
 
 # ------------------------------------------------------------- rung 8 (sm_90a): warp specialization
@@ -243,7 +245,7 @@ def warp_specialized(request):
     """(head_dim, SASS, resource usage, rung, tiles) of rungs 8-11, compiled once per head dimension."""
     name, D = request.param
     cubin = cuda.compile_cubin(f"attention/{name}.cu", "sm_90a", tuple(sorted(defines(name, D).items())))
-    tiles = at.HOPPER[name][0][D]
+    tiles = cuda_attention.HOPPER[name][0][D]
     return D, sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin), name, tiles
 
 
@@ -260,8 +262,8 @@ def test_warp_specialized_rung_moves_registers_to_its_two_consumer_warpgroups(wa
     assert s.count("SYNCS.PHASECHK") > 0 and s.count("SYNCS.ARRIVE") > 0
     assert s.count("HMMA") == s.count("LDSM") == s.count("LDGSTS") == 0
     assert s.count("LDL") == s.count("STL") == 0 and usage["stack_bytes"] == usage["local_bytes"] == 0
-    assert usage["registers"] * at.WARP_SPECIALIZED_THREADS <= 64 * 1024, usage
-    shared = at.wgmma_tma_shared_bytes(D, tiles, at.WARP_SPECIALIZED_ROWS)
+    assert usage["registers"] * cuda_attention.WARP_SPECIALIZED_THREADS <= 64 * 1024, usage
+    shared = cuda_attention.wgmma_tma_shared_bytes(D, tiles, cuda_attention.WARP_SPECIALIZED_ROWS)
     assert shared + usage["shared_bytes"] + 1024 <= 228 * 1024
 
 
@@ -307,8 +309,9 @@ def test_three_consumers_rung_adds_a_warpgroup_at_d64_only():
                                tuple(sorted(defines("12_three_consumers", 64).items())))
     s, usage = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
     rung11 = compiled("11_fast_exp2", "sm_90a", 64)
-    assert at.hopper_launch("12_three_consumers", 64)[1:] == (192, 512)
-    assert at.hopper_launch("12_three_consumers", 128)[1:] == at.hopper_launch("11_fast_exp2", 128)[1:] == (128, 384)
+    assert cuda_attention.hopper_launch("12_three_consumers", 64)[1:] == (192, 512)
+    assert (cuda_attention.hopper_launch("12_three_consumers", 128)[1:]
+            == cuda_attention.hopper_launch("11_fast_exp2", 128)[1:] == (128, 384))
     assert setmaxnreg_split(s.text) == (24, 160) and setmaxnreg_split(rung11.text) == (24, 240)
     assert 3 * 128 * 160 + 128 * 24 <= 64 * 1024 and usage["registers"] * 512 <= 64 * 1024
     assert s.count("LDL") == s.count("STL") == 0 and usage["local_bytes"] == 0
@@ -327,7 +330,7 @@ def test_persistent_rung_adds_the_item_loop_and_nothing_else(D):
     cubin = cuda.compile_cubin("attention/13_persistent.cu", "sm_90a", tuple(sorted(defines("13_persistent", D).items())))
     s, usage, rung12 = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin), compiled("12_three_consumers",
                                                                                                 "sm_90a", D)
-    assert at.hopper_launch("13_persistent", D) == at.hopper_launch("12_three_consumers", D)
+    assert cuda_attention.hopper_launch("13_persistent", D) == cuda_attention.hopper_launch("12_three_consumers", D)
     for op in ("HGMMA", "MUFU.EX2", "BAR.SYNC", "BAR.ARV", "WARPGROUP.DEPBAR", "UTMALDG", "USETMAXREG", "STG"):
         assert s.count(op) == rung12.count(op), op
     assert s.count("SYNCS.EXCH") == rung12.count("SYNCS.EXCH") + 1       # q_empty's init
@@ -347,7 +350,7 @@ def test_critical_path_rung_moves_the_rescale_and_adds_nothing_else(D):
                                tuple(sorted(defines("14_critical_path", D).items())))
     s, usage, rung13 = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin), compiled("13_persistent",
                                                                                                 "sm_90a", D)
-    assert at.hopper_launch("14_critical_path", D) == at.hopper_launch("13_persistent", D)
+    assert cuda_attention.hopper_launch("14_critical_path", D) == cuda_attention.hopper_launch("13_persistent", D)
     for op in ("HGMMA", "MUFU.EX2", "BAR.SYNC", "BAR.ARV", "WARPGROUP.DEPBAR", "UTMALDG", "USETMAXREG", "STG",
                "SYNCS.EXCH", "SYNCS.ARRIVE"):
         assert s.count(op) == rung13.count(op), op
@@ -360,10 +363,10 @@ def test_critical_path_rung_moves_the_rescale_and_adds_nothing_else(D):
 
 
 def test_persistent_grid_is_one_block_an_sm_without_a_mask_and_a_block_an_item_with_one():
-    assert at.persistent_grid(4096, False, 132) == 132
-    assert at.persistent_grid(100, False, 132) == 100     # fewer items than SMs: a block each
-    assert at.persistent_grid(4096, True, 132) == 4096    # causal: the hardware's scheduler balances the items
-    assert at.PERSISTENT == {"13_persistent", "14_critical_path", "15_autotuned"}
+    assert cuda_attention.persistent_grid(4096, False, 132) == 132
+    assert cuda_attention.persistent_grid(100, False, 132) == 100     # fewer items than SMs: a block each
+    assert cuda_attention.persistent_grid(4096, True, 132) == 4096    # causal: the hardware's scheduler balances them
+    assert cuda_attention.PERSISTENT == {"13_persistent", "14_critical_path", "15_autotuned"}
 
 
 # ------------------------------------------------------------- rung 15 (sm_90a): rung 14, searched
@@ -376,13 +379,13 @@ def test_hopper_search_holds_rung_14_and_prunes_what_does_not_fit():
     for D in HEAD_DIMS:
         tuner, default = at.HOPPER_TUNERS[D], at.rung14_config(D)
         assert default in tuner.configs() and tuner.default(h100) == default and tuner.prune(default, h100) is None
-        assert at.searched_launch(default) == (dict(default, CONSUMER_REGISTERS={64: 160, 128: 240}[D]),
-                                                *at.hopper_launch("14_critical_path", D)[1:])
+        assert cuda_attention.autotuned_launch(default) == (
+            dict(default, CONSUMER_REGISTERS={64: 160, 128: 240}[D]), *cuda_attention.hopper_launch("14_critical_path", D)[1:])
         assert tuner.prune(default, t4) == "no wgmma on sm_75"
-    assert at.searched_launch(dict(CONSUMERS=2, BLOCK_N=64, STAGES=4))[1:] == (128, 384)
+    assert cuda_attention.autotuned_launch(dict(CONSUMERS=2, BLOCK_N=64, STAGES=4))[1:] == (128, 384)
     assert at.hopper_prune_reason(dict(CONSUMERS=2, BLOCK_N=128, STAGES=4), h100, 128) == (
         "289 KiB of shared memory > 227 KiB")
     for D in HEAD_DIMS:
         rung15 = sass.cuda_sass("attention/15_autotuned.cu", "sm_90a",
-                                dict(HEAD_DIM=D, **at.searched_launch(at.rung14_config(D))[0]))
+                                dict(HEAD_DIM=D, **cuda_attention.autotuned_launch(at.rung14_config(D))[0]))
         assert rung15.opcodes() == compiled("14_critical_path", "sm_90a", D).opcodes()

@@ -57,7 +57,7 @@ def test_bad_inputs_are_named(rung):
         rung.run(q[0], q[0], q[0], False)
 
 
-@pytest.mark.parametrize("run", [ta.tma, ta.barrier_pass], ids=["7_tma", "8_barrier_pass"])
+@pytest.mark.parametrize("run", [at.triton_tma, at.triton_barrier_pass], ids=["7_tma", "8_barrier_pass"])
 def test_tma_rungs_name_a_misaligned_tensor(run):
     q = torch.randn(1 * 2 * 8 * 64 + 1).half()[1:].view(1, 2, 8, 64)   # 2 bytes into its allocation
     with pytest.raises(ValueError, match="q is not 16-byte aligned"):
@@ -71,7 +71,7 @@ def test_materialized_rungs_need_the_score_matrix():
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_fused_rungs_in_the_sass(arch):
-    fused, tc, pipe = (sass.triton_sass(**ta.flash_sass_case(r), arch=arch)
+    fused, tc, pipe = (sass.triton_sass(**at.flash_sass_case(r), arch=arch)
                        for r in ("3_fused", "4_tensor_core", "5_pipelined"))
     mma = "HMMA" if arch == "sm_80" else "HGMMA"
     assert fused.count("HMMA") == fused.count("HGMMA") == 0 and fused.count("FFMA") > 0
@@ -91,7 +91,7 @@ def test_tma_rung_copies_by_tma_on_hopper_and_loads_by_pointer_before():
     and no program builds a descriptor (the host did: no UTMACCTL, the fence a descriptor written in the kernel
     needs before its first copy). Before sm_90 Triton rewrites the descriptors into pointer loads: a direct call
     there would run, but the ladder reports the rung N/A, as it is rung 6 again."""
-    hopper, ampere = (ta.tma_sass(TMA_EXAMPLE, arch) for arch in ("sm_90", "sm_80"))
+    hopper, ampere = (at.tma_sass(TMA_EXAMPLE, arch) for arch in ("sm_90", "sm_80"))
     assert hopper.count("UTMALDG") > 0 and hopper.count("UTMASTG") > 0 and hopper.count("HGMMA") > 0
     assert hopper.count("LDG") == hopper.count("STG") == hopper.count("LDGSTS") == hopper.count("UTMACCTL") == 0
     assert ampere.count("UTMALDG") == 0 and ampere.count("LDG") > 0 and ampere.count("HMMA") > 0
@@ -104,24 +104,24 @@ def test_tma_rung_copies_by_tma_on_hopper_and_loads_by_pointer_before():
 
 def test_prune_reasons():
     big = dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)
-    assert ta.prune_reason(big, (4, 32, 4096, 128, 1), H100) is None
-    assert "multiple of BLOCK_N" in ta.prune_reason(dict(big, BLOCK_M=64, BLOCK_N=128), (1, 1, 64, 64, 0), H100)
-    assert "registers spill" in ta.prune_reason(dict(big, num_warps=4, BLOCK_N=128), (1, 1, 64, 128, 0), H100)
-    assert ta.prune_reason(big, (1, 1, 64, 128, 0), T4) == "128 KiB of shared memory > 64 KiB on sm_75"
-    assert "16 query rows a warp" in ta.prune_reason(dict(big, BLOCK_M=64, BLOCK_N=64), (1, 1, 64, 64, 0), H100)
+    assert at.triton_prune_reason(big, (4, 32, 4096, 128, 1), H100) is None
+    assert "multiple of BLOCK_N" in at.triton_prune_reason(dict(big, BLOCK_M=64, BLOCK_N=128), (1, 1, 64, 64, 0), H100)
+    assert "registers spill" in at.triton_prune_reason(dict(big, num_warps=4, BLOCK_N=128), (1, 1, 64, 128, 0), H100)
+    assert at.triton_prune_reason(big, (1, 1, 64, 128, 0), T4) == "128 KiB of shared memory > 64 KiB on sm_75"
+    assert "16 query rows a warp" in at.triton_prune_reason(dict(big, BLOCK_M=64, BLOCK_N=64), (1, 1, 64, 64, 0), H100)
 
 
 def test_the_search_reports_in_the_interpreter():
     q, k, v = (torch.randn(1, 2, 24, 64).half() for _ in range(3))
-    ta.autotuned(q, k, v, True)
-    [report] = ta.tune([(1, 2, 24, 64, 1)])   # already searched at this key: that search's report
+    at.triton_autotuned(q, k, v, True)
+    [report] = at.tune_triton([(1, 2, 24, 64, 1)])   # already searched at this key: that search's report
     assert report.problem == "attention" and report.shape == (1, 2, 24, 64, 1)
     assert len(report.timed) == 2 and not report.pruned and not report.failed
-    ta.tma(q, k, v, True)
-    [report] = ta.tune([(1, 2, 24, 64, 1)], "triton:7_tma")   # rung 7's search, logged apart from rung 6's
+    at.triton_tma(q, k, v, True)
+    [report] = at.tune_triton([(1, 2, 24, 64, 1)], "triton:7_tma")   # rung 7's search, logged apart from rung 6's
     assert report.tuner == "triton:7_tma" and len(report.timed) == 2 and not report.failed
-    ta.barrier_pass(q, k, v, True)
-    [report] = ta.tune([(1, 2, 24, 64, 1)], "triton:8_barrier_pass")   # rung 8's, apart from rung 7's
+    at.triton_barrier_pass(q, k, v, True)
+    [report] = at.tune_triton([(1, 2, 24, 64, 1)], "triton:8_barrier_pass")   # rung 8's, apart from rung 7's
     assert report.tuner == "triton:8_barrier_pass" and len(report.timed) == 2 and not report.failed
     assert {t["config"]["num_warps"] for t in report.timed} == {8}   # two warpgroups: tiles the pass changes
 
@@ -177,7 +177,7 @@ PASS_TILE = dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3)
 @pytest.fixture(scope="module")
 def rung8_d128():
     """(rung 7's build, rung 8's) of flash_tma_kernel at PASS_TILE, D128, for sm_90a: Triton's compiled kernels."""
-    return ta.tma_compile(PASS_TILE, "sm_90a", 128), ta.tma_compile(PASS_TILE, "sm_90a", 128, ptx_pass=True)
+    return at.tma_compile(PASS_TILE, "sm_90a", 128), at.tma_compile(PASS_TILE, "sm_90a", 128, ptx_pass=True)
 
 
 def test_rung_8_is_rung_7_through_the_pass_which_must_apply(rung8_d128):
@@ -206,11 +206,11 @@ def test_rung_8_does_not_build_where_the_pass_changes_nothing():
     """One warpgroup (4 warps) has no lockstep to end: the pass leaves its PTX as compiled, and rung 8 refuses it
     (its search would rule such a configuration out, PassDidNotApply being a PTXASError; its space has none)."""
     with pytest.raises(ptx.PassDidNotApply, match="left its PTX as compiled"):
-        ta.tma_compile(dict(PASS_TILE, num_warps=4, BLOCK_N=64), "sm_90a", 128, ptx_pass=True)
+        at.tma_compile(dict(PASS_TILE, num_warps=4, BLOCK_N=64), "sm_90a", 128, ptx_pass=True)
     # nor in 4 stages: three refills in flight, which its two named barriers in turn cannot keep apart
     with pytest.raises(ptx.PassDidNotApply, match="more than 3 stages"):
-        ta.tma_compile(dict(PASS_TILE, num_stages=4, BLOCK_N=64), "sm_90a", 128, ptx_pass=True)
-    assert ta.PASS_SPACE["num_warps"] == [8] and max(ta.PASS_SPACE["num_stages"]) == ptx.MAX_STAGES
+        at.tma_compile(dict(PASS_TILE, num_stages=4, BLOCK_N=64), "sm_90a", 128, ptx_pass=True)
+    assert at.PASS_SPACE["num_warps"] == [8] and max(at.PASS_SPACE["num_stages"]) == ptx.MAX_STAGES
 
 
 def test_an_edited_pass_compiles_anew(rung8_d128, monkeypatch):
@@ -218,5 +218,5 @@ def test_an_edited_pass_compiles_anew(rung8_d128, monkeypatch):
     Triton 3.6 needs (it asks the hook for no key), and on 3.9 the hook's key as well. Another content hash: another
     key, so a compile, which the metadata shows."""
     monkeypatch.setattr(ptx, "version", lambda: "0123456789abcdef")
-    edited = ta.tma_compile(PASS_TILE, "sm_90a", 128, ptx_pass=True)
+    edited = at.tma_compile(PASS_TILE, "sm_90a", 128, ptx_pass=True)
     assert edited.hash != rung8_d128[1].hash and ptx.applied(edited)["sha256"] == "0123456789abcdef"

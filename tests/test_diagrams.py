@@ -12,7 +12,9 @@ from matplotlib.text import Text
 
 import kernels.attention as at
 import kernels.matmul as mm
-import kernels.vector_add as va
+from kernels.cuda import attention as cuda_attention
+from kernels.cuda import matmul as cm
+from kernels.cuda import vector_add as cva
 from kernels.triton import attention as ta
 from kernels.triton import matmul as tm
 from ladder import autotune, diagrams, figcheck, sass
@@ -88,11 +90,11 @@ def test_every_diagram_is_in_a_lesson():
 
 def test_vector_add_follows_loads_per_thread_and_vector_width(monkeypatch):
     assert vector_add.cu_vector_bytes("vector_add/2_vectorized.cu") == 16
-    assert cu_define("vector_add/1_scalar.cu", "ELEMS_PER_THREAD") == va.SCALAR_ELEMS_PER_THREAD
+    assert cu_define("vector_add/1_scalar.cu", "ELEMS_PER_THREAD") == cva.SCALAR_ELEMS_PER_THREAD
     fig = vector_add.vector_add_loads()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [f"load {k + 1}" for k in range(4)]
     assert "512 B, 16 sectors" in joined(fig)
-    monkeypatch.setattr(va, "SCALAR_ELEMS_PER_THREAD", 2)
+    monkeypatch.setattr(cva, "SCALAR_ELEMS_PER_THREAD", 2)
     edited_source(monkeypatch, "vector_add/2_vectorized.cu", "const uint4*>(a)", "const uint2*>(a)")
     fig = vector_add.vector_add_loads()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["load 1", "load 2"]
@@ -108,7 +110,7 @@ def test_warp_sectors_follow_the_kernels_index_mapping(monkeypatch):
     edited_source(monkeypatch, "matmul/1_naive.cu", "threadIdx.y;\n", "threadIdx.x;\n")
     assert [ax.get_title() for ax in matmul.matmul_warp_sectors("1_naive").axes] == titles[3:]
     monkeypatch.undo()
-    monkeypatch.setattr(mm, "SCALAR_TILE", 16)   # a warp is two rows of 16 threads
+    monkeypatch.setattr(cm, "SCALAR_TILE", 16)   # a warp is two rows of 16 threads
     assert matmul.matmul_warp_sectors("2_coalesced").axes[1].get_title() == "B: load touches 16 elements, 1 sector"
 
 
@@ -131,7 +133,7 @@ def test_register_block_follows_the_defines(monkeypatch):
 def test_warp_tiles_follow_the_warp_layout(monkeypatch):
     assert matmul.mma_shape() == (16, 8, 16)
     assert "warp 7" in texts(matmul.matmul_warp_tiles())
-    monkeypatch.setattr(mm, "TENSOR_CORE", dict(mm.TENSOR_CORE, WARPS_N=2))
+    monkeypatch.setattr(cm, "TENSOR_CORE", dict(cm.TENSOR_CORE, WARPS_N=2))
     fig = matmul.matmul_warp_tiles()
     assert "warp 3" in texts(fig) and "warp 4" not in texts(fig)
     assert "2×2 warps of 64×64" in joined(fig)
@@ -145,7 +147,7 @@ def test_stage_ring_follows_stages_and_plays_the_kernels_loop(monkeypatch):
             assert sorted(tile for tile, _ in held.values()) == list(range(t, min(9, t + stages)))
     assert [t.get_text() for t in matmul.matmul_stage_ring().axes[0].get_yticklabels()] == \
         [f"buffer {b}" for b in range(4)]
-    monkeypatch.setattr(mm, "PIPELINED", dict(mm.PIPELINED, STAGES=3))
+    monkeypatch.setattr(cm, "PIPELINED", dict(cm.PIPELINED, STAGES=3))
     fig = matmul.matmul_stage_ring()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["buffer 0", "buffer 1", "buffer 2"]
     assert "2 k-tiles ahead" in joined(fig)
@@ -223,7 +225,7 @@ def ints(text: str) -> list[int]:
 
 @pytest.mark.parametrize("block_n", [64, 256, 1024])
 def test_lane_elements_are_the_compilers_layout(block_n):
-    case = dict(tm.SASS_CASES["2_coalesced"], constexprs=dict(BLOCK_N=block_n))
+    case = dict(mm.TRITON_SASS_CASES["2_coalesced"], constexprs=dict(BLOCK_N=block_n))
     layout = re.search(r"#ttg.blocked<\{sizePerThread = \[(\d+)\]", ttgir(case, 90))
     assert int(layout.group(1)) == matmul.triton_lane_elements(block_n, case["num_warps"])
 
@@ -242,7 +244,7 @@ def test_dot_layout_is_the_compilers(rung, capability):
     t, warps = tm.GPU_TILES[rung], tm.LAUNCH[rung]["num_warps"]
     mma = matmul.triton_mma(t["BLOCK_M"], t["BLOCK_N"], warps, divmod(capability, 10))
     layout = re.search(r"#ttg.nvidia_mma<\{versionMajor = (\d), versionMinor = \d+, warpsPerCTA = (\[[^]]*\]), "
-                       r"instrShape = (\[[^]]*\])", ttgir(tm.SASS_CASES[rung], capability))
+                       r"instrShape = (\[[^]]*\])", ttgir(mm.TRITON_SASS_CASES[rung], capability))
     assert int(layout.group(1)) == (3 if mma["name"] == "wgmma" else 2)
     assert tuple(ints(layout.group(2))) == mma["warps"]
     per_warp = (16, mma["shape"][1], 16) if mma["name"] == "wgmma" else (16, 8)   # a warp's share of one instruction
@@ -261,7 +263,7 @@ def test_triton_dot_follows_the_tiles(monkeypatch):
 @pytest.mark.parametrize("capability", [80, 90])
 def test_triton_ring_is_the_compilers(stages, capability):
     config = dict(tm.GPU_TILES["5_pipelined"], **dict(tm.LAUNCH["5_pipelined"], num_stages=stages))
-    ir = ttgir(tm.tile_sass_case(config), capability)
+    ir = ttgir(mm.tile_sass_case(config), capability)
     buffers = {int(m) for m in re.findall(r"ttg.local_alloc : \(\) -> !ttg.memdesc<(\d+)x", ir)}
     prologue = ir[:ir.index("scf.for")].count("ttg.async_copy_global_to_local")
     assert (buffers.pop(), prologue // 2) == matmul.triton_ring(config, divmod(capability, 10))   # A and B
@@ -312,7 +314,7 @@ def test_producer_consumer_ring_follows_its_parameters(monkeypatch):
     fig = matmul_hopper.matmul_tma_ring()
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["producer", "stage 0", "stage 1", "stage 2",
                                                                      "stage 3", "consumer 0", "consumer 1"]
-    monkeypatch.setattr(mm, "TMA_WS", dict(mm.TMA_WS, STAGES=2))
+    monkeypatch.setattr(cm, "TMA_WS", dict(cm.TMA_WS, STAGES=2))
     edited_source(monkeypatch, matmul_hopper.TMA_RUNG, "#define CONSUMERS 2", "#define CONSUMERS 1")
     assert "2 stages, 2 producer warpgroups issuing TMA 1 k-tile ahead, 1 consumer warpgroup" in \
         joined(matmul_hopper.matmul_tma_ring())   # THREADS stays 384: three warpgroups, one of them consuming
@@ -340,14 +342,14 @@ def test_persistent_tile_order_is_rung_9s_and_follows_its_constants(monkeypatch)
             [rung9_tile_origin(t, tiles_m, tiles_n, group_m) for t in range(tiles_m * tiles_n)]
     shape = (8192, 8192, 8192)
     sms = matmul._sm_count()
-    assert mm.persistent_grid(8192, 8192, sms) == min(sms, 64 * 32)
+    assert cm.persistent_grid(8192, 8192, sms) == min(sms, 64 * 32)
     fig = matmul.matmul_tile_order("cuda", shape, rung="9_persistent")
     text = joined(fig)
     assert f"CUDA rung 9: {sms} persistent blocks (one per SM), block 0's tiles numbered" in text
-    assert "C 8192×8192 in 128×256 tiles" in text and f"GROUP_M = {mm.PERSISTENT['GROUP_M']}:" in text
+    assert "C 8192×8192 in 128×256 tiles" in text and f"GROUP_M = {cm.PERSISTENT['GROUP_M']}:" in text
     assert str(_cdiv(64 * 32, sms)) in texts(fig)       # block 0's last tile, numbered
     # the launcher's GROUP_M (a -D over the .cu's default), and the .cu's tile
-    monkeypatch.setattr(mm, "PERSISTENT", dict(mm.PERSISTENT, GROUP_M=4))
+    monkeypatch.setattr(cm, "PERSISTENT", dict(cm.PERSISTENT, GROUP_M=4))
     assert "GROUP_M = 4:" in joined(matmul.matmul_tile_order("cuda", shape, rung="9_persistent"))
     edited_source(monkeypatch, "matmul/9_persistent.cu", "#define BN 256", "#define BN 128")
     text = joined(matmul.matmul_tile_order("cuda", shape, rung="9_persistent"))
@@ -392,17 +394,17 @@ def test_attention_tile_follows_the_constants(monkeypatch):
     assert "BLOCK_M = 64 queries on 4 warps, 16 rows each" in joined(attention.attention_tensor_core_tile())
     t = ta.GPU_TILES["4_tensor_core"]
     assert f"BLOCK_M = {t['BLOCK_M']} queries on {t['num_warps']} warps" in joined(attention.attention_tensor_core_tile("triton"))
-    monkeypatch.setattr(at, "TENSOR_CORE", dict(at.TENSOR_CORE, WARPS=2))
+    monkeypatch.setattr(cuda_attention, "TENSOR_CORE", dict(cuda_attention.TENSOR_CORE, WARPS=2))
     assert "on 2 warps, 32 rows each" in joined(attention.attention_tensor_core_tile())
 
 
 @pytest.mark.parametrize("capability,buffers", [(80, 2), (90, 3)])
 def test_attention_ring_follows_stages_and_the_compilers_buffers(monkeypatch, capability, buffers):
-    ir = ttgir(ta.flash_sass_case("5_pipelined"), capability)
+    ir = ttgir(at.flash_sass_case("5_pipelined"), capability)
     assert {int(m) for m in re.findall(r"ttg.local_alloc : \(\) -> !ttg.memdesc<(\d+)x", ir)} == {buffers}
     assert f"{buffers} of each on sm_80" in joined(attention.attention_kv_ring()) if capability == 80 else \
         f"{buffers} K and {buffers} V buffers on sm_90" in joined(attention.attention_kv_ring())
-    monkeypatch.setattr(at, "PIPELINED", dict(at.PIPELINED, STAGES=3))
+    monkeypatch.setattr(cuda_attention, "PIPELINED", dict(cuda_attention.PIPELINED, STAGES=3))
     assert "cp.async 2 key blocks ahead" in joined(attention.attention_kv_ring())
 
 
@@ -455,15 +457,14 @@ def test_tma_store_epilogue_overlaps_the_next_tile_only_in_rung_11():
 
 
 def test_attention_rung_7s_ring_follows_its_constants(monkeypatch):
-    """Rung 7's ring: its STAGES (kernels/attention.py WGMMA_TMA at D = 128), its producer warp(s) and consumer
+    """Rung 7's ring: its STAGES (kernels/cuda/attention.py WGMMA_TMA at D = 128), its producer warp(s) and consumer
     warpgroups (7_wgmma_tma.cu's PRODUCER_THREADS and CONSUMERS defaults)."""
-    from kernels import attention as at
     fig = attention_hopper.attention_wgmma_tma_ring()
     assert figcheck.collisions(fig) == []
-    assert f"{at.WGMMA_TMA[128]['STAGES']} stages, 1 producer warp issuing TMA" in joined(fig)
+    assert f"{cuda_attention.WGMMA_TMA[128]['STAGES']} stages, 1 producer warp issuing TMA" in joined(fig)
     assert "1 consumer warpgroup on wgmma" in joined(fig)
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()][-1] == "consumer 0"
-    monkeypatch.setitem(at.WGMMA_TMA, 128, dict(at.WGMMA_TMA[128], STAGES=3))
+    monkeypatch.setitem(cuda_attention.WGMMA_TMA, 128, dict(cuda_attention.WGMMA_TMA[128], STAGES=3))
     edited_source(monkeypatch, attention_hopper.WGMMA_TMA_RUNG, "#define PRODUCER_THREADS 32",
                   "#define PRODUCER_THREADS 64")
     assert "3 stages, 2 producer warps issuing TMA 2 K/V tiles ahead" in \
@@ -471,12 +472,12 @@ def test_attention_rung_7s_ring_follows_its_constants(monkeypatch):
 
 
 def test_attention_hopper_pictures_follow_rung_8s_constants(monkeypatch):
-    """Rung 8's ring: its STAGES (kernels/attention.py) and consumer warpgroups (8_warp_specialized.cu); rung 9's
+    """Rung 8's ring: its STAGES (kernels/cuda/attention.py) and consumer warpgroups (8_warp_specialized.cu); rung 9's
     timeline: five units a tile in step, four with turns, the tensor cores busy every unit of the latter."""
-    from kernels import attention as at
     fig = attention_hopper.attention_warp_specialized_ring()
-    assert "2 consumer warpgroups" in joined(fig) and f"{at.WARP_SPECIALIZED[128]['STAGES']} stages" in joined(fig)
-    monkeypatch.setitem(at.WARP_SPECIALIZED, 128, dict(at.WARP_SPECIALIZED[128], STAGES=3))
+    stages = cuda_attention.WARP_SPECIALIZED[128]["STAGES"]
+    assert "2 consumer warpgroups" in joined(fig) and f"{stages} stages" in joined(fig)
+    monkeypatch.setitem(cuda_attention.WARP_SPECIALIZED, 128, dict(cuda_attention.WARP_SPECIALIZED[128], STAGES=3))
     assert "3 stages" in joined(attention_hopper.attention_warp_specialized_ring())
     plain, turns = attention_hopper.pingpong_timeline(3, False), attention_hopper.pingpong_timeline(3, True)
     assert (len(plain), len(turns)) == (15, 12)

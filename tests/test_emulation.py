@@ -7,6 +7,7 @@ import torch
 import kernels.attention as at
 import kernels.matmul as mm
 import kernels.vector_add as va
+from kernels.cuda import matmul as cm
 from ladder import results, runner
 from ladder.runtime import cuda, hardware
 from ladder.runtime.hardware import GPU
@@ -82,7 +83,7 @@ def test_cuda_sources_compile_to_ptx_for_the_emulated_architecture(emulated_t4, 
             cuda._target(hopper_only, "sm_90a")
     # __CUDA_ARCH__ follows the virtual architecture: rung 5's cp.async path from compute_80 only
     for arch, async_copies in (("compute_75", False), ("compute_80", True)):
-        ptx = cuda.compile_cubin("matmul/5_pipelined.cu", arch, tuple(sorted(mm.TWO_STAGES.items()))).decode()
+        ptx = cuda.compile_cubin("matmul/5_pipelined.cu", arch, tuple(sorted(cm.TWO_STAGES.items()))).decode()
         assert f".target sm_{arch[-2:]}" in ptx and ("cp.async" in ptx) == async_copies
 
 

@@ -11,6 +11,7 @@ import nbformat
 import pytest
 
 import kernels.matmul as mm
+from kernels.cuda import matmul as cm
 from ladder.exercises import NotYet, SearchPrune, strip_solutions
 from ladder.exercises import a10_search_prune as a10
 from ladder.exercises.grading import hidden
@@ -56,7 +57,7 @@ def _rule(regs=True, threads=True, max_sums=None, split=True, smem=True, limit=N
             return f"{sums} sums"
         if split and ((c["BM"] * c["BK"] // 8) % n or (c["BK"] * c["BN"] // 8) % n):
             return "uneven copies"
-        if smem and mm.shared_bytes(c) > (limit or gpu.smem_per_block_bytes):
+        if smem and cm.shared_bytes(c) > (limit or gpu.smem_per_block_bytes):
             return "shared memory"
         if stages and not gpu.has("cp.async") and c["STAGES"] != 2:
             return "two stages"

@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 import kernels.attention as at
+from kernels.cuda import attention as cuda_attention
 from kernels.triton import attention as ta
 from ladder import autotune, ptx
 from ladder.lessons import l04_attention as l04
@@ -107,11 +108,11 @@ def test_hopper_count_gives_the_least_time_under_both_ceilings():
 
 
 def test_hopper_rungs_compile_with_the_launchers_tiles():
-    """The SASS tables build rungs 7-9 as kernels/attention.py launches them (rung 8 at D128: 128-key tiles, 8 HGMMA
-    for Q·Kᵀ and 8 for P·V; rung 7 there: 64-key tiles, 8 and 4), Triton's rung 7 with its recorded search's
+    """The SASS tables build rungs 7-9 as kernels/cuda/attention.py launches them (rung 8 at D128: 128-key tiles,
+    8 HGMMA for Q·Kᵀ and 8 for P·V; rung 7 there: 64-key tiles, 8 and 4), Triton's rung 7 with its recorded search's
     winner; the turns (BAR.ARV) and setmaxnreg are CUDA's alone."""
-    assert l04.cuda_attention_tiles("8_warp_specialized", 128) == at.WARP_SPECIALIZED[128]
-    assert l04.cuda_attention_tiles("10_intra_overlap", 128) == at.INTRA_OVERLAP[128]
+    assert l04.cuda_attention_tiles("8_warp_specialized", 128) == cuda_attention.WARP_SPECIALIZED[128]
+    assert l04.cuda_attention_tiles("10_intra_overlap", 128) == cuda_attention.INTRA_OVERLAP[128]
     assert l04.cuda_attention_tiles("6_autotuned", 64) == {}
     hgmma = {name: l04.attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", 128).count("HGMMA")
              for name in ("7_wgmma_tma", "8_warp_specialized")}
@@ -156,7 +157,7 @@ def test_blocks_table_holds_what_ncu_recorded():
     # rung 10: a ring of 3 at both D (at D128 all but 2 KiB of the SM's shared memory), still one block an SM
     for d in (64, 128):
         assert _blocks(rows["cuda:10_intra_overlap", d]) == (1, 8)
-        assert rows["cuda:10_intra_overlap", d].split()[3] == str(at.INTRA_OVERLAP[d]["STAGES"]) == "3"
+        assert rows["cuda:10_intra_overlap", d].split()[3] == str(cuda_attention.INTRA_OVERLAP[d]["STAGES"]) == "3"
     # rung 12: three consumer warpgroups at D64 (12 consumer warps, 192 queries a tile), rung 11's line at D128
     assert _blocks(rows["cuda:12_three_consumers", 64]) == (1, 12) and "(24/160)" in rows["cuda:12_three_consumers", 64]
     assert rows["cuda:12_three_consumers", 64].split()[-1] == "192"

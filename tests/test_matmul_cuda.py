@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import kernels.matmul as mm
+from kernels.cuda import matmul as cm
 from ladder import autotune, sass
 from ladder.runtime import cuda, tma
 from ladder.runtime.cuda import CompileError
@@ -52,7 +53,7 @@ def test_tensor_core_rung_uses_hmma_fed_by_ldmatrix(arch):
 @pytest.mark.parametrize("arch", sass.ARCHS)
 @pytest.mark.parametrize("rung", ["5_pipelined", "6_autotuned"])
 def test_pipelined_rungs_copy_asynchronously_where_the_gpu_can(rung, arch):
-    defines = dict(mm.TWO_STAGES) if arch == "sm_75" else dict(mm.PIPELINED)
+    defines = dict(cm.TWO_STAGES) if arch == "sm_75" else dict(cm.PIPELINED)
     s = compiled(rung, arch, defines)
     assert s.count("HMMA") > 0
     if arch == "sm_75":  # the register-staged double buffer: plain loads, no cp.async
@@ -63,11 +64,11 @@ def test_pipelined_rungs_copy_asynchronously_where_the_gpu_can(rung, arch):
 
 def test_sm75_pipelined_needs_two_stages():
     with pytest.raises(CompileError, match="register-staged double buffer"):
-        compiled("5_pipelined", "sm_75", dict(mm.PIPELINED))
+        compiled("5_pipelined", "sm_75", dict(cm.PIPELINED))
 
 
 def test_wgmma_rung_is_hopper_only_and_uses_hgmma():
-    s = compiled("7_wgmma", "sm_90a", mm.WGMMA)
+    s = compiled("7_wgmma", "sm_90a", cm.WGMMA)
     assert s.count("HGMMA") > 0 and s.count("HMMA") == 0 and s.count("LDGSTS") > 0
     assert s.count("LDL") == s.count("STL") == 0  # 128 accumulators per thread stay in registers
     with pytest.raises(CompileError, match="sm_90a"):
@@ -75,7 +76,7 @@ def test_wgmma_rung_is_hopper_only_and_uses_hgmma():
 
 
 def test_tma_rung_copies_with_the_tma_specializes_warps_and_keeps_everything_in_registers():
-    cubin = cuda.compile_cubin("matmul/8_tma_warp_specialized.cu", "sm_90a", tuple(sorted(mm.TMA_WS.items())))
+    cubin = cuda.compile_cubin("matmul/8_tma_warp_specialized.cu", "sm_90a", tuple(sorted(cm.TMA_WS.items())))
     s, usage = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
     assert s.count("UTMALDG") == 5               # one A box and four B boxes per k-tile, from one thread
     assert s.count("SYNCS.PHASECHK") > 0 and s.count("SYNCS.ARRIVE") > 0  # mbarrier waits and arrivals
@@ -110,7 +111,7 @@ def loops(s: sass.Sass) -> list[Counter]:
 
 
 def test_persistent_rung_is_rung_8_walking_tiles_in_loops():
-    cubin = cuda.compile_cubin("matmul/9_persistent.cu", "sm_90a", tuple(sorted(mm.PERSISTENT.items())))
+    cubin = cuda.compile_cubin("matmul/9_persistent.cu", "sm_90a", tuple(sorted(cm.PERSISTENT.items())))
     s, usage = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
     # rung 8's signature, unchanged: 5 TMA boxes per k-tile from one thread, mbarriers, a k-tile's 4 wgmmas back
     # to back (no C7515 serialization), registers moved by setmaxnreg, one __syncthreads, no spills
@@ -122,7 +123,7 @@ def test_persistent_rung_is_rung_8_walking_tiles_in_loops():
     assert usage["registers"] == 168
     # what is new: the consumers store C inside a loop that holds their wgmmas (the tile loop; rung 8 stores once,
     # after its k loop), and the producer's TMA loads sit in a k loop inside a tile loop
-    found, rung_8 = loops(s), loops(compiled("8_tma_warp_specialized", "sm_90a", mm.TMA_WS))
+    found, rung_8 = loops(s), loops(compiled("8_tma_warp_specialized", "sm_90a", cm.TMA_WS))
     assert any(body["HGMMA"] and body["STG"] for body in found)
     assert not any(body["STG"] for body in rung_8)
     assert sum(1 for body in found if body["UTMALDG"]) == 2 and sum(1 for body in rung_8 if body["UTMALDG"]) == 1
@@ -131,14 +132,14 @@ def test_persistent_rung_is_rung_8_walking_tiles_in_loops():
 
 
 def test_persistent_grid_is_one_block_per_sm_or_per_tile():
-    assert mm.persistent_grid(8192, 8192, sms=132) == 132     # 2048 tiles of 128 x 256: 15.5 each
-    assert mm.persistent_grid(513, 257, sms=132) == 5 * 2     # fewer tiles than SMs: one block each
-    assert mm.persistent_grid(1, 1, sms=132) == 1
-    assert mm.wgmma_shared_bytes(mm.PERSISTENT) <= H100.smem_per_block_bytes
+    assert cm.persistent_grid(8192, 8192, sms=132) == 132     # 2048 tiles of 128 x 256: 15.5 each
+    assert cm.persistent_grid(513, 257, sms=132) == 5 * 2     # fewer tiles than SMs: one block each
+    assert cm.persistent_grid(1, 1, sms=132) == 1
+    assert cm.wgmma_shared_bytes(cm.PERSISTENT) <= H100.smem_per_block_bytes
 
 
 def test_cluster_rung_multicasts_b_and_releases_buffers_in_both_blocks():
-    cubin = cuda.compile_cubin("matmul/10_cluster_multicast.cu", "sm_90a", tuple(sorted(mm.CLUSTER_MULTICAST.items())))
+    cubin = cuda.compile_cubin("matmul/10_cluster_multicast.cu", "sm_90a", tuple(sorted(cm.CLUSTER_MULTICAST.items())))
     s, usage = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
     # per k-tile: this block's A box, and its two of B's four boxes multicast to both blocks of the cluster
     assert s.count("UTMALDG") == 3 and s.count("UTMALDG.2D.MULTICAST") == 2
@@ -159,9 +160,9 @@ def test_cluster_rung_multicasts_b_and_releases_buffers_in_both_blocks():
 
 
 def test_tma_store_rung_stages_c_in_shared_memory_and_stores_it_with_the_tma():
-    cubin = cuda.compile_cubin("matmul/11_tma_store.cu", "sm_90a", tuple(sorted(mm.TMA_STORE.items())))
+    cubin = cuda.compile_cubin("matmul/11_tma_store.cu", "sm_90a", tuple(sorted(cm.TMA_STORE.items())))
     s, usage = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
-    rung_10 = compiled("10_cluster_multicast", "sm_90a", mm.CLUSTER_MULTICAST)
+    rung_10 = compiled("10_cluster_multicast", "sm_90a", cm.CLUSTER_MULTICAST)
     # rung 10's loads, releases and cluster barriers, unchanged
     for family in ("UTMALDG", "UTMALDG.2D.MULTICAST", "SYNCS.ARRIVE.TRANS64.RED", "UCGABAR_ARV", "HGMMA", "USETMAXREG"):
         assert s.count(family) == rung_10.count(family), family
@@ -173,8 +174,8 @@ def test_tma_store_rung_stages_c_in_shared_memory_and_stores_it_with_the_tma():
     # the stores leave the loop that holds the wgmmas on the fast path: no STG there beside UTMASTG's loop
     assert any(body["HGMMA"] and body["UTMASTG"] for body in loops(s))
     assert not any(body["MEMBAR"] and body["HGMMA"] and not body["UTMASTG"] for body in loops(s))
-    assert mm.tma_store_shared_bytes(mm.TMA_STORE) <= H100.smem_per_block_bytes
-    assert mm.tma_store_shared_bytes(dict(STAGES=4)) > H100.smem_per_block_bytes  # why the ring has 3 stages
+    assert cm.tma_store_shared_bytes(cm.TMA_STORE) <= H100.smem_per_block_bytes
+    assert cm.tma_store_shared_bytes(dict(STAGES=4)) > H100.smem_per_block_bytes  # why the ring has 3 stages
     with pytest.raises(CompileError, match="sm_90a"):
         compiled("11_tma_store", "sm_90")
 
@@ -185,8 +186,8 @@ def test_autotuned_hopper_rung_compiles_each_tile_shape_it_searches():
     it (a 192-wide B: 2 boxes from one block, 1 from the other), and a cluster of 1 has no cluster barrier; box by
     box, each 64 x 64 box of C staged between its own two named barriers and committed on its own; no configuration
     the search keeps spills."""
-    rung_11 = compiled("11_tma_store", "sm_90a", mm.TMA_STORE)
-    assert compiled("12_autotuned", "sm_90a", mm.HOPPER_DEFAULT).text == rung_11.text
+    rung_11 = compiled("11_tma_store", "sm_90a", cm.TMA_STORE)
+    assert compiled("12_autotuned", "sm_90a", cm.HOPPER_DEFAULT).text == rung_11.text
     for c in mm.HOPPER_SHAPES:
         cubin = cuda.compile_cubin("matmul/12_autotuned.cu", "sm_90a", tuple(sorted(c.items())))
         s, usage = sass.disassemble(cubin, "sm_90a"), sass.resource_usage(cubin)
@@ -202,15 +203,15 @@ def test_autotuned_hopper_rung_compiles_each_tile_shape_it_searches():
         assert multicast == (0 if c["CLUSTER"] == 1 else -(-boxes // 2)), c
         assert s.count("UTMALDG") == 1 + (boxes if c["CLUSTER"] == 1 else multicast), c
         assert s.count("LDL") == s.count("STL") == usage["local_bytes"] == 0, c
-        assert mm.hopper_shared_bytes(c) <= H100.smem_per_block_bytes and not mm.hopper_prune_reason(c, H100), c
+        assert cm.hopper_shared_bytes(c) <= H100.smem_per_block_bytes and not mm.hopper_prune_reason(c, H100), c
     with pytest.raises(CompileError, match="sm_90a"):
-        compiled("12_autotuned", "sm_90", mm.HOPPER_DEFAULT)
+        compiled("12_autotuned", "sm_90", cm.HOPPER_DEFAULT)
 
 
 def test_autotuned_hopper_search_prunes_by_shared_memory_registers_and_stages():
     kept = [c for c in mm.HOPPER_TUNER.configs() if not mm.hopper_prune_reason(c, H100)]
     assert len(mm.HOPPER_TUNER.configs()) == 240 and len(kept) == 76
-    assert mm.HOPPER_DEFAULT in kept  # rung 11's configuration: the search can only match or beat it
+    assert cm.HOPPER_DEFAULT in kept  # rung 11's configuration: the search can only match or beat it
     assert {(c["BM"], c["BN"]) for c in kept} == {(128, 128), (128, 192), (128, 256), (256, 128)}
     assert max(c["STAGES"] for c in kept if c["BN"] == 128 and c["BM"] == 128) == 6
     # staging one box, not the tile, makes room for one more stage
@@ -219,24 +220,24 @@ def test_autotuned_hopper_search_prunes_by_shared_memory_registers_and_stages():
             deepest = max(c["STAGES"] for c in kept if (c["BM"], c["BN"]) == tile and c["BOX_BY_BOX"] == box)
             assert deepest == whole + box, (tile, box)
     box_by_box = dict(BM=128, BN=192, STAGES=5, BOX_BY_BOX=1)
-    assert mm.hopper_shared_bytes(box_by_box) == (5 * 64 * (128 + 192) + 2 * 64 * 64) * 2 + 1024
-    assert mm.hopper_config(dict(BM=128)) == dict(BM=128, BOX_BY_BOX=0)  # a search recorded before the choice
-    assert mm.hopper_prune_reason(dict(mm.HOPPER_DEFAULT, STAGES=4), H100) == "257 KiB of shared memory > 227 KiB"
-    assert mm.hopper_prune_reason(dict(mm.HOPPER_DEFAULT, BM=256), H100).startswith(
+    assert cm.hopper_shared_bytes(box_by_box) == (5 * 64 * (128 + 192) + 2 * 64 * 64) * 2 + 1024
+    assert cm.hopper_config(dict(BM=128)) == dict(BM=128, BOX_BY_BOX=0)  # a search recorded before the choice
+    assert mm.hopper_prune_reason(dict(cm.HOPPER_DEFAULT, STAGES=4), H100) == "257 KiB of shared memory > 227 KiB"
+    assert mm.hopper_prune_reason(dict(cm.HOPPER_DEFAULT, BM=256), H100).startswith(
         "256x256 needs 256 accumulator registers per consumer thread")
-    assert mm.hopper_prune_reason(dict(mm.HOPPER_DEFAULT, BN=128, STAGES=2), H100).startswith("two stages")
+    assert mm.hopper_prune_reason(dict(cm.HOPPER_DEFAULT, BN=128, STAGES=2), H100).startswith("two stages")
     # the grid: CLUSTER blocks per cluster, a cluster per CLUSTER SMs or per block of C, never half a cluster
-    assert mm.hopper_grid(dict(mm.HOPPER_DEFAULT, CLUSTER=1), 8192, 8192, sms=132) == 132
-    assert mm.hopper_grid(mm.HOPPER_DEFAULT, 8192, 8192, sms=133) == 132
-    assert mm.hopper_grid(dict(mm.HOPPER_DEFAULT, BN=192), 513, 257, sms=132) == 2 * 3 * 2  # a cluster per block of C
-    assert mm.hopper_grid(dict(mm.HOPPER_DEFAULT, BM=256, BN=128, CLUSTER=1), 1, 1, sms=132) == 1
+    assert cm.hopper_grid(dict(cm.HOPPER_DEFAULT, CLUSTER=1), 8192, 8192, sms=132) == 132
+    assert cm.hopper_grid(cm.HOPPER_DEFAULT, 8192, 8192, sms=133) == 132
+    assert cm.hopper_grid(dict(cm.HOPPER_DEFAULT, BN=192), 513, 257, sms=132) == 2 * 3 * 2  # a cluster per block of C
+    assert cm.hopper_grid(dict(cm.HOPPER_DEFAULT, BM=256, BN=128, CLUSTER=1), 1, 1, sms=132) == 1
 
 
 def test_cluster_grid_is_pairs_of_blocks():
-    assert mm.cluster_grid(8192, 8192, sms=132) == 132        # 66 clusters walk 1024 blocks of 256 x 256
-    assert mm.cluster_grid(8192, 8192, sms=133) == 132        # never half a cluster
-    assert mm.cluster_grid(513, 257, sms=132) == 2 * 3 * 2    # fewer blocks of C than SM pairs: a cluster each
-    assert mm.cluster_grid(1, 1, sms=132) == 2
+    assert cm.cluster_grid(8192, 8192, sms=132) == 132        # 66 clusters walk 1024 blocks of 256 x 256
+    assert cm.cluster_grid(8192, 8192, sms=133) == 132        # never half a cluster
+    assert cm.cluster_grid(513, 257, sms=132) == 2 * 3 * 2    # fewer blocks of C than SM pairs: a cluster each
+    assert cm.cluster_grid(1, 1, sms=132) == 2
 
 
 def test_hopper_rungs_say_na_on_older_gpus():
@@ -293,20 +294,20 @@ def test_cublas_rung_and_reference_agree_on_cpu():
 
 
 def test_pad_note_says_when_inputs_are_copied():
-    assert mm.pad_note(4096, 4096, 4096) is None
-    assert "K=32, N=4104" in mm.pad_note(4095, 4097, 31)
+    assert cm.pad_note(4096, 4096, 4096) is None
+    assert "K=32, N=4104" in cm.pad_note(4095, 4097, 31)
 
 
 def test_search_space_pruning_depends_on_the_gpu():
     alive = lambda gpu: [c for c in mm.TUNER.configs() if not mm.prune_reason(c, gpu)]  # noqa: E731
     h100, t4 = alive(H100), alive(T4)
     assert 20 < len(h100) < len(mm.TUNER.configs())
-    assert all(c["STAGES"] >= 3 and mm.shared_bytes(c) <= 227 << 10 for c in h100)
-    assert t4 and all(c["STAGES"] == 2 and mm.shared_bytes(c) <= 64 << 10 for c in t4)
-    assert mm.prune_reason(dict(mm.PIPELINED, BM=128, BN=128, BK=64, STAGES=2, WARPS_M=2, WARPS_N=4, GROUP_M=8),
+    assert all(c["STAGES"] >= 3 and cm.shared_bytes(c) <= 227 << 10 for c in h100)
+    assert t4 and all(c["STAGES"] == 2 and cm.shared_bytes(c) <= 64 << 10 for c in t4)
+    assert mm.prune_reason(dict(cm.PIPELINED, BM=128, BN=128, BK=64, STAGES=2, WARPS_M=2, WARPS_N=4, GROUP_M=8),
                            T4) == "70 KiB of shared memory > 64 KiB"
     # 512 threads leave 128 registers each: 128 accumulators and their fragments do not fit
-    assert mm.prune_reason(dict(mm.PIPELINED, BM=256, BN=256, BK=64, STAGES=4, WARPS_M=4, WARPS_N=4, GROUP_M=8),
+    assert mm.prune_reason(dict(cm.PIPELINED, BM=256, BN=256, BK=64, STAGES=4, WARPS_M=4, WARPS_N=4, GROUP_M=8),
                            H100).endswith("512 threads leave 128: it would spill")
 
 
@@ -314,7 +315,7 @@ def test_best_config_comes_from_the_nearest_tuned_shape(tmp_path, monkeypatch):
     monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
     monkeypatch.setattr(autotune, "detect", lambda: H100)
     autotune._BEST.clear()
-    small, big = dict(mm.PIPELINED, BM=64, GROUP_M=8), dict(mm.PIPELINED, BM=256, GROUP_M=8)
+    small, big = dict(cm.PIPELINED, BM=64, GROUP_M=8), dict(cm.PIPELINED, BM=256, GROUP_M=8)
     for shape, best in (((1024, 1024, 1024), small), ((8192, 8192, 8192), big)):
         autotune._store(H100.slug, autotune.Report("matmul", mm.TUNER.name, shape, H100.name, best, 1.0, 2.0))
     assert mm.TUNER.best((7000, 7000, 7000)) == big
@@ -329,7 +330,7 @@ def test_a_local_search_at_one_shape_keeps_the_recorded_winners_at_others(tmp_pa
     autotune._BEST.clear()
     recorded = {tuple(r.shape): r.best for r in autotune.recorded_reports(H100.slug) if r.tuner == mm.HOPPER_TUNER.name}
     assert set(recorded) == set(mm.HOPPER_TUNE_SHAPES)  # record searches each
-    local = dict(mm.HOPPER_DEFAULT, BN=128, STAGES=5)
+    local = dict(cm.HOPPER_DEFAULT, BN=128, STAGES=5)
     autotune._store(H100.slug, autotune.Report("matmul", mm.HOPPER_TUNER.name, (2048,) * 3, H100.name, local, 1.0, 2.0))
     assert mm.HOPPER_TUNER.best((2048,) * 3) == local
     assert mm.HOPPER_TUNER.best((8192,) * 3) == recorded[(8192,) * 3]
@@ -369,7 +370,7 @@ def test_hopper_choices_print_each_ring_epilogue_and_cluster_of_the_recorded_sea
     tile = (report.best["BM"], report.best["BN"])
     assert lines[0].startswith(f"rung 12's search at 8192x768x3072, blocks of {tile[0]}x{tile[1]}")
     rows = [line.split() for line in lines[2:] if line.split()[0].isdigit()]
-    timed = {(c["STAGES"], c["BOX_BY_BOX"], c["CLUSTER"]) for c in (mm.hopper_config(t["config"]) for t in report.timed)
+    timed = {(c["STAGES"], c["BOX_BY_BOX"], c["CLUSTER"]) for c in (cm.hopper_config(t["config"]) for t in report.timed)
              if (c["BM"], c["BN"]) == tile}
     assert len(rows) == len(timed)
     best = min(t["ms"] for t in report.timed)

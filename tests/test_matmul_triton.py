@@ -6,13 +6,14 @@ import torch
 
 import kernels.matmul as mm
 import kernels.matmul_bias_relu as mbr
+from kernels import matmul_triton_search as triton_search
 from kernels.triton import matmul as tm
 from ladder import sass
 from ladder.check import compare
 from ladder.runtime.hardware import GPU
 from ladder.runner import check_rung, unavailable
 
-RUNGS = tm.rungs()
+RUNGS = [r for r in mm.PROBLEM.rungs if r.backend == "triton"]
 H100 = GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
 A100 = GPU("NVIDIA A100-SXM4-80GB", (8, 0), 108, 40 << 20, 163 << 10, 80 << 30, None)
 T4 = GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, None)
@@ -23,8 +24,7 @@ def test_rungs_pair_with_the_cuda_ladder():
                                        "6_autotuned", "7_tma_persistent"]
     assert [r.name for r in RUNGS if r.slow] == ["1_naive", "2_coalesced", "3_tiled"]
     assert {r.backend for r in RUNGS} == {"triton"} and {r.source for r in RUNGS} == {tm.SOURCE}
-    assert set(tm.SASS_CASES) == {r.name for r in RUNGS}
-    assert [r.label for r in mm.PROBLEM.rungs if r.backend == "triton"] == [r.label for r in RUNGS]
+    assert set(mm.TRITON_SASS_CASES) == {r.name for r in RUNGS}
     assert RUNGS[-1].needs == "tma" and T4.has("tma") is False and H100.has("tma")
 
 
@@ -122,29 +122,46 @@ def test_the_schedules_lesson_03_compares_all_compute_the_product():
         assert compare(out, a.double() @ b.double()).ok, name
 
 
+def test_rung_6_runs_at_a_given_configuration_with_each_epilogue():
+    """kernels/triton/matmul.py's own launch of rung 6 (no search): the fixed-configuration path of its self-check,
+    and the one the search's autotuned kernel goes through."""
+    a, b, bias = torch.randn(37, 29).half(), torch.randn(29, 45).half(), torch.randn(45).half()
+    product = a.double() @ b.double()
+    assert compare(tm.persistent(a, b), product).ok
+    assert compare(tm.persistent(a, b, config=dict(tm.INTERPRETER_TILE, BLOCK_M=32)), product).ok
+    out = torch.empty(37, 45).half()
+    relu = tm.launch_persistent(tm.persistent_kernel, a, b, out, bias, config=tm.INTERPRETER_TILE)
+    assert relu is out and compare(out, torch.relu(product + bias.double())).ok
+    with pytest.raises(ValueError, match="the epilogue knows relu, gelu"):
+        tm.launch_persistent(tm.persistent_kernel, a, b, out, bias, "tanh", config=tm.INTERPRETER_TILE)
+
+
 def test_prune_reasons():
     smallest = dict(M=64, N=64, K=32)
     big = dict(BLOCK_M=256, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=4)
-    assert tm.prune_reason(big, (4096, 4096, 4096), H100, smallest) is None
-    assert tm.prune_reason(big, (4096, 4096, 4096), A100, smallest) is None  # 3 buffers before Hopper: 144 KiB
-    assert "shared memory > 64 KiB on sm_75" in tm.prune_reason(big, (4096, 4096, 4096), T4, smallest)
-    assert "accumulators per thread" in tm.prune_reason(dict(big, num_warps=4), (4096, 4096, 4096), H100, smallest)
-    assert "BLOCK_K wider than the matrix" in tm.prune_reason(big, (4096, 4096, 31), H100, smallest)
+
+    def prune(c, shape, gpu):
+        return triton_search.prune_reason(c, shape, gpu, smallest)
+    assert prune(big, (4096, 4096, 4096), H100) is None
+    assert prune(big, (4096, 4096, 4096), A100) is None  # 3 buffers before Hopper: 144 KiB
+    assert "shared memory > 64 KiB on sm_75" in prune(big, (4096, 4096, 4096), T4)
+    assert "accumulators per thread" in prune(dict(big, num_warps=4), (4096, 4096, 4096), H100)
+    assert "BLOCK_K wider than the matrix" in prune(big, (4096, 4096, 31), H100)
     deep = dict(big, num_stages=5)
-    assert tm.prune_reason(deep, (4096, 4096, 4096), H100, smallest) == "240 KiB of shared memory > 227 KiB on sm_90"
-    assert tm.prune_reason(deep, (4096, 4096, 4096), A100, smallest) == "192 KiB of shared memory > 163 KiB on sm_80"
+    assert prune(deep, (4096, 4096, 4096), H100) == "240 KiB of shared memory > 227 KiB on sm_90"
+    assert prune(deep, (4096, 4096, 4096), A100) == "192 KiB of shared memory > 163 KiB on sm_80"
 
 
 def test_autotune_report_says_what_the_search_did():
-    tm.autotuned(torch.randn(3, 7).half(), torch.randn(7, 5).half())   # a shape no other test uses
-    tm.autotuned(torch.randn(40, 7).half(), torch.randn(7, 5).half())
-    report = tm.autotune_report()
+    triton_search.autotuned(torch.randn(3, 7).half(), torch.randn(7, 5).half())   # a shape no other test uses
+    triton_search.autotuned(torch.randn(40, 7).half(), torch.randn(7, 5).half())
+    report = triton_search.autotune_report()
     assert report.startswith("CPU only")
     small = report[report.index("triton:6_autotuned at 3x5x7"):].splitlines()
     # a lone survivor is timed by Triton <= 3.8 and taken as is by 3.9: the report counts it either way
     assert "2 configurations, 1 pruned" in small[0] and "BLOCK_M wider than the matrix" in small[1]
     assert "triton:6_autotuned at 40x5x7 on CPU (Triton interpreter): 2 configurations, 0 pruned, 2 compiled and run" in report
-    [again] = tm.tune([(40, 5, 7)])   # already searched in this process: its report, no new search
+    [again] = triton_search.tune([(40, 5, 7)])   # already searched in this process: its report, no new search
     assert again.shape == (40, 5, 7) and len(again.timed) == 2
 
 
@@ -242,7 +259,7 @@ def test_the_search_times_clear_losers_only_in_short_windows(monkeypatch):
 # ------------------------------------------------------------- SASS, compiled ahead of time
 
 def compiled(rung: str, arch: str) -> sass.Sass:
-    return sass.triton_sass(**tm.SASS_CASES[rung], arch=arch)
+    return sass.triton_sass(**mm.TRITON_SASS_CASES[rung], arch=arch)
 
 
 ARCHS = ("sm_80", "sm_90")
@@ -288,11 +305,13 @@ def test_shared_memory_estimate_matches_the_compiler(arch):
     capability = (int(arch[3]), 0)
     for c in (dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, num_warps=4, num_stages=4),
               dict(BLOCK_M=64, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3)):
-        assert sass.triton_sass(**tm.tile_sass_case(c), arch=arch).shared_bytes == tm.shared_bytes(c, capability), c
+        compiled_bytes = sass.triton_sass(**mm.tile_sass_case(c), arch=arch).shared_bytes
+        assert compiled_bytes == triton_search.shared_bytes(c, capability), c
     # rung 6: the buffers, plus the epilogue's scratch (at most the fp16 tile)
     for c in (dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4),
               dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3)):
-        scratch = sass.triton_sass(**tm.persistent_sass_case(c), arch=arch).shared_bytes - tm.shared_bytes(c, capability)
+        scratch = (sass.triton_sass(**mm.persistent_sass_case(c), arch=arch).shared_bytes
+                   - triton_search.shared_bytes(c, capability))
         assert 0 < scratch <= 2 * c["BLOCK_M"] * c["BLOCK_N"], c
 
 

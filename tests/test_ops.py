@@ -8,8 +8,9 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import kernels.attention as attention_problem
+import kernels.matmul as mm
 import ops_helpers
-from kernels.triton import attention as ta
+from kernels import matmul_triton_search as triton_search
 from kernels.triton import matmul as tm
 from ladder import autotune, launch, ops, results, sass
 from ladder.runtime import hardware
@@ -113,12 +114,12 @@ def test_the_ops_launches_compile_for_hopper():
     """What the interpreter lets through and a GPU's compiler does not (a global that is no constexpr, a float
     of the wrong width, say): the flash kernel writing the log-sum-exp with its scale passed as Inductor passes a
     Python float (fp64), and rung 6 on a transposed A with its GELU epilogue, built for sm_90."""
-    flash = ta.flash_sass_case("5_pipelined")
+    flash = attention_problem.flash_sass_case("5_pipelined")
     without_lse = sass.triton_sass(**flash, arch="sm_90")
     flash["constexprs"] = {**{k: v for k, v in flash["constexprs"].items() if k != "lse_ptr"}, "STORE_LSE": True}
     flash["signature"] = {**flash["signature"], "qk_scale": "fp64"}
     assert sass.triton_sass(**flash, arch="sm_90").count("STG") > without_lse.count("STG")  # the LSE's store
-    matmul = tm.persistent_sass_case(dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3))
+    matmul = mm.persistent_sass_case(dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3))
     matmul["constexprs"] = {**{k: v for k, v in matmul["constexprs"].items() if k != "stride_ak"}, "stride_am": 1,
                             "BIAS_GELU": True}  # A read down its columns: a.t() of a row-major matrix
     matmul["divisible_by_16"] = tuple(a for a in matmul["divisible_by_16"] if a != "stride_am") + ("stride_ak",)
@@ -183,17 +184,17 @@ def test_which_kernel_backs_each_op():
 
 
 def test_configuration_recorded_winner_above_the_search_threshold_smallest_tiles_below():
-    configs = tm._configs(tm.SEARCH_SPACE)
+    configs, prune = autotune.triton_configs(triton_search.SEARCH_SPACE), triton_search._prune
     recorded = {r.shape: r.best for r in autotune.recorded_reports(H100.slug)
                 if (r.problem, r.tuner) == ("matmul", "triton:6_autotuned")}
     searched = [s for s in recorded if 2 * s[0] * s[1] * s[2] >= autotune.SEARCH_MIN_FLOP]
     assert searched
     for shape in searched:
-        assert ops.choose_config(configs, shape, 2 * shape[0] * shape[1] * shape[2], "matmul", tm._prune, [],
+        assert ops.choose_config(configs, shape, 2 * shape[0] * shape[1] * shape[2], "matmul", prune, [],
                                  H100) == recorded[shape]
-    small = ops.choose_config(configs, (256, 256, 256), 2 * 256 ** 3, "matmul", tm._prune, [], H100)
+    small = ops.choose_config(configs, (256, 256, 256), 2 * 256 ** 3, "matmul", prune, [], H100)
     assert (small["BLOCK_M"], small["BLOCK_N"], small["BLOCK_K"]) == (64, 64, 64)
-    assert ops.choose_config(configs, (4096,) * 3, 2 * 4096 ** 3, "matmul", tm._prune, [], T4)["BLOCK_M"] == 64
+    assert ops.choose_config(configs, (4096,) * 3, 2 * 4096 ** 3, "matmul", prune, [], T4)["BLOCK_M"] == 64
 
 
 def test_plan_carries_the_kernels_own_heuristics():

@@ -2,7 +2,7 @@
 import pytest
 
 from kernels.triton.vector_add import SIGNATURE, vector_add_kernel
-from kernels.vector_add import SCALAR_ELEMS_PER_THREAD
+from kernels.cuda.vector_add import SCALAR_ELEMS_PER_THREAD
 from ladder import sass
 
 

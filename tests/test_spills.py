@@ -12,6 +12,7 @@ import torch
 
 import kernels.attention as at
 import kernels.matmul as mm
+from kernels.cuda import matmul as cm
 from ladder import autotune, sass
 from ladder.runtime import cuda
 from ladder.runtime.errors import Spills
@@ -54,8 +55,8 @@ def test_every_spill_the_model_lets_through_has_local_memory(arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_the_defaults_never_spill(arch):
     gpu = datasheet_gpu(ARCHS[arch])
-    jobs = [(arch, "matmul/6_autotuned.cu", mm.default_config(gpu)),
-            (arch, "matmul/5_pipelined.cu", mm.pipelined_config(gpu))]
+    jobs = [(arch, "matmul/6_autotuned.cu", cm.default_config(gpu)),
+            (arch, "matmul/5_pipelined.cu", cm.pipelined_config(gpu))]
     jobs += [(arch, f"attention/{name}.cu", dict(HEAD_DIM=D, **tuner.default(gpu)))
              for D, tuner in at.TUNERS.items() for name in ("5_pipelined", "6_autotuned")]
     for job in jobs:

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import kernels.vector_add as va
+from kernels.cuda import vector_add as cva
 from ladder.runtime import validate
 from ladder.check import compare
 from ladder.runner import check_rung, unavailable
@@ -53,7 +54,7 @@ def test_bad_inputs_are_named(fn):
 
 def test_cuda_launchers_refuse_cpu_tensors_by_name():
     a = torch.randn(16).half()
-    for fn in (va.cuda_scalar, va.cuda_vectorized):
+    for fn in (cva.scalar, cva.vectorized):
         with pytest.raises(ValueError, match="a is on cpu"):
             fn(a, a)
 

@@ -19,10 +19,14 @@ Q, K, V, O are fp16 (B, H, S, D), contiguous; scores, softmax statistics and sum
 Rungs 3-6 are one kernel switched by constants, as in the matmul ladder; rung 7 is its twin with descriptors
 where rung 6 has pointers, sharing its key loop; rung 8 is rung 7's kernel, its PTX rewritten. Causal attention
 masks keys after the query (and the fused rungs stop their key loop at the diagonal block). Ragged S is masked.
+
+This file holds the kernels, their launchers (rungs 1-5 in fixed tiles; launch_flash and launch_flash_tma in a
+given configuration or under a given autotuner) and a self-check: `python -m kernels.triton.attention` checks
+each rung against the fp32 math and, on a GPU, times it beside SDPA. The searches of rungs 6-8, rung 8's barrier
+pass and the rung list live with the problem definition, kernels/attention.py.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
@@ -30,12 +34,9 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from ladder import autotune, ptx
 from ladder.runtime import validate
-from ladder.problems import Rung
 from ladder.runtime.world import WORLD, device
 
-SOURCE = "kernels/triton/attention.py"
 LOG2E = 1.4426950408889634  # softmax in base 2: exp(x) = exp2(x · log2 e), exp2 is one instruction
 
 
@@ -316,15 +317,24 @@ def strides(*tensors: torch.Tensor) -> tuple:
     return tuple(n for t in tensors for n in t.stride())
 
 
+def launch_flash(kernel, q, k, v, causal: bool, out: torch.Tensor | None = None, tensor_cores: bool = True,
+                 **config) -> tuple:
+    """flash_kernel (rungs 3-6) on the operands, checked (operands), a program per BLOCK_M queries of a head: (out,
+    what Triton launched: its compiled kernel, None in the interpreter or where out is empty). `kernel` is flash_kernel with
+    `config` (BLOCK_M, BLOCK_N, num_warps, num_stages), or flash_kernel under an autotuner (kernels/attention.py's
+    rung 6), which picks them: the grid reads BLOCK_M from the launch's meta-parameters."""
+    B, H, S, D, out = operands(q, k, v, out)
+    compiled = None
+    if out.numel():
+        compiled = kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)](
+            q, k, v, out, None, S, H, LOG2E / math.sqrt(D), *strides(q, k, v, out), D, CAUSAL=causal,
+            TENSOR_CORES=tensor_cores, STORE_LSE=False, **config)
+    return out, compiled
+
+
 def _fused_launcher(rung: str, tensor_cores: bool):
     def run(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-        B, H, S, D, out = operands(q, k, v, out)
-        t = TILES[rung]
-        if out.numel():
-            flash_kernel[(triton.cdiv(S, t["BLOCK_M"]), B * H)](
-                q, k, v, out, None, S, H, LOG2E / math.sqrt(D), *strides(q, k, v, out), D, t["BLOCK_M"],
-                t["BLOCK_N"], causal, tensor_cores, False, num_warps=t["num_warps"], num_stages=t["num_stages"])
-        return out
+        return launch_flash(flash_kernel, q, k, v, causal, out, tensor_cores, **TILES[rung])[0]
     run.__name__ = rung.split("_", 1)[1]
     return run
 
@@ -333,95 +343,10 @@ fused = _fused_launcher("3_fused", tensor_cores=False)
 tensor_core = _fused_launcher("4_tensor_core", tensor_cores=True)
 pipelined = _fused_launcher("5_pipelined", tensor_cores=True)
 
-
-# ------------------------------------------------------------- compiling ahead of time (ladder.sass)
-
-_PTRS = {"q_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "o_ptr": "*fp16", "lse_ptr": "*fp32"}
-_STRIDES = [f"stride_{t}{d}" for t in "qkvo" for d in "bhsd"]
-# A contiguous (B, H, S, D) tensor's strides: D's is 1 (Triton compiles it as a constant), the others multiples of
-# 16 at the benchmark shapes, as S is.
-_ALIGNED = ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "S", *(s for s in _STRIDES if not s.endswith("d")))
-
-
-def flash_sass_case(rung: str, head_dim: int = 64, causal: bool = False) -> dict:
-    """ladder.sass.triton_sass's arguments for flash_kernel as rung 3, 4 or 5 launches it on a GPU."""
-    t = GPU_TILES[rung]
-    return dict(kernel=flash_kernel,
-                signature={**_PTRS, "S": "i32", "H": "i32", "qk_scale": "fp32", **{s: "i32" for s in _STRIDES},
-                           "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
-                           "CAUSAL": "constexpr", "TENSOR_CORES": "constexpr", "STORE_LSE": "constexpr"},
-                constexprs=dict(lse_ptr=None, **{s: 1 for s in _STRIDES if s.endswith("d")}, HEAD_DIM=head_dim,
-                                BLOCK_M=t["BLOCK_M"], BLOCK_N=t["BLOCK_N"], CAUSAL=causal,
-                                TENSOR_CORES=rung != "3_fused", STORE_LSE=False),
-                divisible_by_16=_ALIGNED, num_warps=t["num_warps"], num_stages=t["num_stages"])
-
-
-# ------------------------------------------------------------- rung 6: the search
-
-SEARCH_SPACE = dict(BLOCK_M=[64, 128], BLOCK_N=[32, 64, 128], num_warps=[4, 8], num_stages=[2, 3, 4])
-INTERPRETER_SPACE = dict(BLOCK_M=[16, 32], BLOCK_N=[16], num_warps=[4], num_stages=[1])
-MAX_REGISTERS = 192  # fp32 values per thread for the output tile and the score tile; more spill
-
-
-def shared_bytes(c: dict, head_dim: int) -> int:
-    """A K and a V block (fp16) per stage, and Q's tile."""
-    return 2 * head_dim * (2 * c["num_stages"] * c["BLOCK_N"] + c["BLOCK_M"])
-
-
-def prune_reason(c: dict, shape: tuple, gpu) -> str | None:
-    """Why configuration `c` is not timed at `shape` = (B, H, S, D, causal) on `gpu` (None: it is timed)."""
-    D = shape[3]
-    if c["BLOCK_M"] % c["BLOCK_N"]:
-        return "BLOCK_M not a multiple of BLOCK_N: the causal split works in whole key blocks"
-    if gpu is not None and c["BLOCK_M"] < 16 * c["num_warps"]:
-        return "under 16 query rows a warp: warps split the key block, row max and sum cross warps"
-    per_thread = c["BLOCK_M"] * (D + c["BLOCK_N"]) // (32 * c["num_warps"])
-    if per_thread > MAX_REGISTERS:
-        return f"{per_thread} fp32 values per thread for O and S tiles (> {MAX_REGISTERS}): registers spill"
-    if gpu is not None and shared_bytes(c, D) > gpu.smem_per_block_bytes:
-        return f"{shared_bytes(c, D) // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB on {gpu.arch}"
-    return None
-
-
-def searched(kernel, tuner: str, query: str = "q_ptr", pre_hook=None, space: dict | None = None
-             ) -> tuple[autotune.TritonSearchLog, triton.runtime.Autotuner]:
-    """`kernel` under @triton.autotune over `space` (default: SEARCH_SPACE on a GPU, INTERPRETER_SPACE in the
-    interpreter), the search logged as `tuner`'s: (log, tuned kernel). The kernel takes `query` (Q or its
-    descriptor: its shape is the search's), S, HEAD_DIM and CAUSAL; pre_hook (each configuration's) fits the
-    arguments to a configuration before it compiles or runs."""
-    log = autotune.TritonSearchLog(
-        shape_of=lambda args: (*args[query].shape, int(bool(args["CAUSAL"]))),
-        label_of=lambda args: ("attention", tuner),
-        flops=lambda problem, s: 4 * s[0] * s[1] * s[2] ** 2 * s[3] * (0.5 if s[4] else 1.0),
-        reason=lambda c, shape, gpu, configs: prune_reason(c, shape, gpu), kernel=kernel)
-    return log, triton.autotune(
-        configs=autotune.triton_configs(space or (SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE), pre_hook),
-        key=["S", "HEAD_DIM", "CAUSAL"],   # a new search per sequence length, head size and mask
-        prune_configs_by={"early_config_prune": log.prune},
-        do_bench=log.bench,
-    )(kernel)
-
-
-def launch_searched(log: autotune.TritonSearchLog, kernel, S: int, heads: int, *args, **constexprs):
-    """One launch of a searched kernel, a program per BLOCK_M queries of a head; a launch that searched leaves
-    its report in log.reports. Returns what Triton launched: its compiled kernel (None in the interpreter)."""
-    log.start()
-    compiled = kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), heads)](*args, **constexprs)
-    log.finish(kernel.best_config)
-    return compiled
-
-
-SEARCHES, autotuned_kernel = searched(flash_kernel, "triton:6_autotuned")
-
-
-def autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 6: the first call at each new (S, D, causal) runs the search (see SEARCHES.reports)."""
-    B, H, S, D, out = operands(q, k, v, out)
-    if out.numel():
-        launch_searched(SEARCHES, autotuned_kernel, S, B * H, q, k, v, out, None, S, H, LOG2E / math.sqrt(D),
-                        *strides(q, k, v, out), D, CAUSAL=causal, TENSOR_CORES=True, STORE_LSE=False)
-    return out
-
+# Rungs 6 and 7 are searched per shape (kernels/attention.py); run alone, this file launches them in one configuration,
+# on a GPU rung 6's H100 winner at (4, 32, 4096, 64) without a mask
+SELF_CHECK_CONFIG = (dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3) if WORLD.gpu
+              else dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1))
 
 # ------------------------------------------------------------- rung 7 (Hopper): tensor descriptors
 
@@ -435,9 +360,10 @@ def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: t
     loop's registers hold no pointers or load masks. The launcher builds the four descriptors on the host, once a
     call, and passes them by value: a program starts its first copy at once.
 
-    PTX_PASS is never read. Rung 8 passes the tag of the PTX pass it compiles through (ladder.ptx.tag(): its name
-    and content hash), rung 7 leaves it "": a constexpr is part of Triton's cache key on every Triton version, so
-    the two builds are cached apart and an edited pass compiles anew (Triton 3.6 asks the pass's hook for no key).
+    PTX_PASS is never read: it is there for Triton's cache key. Rung 8 (kernels/attention.py) passes the tag of the
+    PTX pass it compiles through (ladder.ptx.tag(): its name and content hash), rung 7 leaves it "": a constexpr is
+    part of the key on every Triton version, so the two builds are cached apart and an edited pass compiles anew
+    (Triton 3.6 asks the pass's hook for no key).
     What was measured on the way, and tried and left out: kernels/NOTES.md."""
     start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
     qk_scale = tl.cast(qk_scale, tl.float32)
@@ -460,17 +386,15 @@ DESCRIPTOR_ROWS = {"q_desc": "BLOCK_M", "k_desc": "BLOCK_N", "v_desc": "BLOCK_N"
 
 
 def descriptor_boxes(nargs: dict) -> None:
-    """A configuration's boxes (DESCRIPTOR_ROWS; the autotuner calls this before it compiles or launches a
-    configuration: a descriptor's box is part of the kernel's signature)."""
+    """A configuration's boxes (DESCRIPTOR_ROWS; an autotuner calls this before it compiles or launches a
+    configuration, launch_flash_tma before a launch in a given one: a descriptor's box is part of the kernel's
+    signature)."""
     for name, rows in DESCRIPTOR_ROWS.items():
         nargs[name].block_shape = [1, 1, nargs[rows], nargs["HEAD_DIM"]]
 
 
-TMA_SEARCHES, tma_kernel = searched(flash_tma_kernel, "triton:7_tma", query="q_desc", pre_hook=descriptor_boxes)
-
-
-def _descriptors(q, k, v, out):
-    """(B, H, S, D, out, the four tensor descriptors) of a TMA rung's call: a TMA copy starts on 16 bytes, so must
+def tma_operands(q, k, v, out) -> tuple:
+    """(B, H, S, D, out, the four tensor descriptors) of a call of rung 7 or 8: a TMA copy starts on 16 bytes, so must
     every tensor; each descriptor's box is set per configuration (descriptor_boxes)."""
     B, H, S, D, out = operands(q, k, v, out)
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
@@ -478,122 +402,39 @@ def _descriptors(q, k, v, out):
     return B, H, S, D, out, [TensorDescriptor.from_tensor(t, [1, 1, 16, D]) for t in (q, k, v, out)]
 
 
-def tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 7, flash_tma_kernel as Triton compiles it: the first call at each new (S, D, causal) runs the search
-    (see TMA_SEARCHES.reports)."""
-    B, H, S, D, out, descriptors = _descriptors(q, k, v, out)
+def launch_flash_tma(kernel, checked: tuple, causal: bool, ptx_pass: str = "", **config) -> tuple:
+    """flash_tma_kernel (rungs 7 and 8) on `checked` = tma_operands(...), a program per BLOCK_M queries of a head:
+    (out, what Triton launched: its compiled kernel, None in the interpreter or where out is empty). `kernel` is
+    flash_tma_kernel with `config` (BLOCK_M, BLOCK_N, num_warps, num_stages; the boxes set to match), or
+    flash_tma_kernel under an autotuner whose configurations set the boxes (descriptor_boxes as their pre_hook).
+    ptx_pass: the kernel's PTX_PASS (rung 8's tag of the pass it compiles through)."""
+    B, H, S, D, out, descriptors = checked
+    compiled = None
     if out.numel():
-        launch_searched(TMA_SEARCHES, tma_kernel, S, B * H, *descriptors, S, H, LOG2E / math.sqrt(D), D, CAUSAL=causal)
-    return out
-
-
-# ------------------------------------------------------------- rung 8 (Hopper): Triton plus a barrier pass
-
-# Rung 8's search: rung 7's space at two warpgroups (8 warps) in 2 or 3 stages, the only configurations the pass
-# changes: with one warpgroup there is no lockstep to end and the pass leaves the PTX as compiled (a 4-warp
-# configuration would be rung 7's binary); in 4 stages its two named barriers would not keep the refills in flight
-# apart (ladder.ptx.MAX_STAGES; on an H200 the first search of a space with them, at D64, did not finish in 390 s);
-# 16 warps leave under 16 query rows a warp at BLOCK_M 128. After prune_reason, BLOCK_M 128 with BLOCK_N 32-128:
-# 6 configurations at D64 and at D128, each about 1.5 s to compile for sm_90a on one CPU core (Triton 3.6 and 3.9),
-# all at once in compile_ahead's threads.
-PASS_SPACE = dict(SEARCH_SPACE, num_warps=[8], num_stages=[2, 3])
-PASS_INTERPRETER_SPACE = dict(INTERPRETER_SPACE, num_warps=[8])
-PASS_SEARCHES, pass_kernel = searched(flash_tma_kernel, "triton:8_barrier_pass", query="q_desc",
-                                      pre_hook=descriptor_boxes,
-                                      space=PASS_SPACE if WORLD.gpu else PASS_INTERPRETER_SPACE)
-# What the pass did to the kernel rung 8 launched last (ladder.ptx.applied): the row `record` times it in says so.
-LAST_PASS: dict | None = None
-
-
-def barrier_pass(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 8, Triton plus a barrier pass: flash_tma_kernel compiled through ladder.ptx's pass, the key loop's CTA
-    barriers that order nothing dropped and the refill's split into sync (the warps that issue the copies) and
-    arrive (the others). Its own search (PASS_SEARCHES, over PASS_SPACE) at each new (S, D, causal). The pass must
-    change what it compiles: a configuration it leaves as compiled fails to compile (ladder.ptx.PassDidNotApply:
-    the search rules it out and reports it failed; a launch raises), so nothing timed here is rung 7's binary. One
-    shape has nothing to change: at S = 1 Triton compiles S as the constant 1 and the key loop away (no ring, no
-    refill); that launch goes through the pass unrequired, and says so (LAST_PASS: "split" 0)."""
-    global LAST_PASS
-    B, H, S, D, out, descriptors = _descriptors(q, k, v, out)
-    if out.numel():
-        with ptx.refill_barriers_split(require=S != 1):
-            compiled = launch_searched(PASS_SEARCHES, pass_kernel, S, B * H, *descriptors, S, H, LOG2E / math.sqrt(D),
-                                       D, CAUSAL=causal, PTX_PASS=ptx.tag())
-        if compiled is not None:   # compiled for a GPU (the interpreter runs the kernel's Python: no PTX to pass)
-            LAST_PASS = ptx.applied(compiled)
-            if not LAST_PASS or (S != 1 and not LAST_PASS["split"]):
-                raise ptx.PassDidNotApply(f"rung 8 launched {compiled.name} without the pass applied: {LAST_PASS}")
-    return out
-
-
-def pass_record() -> dict:
-    """What rung 8's rows record in "ptx_pass": the pass (name, content hash) and what it changed in the kernel
-    launched last ("dropped", "split"), when one was."""
-    return {**ptx.identity(), **({k: LAST_PASS[k] for k in ("dropped", "split")} if LAST_PASS else {})}
-
-
-TUNED = {"triton:6_autotuned": (autotuned, SEARCHES), "triton:7_tma": (tma, TMA_SEARCHES),
-         "triton:8_barrier_pass": (barrier_pass, PASS_SEARCHES)}
-
-
-def tune(shapes: list[tuple], tuner: str = "triton:6_autotuned") -> list[autotune.Report]:
-    """The search of `tuner` (rung 6, 7 or 8) at each shape (B, H, S, D, causal) on random inputs; its reports."""
-    run, log = TUNED[tuner]
-    for B, H, S, D, causal in shapes:
-        gen = torch.Generator(device()).manual_seed(7)
-        q, k, v = (torch.randn(B, H, S, D, generator=gen, device=device()).half() for _ in range(3))
-        run(q, k, v, bool(causal))
-    latest = log.latest(tuner)
-    return [latest[tuple(s)] for s in shapes if tuple(s) in latest]
-
-
-def tma_compile(config: dict, arch: str, head_dim: int = 64, causal: bool = False, ptx_pass: bool = False):
-    """flash_tma_kernel compiled for `arch` (no GPU needed) as rung 7 launches it with `config` (tiles, warps and
-    stages), its descriptors' boxes as descriptor_boxes sets them; ptx_pass: as rung 8 does, through ladder.ptx's
-    pass (PassDidNotApply where the pass leaves it as compiled). Triton's compiled kernel: its SASS through
-    ladder.sass.compiled_sass, what the pass did through ladder.ptx.applied."""
-    from ladder import sass
-    tiles = {k: v for k, v in config.items() if k.startswith("BLOCK_")}
-    with ptx.refill_barriers_split(require=True) if ptx_pass else contextlib.nullcontext():
-        return sass.triton_compile(
-            flash_tma_kernel,
-            signature={**{d: f"tensordesc<fp16[1,1,{tiles[rows]},{head_dim}]>" for d, rows in DESCRIPTOR_ROWS.items()},
-                       "S": "i32", "H": "i32", "qk_scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr",
-                       "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "PTX_PASS": "constexpr"},
-            constexprs=dict(HEAD_DIM=head_dim, CAUSAL=causal, PTX_PASS=ptx.tag() if ptx_pass else "", **tiles),
-            arch=arch, divisible_by_16=("S",), num_warps=config["num_warps"], num_stages=config["num_stages"])
-
-
-def tma_sass(config: dict, arch: str, head_dim: int = 64, causal: bool = False, ptx_pass: bool = False):
-    """The SASS of tma_compile(...): rung 7's kernel as Triton compiles it, or (ptx_pass) rung 8's."""
-    from ladder import sass
-    return sass.compiled_sass(tma_compile(config, arch, head_dim, causal, ptx_pass), arch)
-
-
-def rungs() -> list[Rung]:
-    from kernels.triton.matmul import CUDA_CORE_DOT
-    return [
-        Rung("triton", "1_naive", naive, SOURCE, slow=True),
-        Rung("triton", "2_coalesced", coalesced, SOURCE, slow=True),
-        Rung("triton", "3_fused", fused, SOURCE),
-        Rung("triton", "4_tensor_core", tensor_core, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT),
-        Rung("triton", "5_pipelined", pipelined, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT),
-        Rung("triton", "6_autotuned", autotuned, SOURCE, needs="tensor_cores", fallback=CUDA_CORE_DOT, searches=True),
-        Rung("triton", "7_tma", tma, SOURCE, needs="tma", searches=True),
-        Rung("triton", "8_barrier_pass", barrier_pass, SOURCE, needs="tma", searches=True, ptx_pass=pass_record),
-    ]
+        if config:
+            descriptor_boxes(dict(zip(DESCRIPTOR_ROWS, descriptors), HEAD_DIM=D, **config))
+        compiled = kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)](
+            *descriptors, S, H, LOG2E / math.sqrt(D), D, CAUSAL=causal, PTX_PASS=ptx_pass, **config)
+    return out, compiled
 
 
 # ------------------------------------------------------------- run alone: python -m kernels.triton.attention
 
 def _self_check(shape: tuple[int, int, int, int] = (1, 2, 37, 64), timed: tuple[int, int, int, int] = (4, 32, 4096, 64)):
-    """Each rung checked against the fp32 softmax(Q·Kᵀ/√D)·V at a ragged `shape` (B, H, S, D), causal and not (on a
-    GPU, or in the interpreter on a CPU), then, on a GPU, timed beside SDPA at `timed`."""
+    """Each rung checked against the fp32 softmax(Q·Kᵀ/√D)·V at a ragged `shape` (B, H, S, D), causal and not (on
+    a GPU, or in the interpreter on a CPU, at a smaller S there), then, on a GPU, timed beside SDPA at `timed`.
+    Rungs 6 and 7 run in SELF_CHECK_CONFIG; rung 8, rung 7's kernel through the harness's compile pass, is
+    kernels/attention.py's."""
+    if not WORLD.gpu:
+        shape = (*shape[:2], 17, shape[3])   # the interpreter runs a program at a time: a 16-wide tile and a ragged row
     gen = torch.Generator(device()).manual_seed(0)
     launchers = {"1_naive": naive, "2_coalesced": coalesced, "3_fused": fused, "4_tensor_core": tensor_core,
-                 "5_pipelined": pipelined, "6_autotuned": autotuned}
-    if WORLD.gpu and torch.cuda.get_device_capability() >= (9, 0):
-        launchers.update({"7_tma": tma, "8_barrier_pass": barrier_pass})
+                 "5_pipelined": pipelined,
+                 "6_autotuned": lambda q, k, v, causal: launch_flash(flash_kernel, q, k, v, causal,
+                                                                     **SELF_CHECK_CONFIG)[0]}
+    if not WORLD.gpu or torch.cuda.get_device_capability() >= (9, 0):   # the interpreter runs descriptors too
+        launchers["7_tma"] = lambda q, k, v, causal: launch_flash_tma(flash_tma_kernel, tma_operands(q, k, v, None),
+                                                                      causal, **SELF_CHECK_CONFIG)[0]
     q, k, v = (torch.randn(*shape, generator=gen, device=device()).half() for _ in range(3))
     print(f"checked at (B, H, S, D) = {shape} ({'GPU' if WORLD.gpu else 'CPU: the Triton interpreter'}), max |error| "
           "against the fp32 math, without a mask / causal")

@@ -17,6 +17,10 @@ in the inputs' dtype. (float64 inputs run the same kernels in float64 throughout
                 per (S-bucket, D, causal), cached per GPU by ladder.autotune; per shape the faster way runs (rung 2
                 where deterministic algorithms are asked for). The interpreter: rung 2's fixed small tiles
 
+This file holds the kernels and their launchers: rungs 1-3, and run_config, one kernel in a given configuration.
+Rung 4's search, its choice per shape (autotuned_backward) and the SASS builds live with the problem definition,
+kernels/attention_backward.py.
+
 The derivation. With the scaled scores S = scale·Q·Kᵀ, P = softmax(S) row by row, O = P·V:
 
     dV = Pᵀ·dO                  (O is linear in V)
@@ -50,9 +54,7 @@ from torch.library import wrap_triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.triton.attention import key_passes
-from ladder import autotune
 from ladder.runtime import validate
-from ladder.runtime.errors import Spills
 from ladder.runtime.hardware import detect
 from ladder.runtime.world import WORLD
 
@@ -468,38 +470,7 @@ def _atomic_dq(q, k, v, do, lse, delta, dq, dk, dv, scale, causal, config) -> No
     dq.copy_(sums)
 
 
-# ------------------------------------------------------------- rung 4: rungs 2 and 3, their tiles searched
-
-# Rung 4 searches rung 2's two kernels and rung 3's one, each alone at each (S, D, causal), and runs the faster
-# way there: rung 3's configuration where its time (the dQ buffer's zeroing and cast included) beat the sum of
-# rung 2's two best. Rung 2's kernels own disjoint outputs, so each is searched in its own tiles (the K/V program
-# wants many keys, the Q program many queries); rung 3's search zeroes its dQ buffer before every timed run, and
-# also tries each tile with dQ by the TMA's bulk reductions (DQ_BY_TMA) and by element atomics.
-SEARCH_SPACE = {"dkdv": dict(BLOCK_M=[32, 64], BLOCK_N=[64, 128], num_warps=[4, 8], num_stages=[2, 3]),
-                "dq": dict(BLOCK_M=[64, 128], BLOCK_N=[32, 64], num_warps=[4, 8], num_stages=[2, 3]),
-                "dkdv_atomic": dict(BLOCK_M=[32, 64], BLOCK_N=[64, 128], num_warps=[4, 8], num_stages=[2, 3],
-                                    DQ_BY_TMA=[False, True])}
-MAX_REGISTERS = 192   # fp32 values a thread holds for the accumulators and the two score tiles; more spill
-SEARCH_WARMUP_MS, SEARCH_REP_MS = 50, 150   # shorter than ladder.autotune's: 24 searches fit `record`'s minutes
-SEARCH_KEYS = 2**19   # B·H·S of a search's inputs: B·H = 128 at S 4096, 32 at S 16384; thousands of programs
-
-
-def prune_reason(kernel: str, c: dict, gpu, head_dim: int) -> str | None:
-    """Why rung 4 does not time configuration `c` of "dkdv", "dq" or "dkdv_atomic" (rung 3's) for `head_dim` on
-    `gpu` (None: timed)."""
-    own, step = (c["BLOCK_M"], c["BLOCK_N"]) if kernel == "dq" else (c["BLOCK_N"], c["BLOCK_M"])
-    if own % step:
-        return f"{own} rows a program, steps of {step}: the causal diagonal must be whole steps"
-    if gpu is not None and own < 16 * c["num_warps"]:  # it runs (rung 3's D 128 tile does): a shorter search
-        return f"{own} rows a program over {c['num_warps']} warps: under 16 rows a warp, not searched"
-    if c.get("DQ_BY_TMA") and (gpu is None or not gpu.has("tma")):
-        return "dQ by the TMA's bulk reductions: this GPU has no TMA"
-    # dK, dV (or dQ); P and dP; rung 3's step's dQ tile
-    held = (1 if kernel == "dq" else 2) * own * head_dim + 2 * own * step + (kernel == "dkdv_atomic") * step * head_dim
-    if held // (32 * c["num_warps"]) > MAX_REGISTERS:
-        return f"{held // (32 * c['num_warps'])} fp32 values per thread (> {MAX_REGISTERS}): registers spill"
-    return None
-
+# ------------------------------------------------------------- rung 4: rungs 2 and 3 in a given configuration
 
 def search_args(kernel: str, c: dict, q, k, v, do, lse, delta, out, scale: float) -> tuple:
     """The kernel's positional arguments for a search's inputs and configuration c (the K/V kernel: out ends with
@@ -527,101 +498,3 @@ def run_config(kernel: str, c: dict, q, k, v, do, lse, delta, causal: bool, scal
     args, config, constexprs = search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
     _launch(fn, (triton.cdiv(S, own), B * H), args, config, CAUSAL=causal, **constexprs)
     return out
-
-
-def no_spills(kernel: str, c: dict, inputs: tuple, out, causal: bool) -> None:
-    """Compile configuration `c` (cached by then: tune() compiles them all at once) and rule it out
-    (Spills: pruned) if it keeps values in local memory. inputs: run_config's."""
-    fn = dq_kernel if kernel == "dq" else dkdv_kernel
-    q, k, v, do, lse, delta, _, scale = inputs
-    args, config, constexprs = search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
-    try:
-        compiled = fn.warmup(*args, grid=(1,), CAUSAL=causal, **constexprs, **config)
-        compiled._init_handles()
-    except Exception:  # noqa: BLE001 -- not this check's to judge: the search's run of it fails, and says why
-        return
-    if getattr(compiled, "n_spills", 0):
-        raise Spills(f"spills registers: {compiled.n_spills} values to local memory")
-
-
-def tuner(kernel: str, head_dim: int, compile=lambda c: None) -> autotune.Tuner:
-    """Rung 4's search of `kernel` at one head size; its winners are cached per GPU (ladder.autotune) by
-    (S, D, causal): a call takes the winner of the nearest S searched, the S-bucket. Without a search on this
-    GPU (and in the interpreter), rung 2's tiles (rung 3's for "dkdv_atomic")."""
-    return autotune.Tuner(problem="attention_backward", name=f"triton:4_autotuned:{kernel}", space=SEARCH_SPACE[kernel],
-                          prune=lambda c, gpu: prune_reason(kernel, c, gpu, head_dim), compile=compile,
-                          run=lambda c, *inputs, out=None: run_config(kernel, c, *inputs, out=out),
-                          default=lambda gpu: (GPU_TILES if gpu is not None else INTERPRETER_TILES)[head_dim][kernel])
-
-
-TUNERS = {(kernel, D): tuner(kernel, D) for kernel in SEARCH_SPACE for D in (64, 128)}
-
-
-def one_kernel_wins(split: list, one) -> bool:
-    """Whether rung 3's search report `one` beat rung 2's two (`split`: the dkdv and dq reports) searched at the
-    same shape: its best time under the sum of theirs."""
-    return (one is not None and all(r is not None and tuple(r.shape) == tuple(one.shape) for r in split)
-            and one.best_ms < sum(r.best_ms for r in split))
-
-
-def tuned_tiles(S: int, D: int, causal: bool) -> dict:
-    """Rung 4's tiles at (S, D, causal): each of rung 2's kernels' searched winner for the nearest S (rung 2's
-    tiles without one), and "one_kernel": rung 3's searched winner where, searched at that same S, it ran faster
-    than rung 2's two winners together (else None)."""
-    key = (S, D, int(causal))
-    split = [TUNERS[kernel, D].nearest(key) for kernel in ("dkdv", "dq")]
-    faster = one_kernel_wins(split, TUNERS["dkdv_atomic", D].nearest(key))
-    return {"delta": TILES[D]["delta"], "dkdv": TUNERS["dkdv", D].best(key), "dq": TUNERS["dq", D].best(key),
-            "one_kernel": TUNERS["dkdv_atomic", D].best(key) if faster else None}
-
-
-def autotuned_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse=None,
-                       out=None) -> tuple:
-    """Rung 4: at the nearest (S, D, causal) searched on this GPU, rung 3 in its searched tiles where it ran faster
-    there, else rung 2 in its. Rung 2 also where torch.use_deterministic_algorithms asks for results that repeat
-    bit for bit (rung 3's sums do not), and where rung 3's tiles add dQ through the TMA and this launch has none
-    (a traced one, or operands a tensor map does not take: qdo_by_tma)."""
-    B, H, S, D = q.shape
-    tiles = tuned_tiles(S, D, causal) if D in TILES else None
-    one = tiles and tiles["one_kernel"]
-    if one and not torch.are_deterministic_algorithms_enabled() and (not one.get("DQ_BY_TMA") or qdo_by_tma(q, do)):
-        return atomic_dq_backward(q, k, v, o, lse, do, causal, scale, dlse, out, config=one)
-    return backward(q, k, v, o, lse, do, causal, scale, dlse, out, tiles=tiles)
-
-
-# ------------------------------------------------------------- compiling ahead of time (ladder.sass)
-
-def sass_case(kernel: str, head_dim: int = 64, causal: bool = True, config: dict | None = None,
-              qdo_tma: bool = False) -> dict:
-    """ladder.sass.triton_sass's arguments for "dkdv" or "dq" as rung 2 launches it on a GPU from ladder.ops, or
-    "dkdv_atomic" as rung 3 does: fp16 operands (16-byte aligned), fp32 sums, the scale as Inductor passes it
-    (fp64), each row's elements adjacent (stride 1 along D, the others multiples of 16). config: tiles, warps and
-    stages (default: rung 2's, GPU_TILES). qdo_tma: the K/V kernel with Q and dO through the TMA (as an eager
-    launch on sm_90 takes them), and rung 3's dQ sums too where its tiles say DQ_BY_TMA."""
-    atomic = kernel == "dkdv_atomic"
-    config = dict(config or GPU_TILES[head_dim][kernel])
-    dq_tma = bool(config.pop("DQ_BY_TMA", False)) and atomic and qdo_tma
-    kernel = "dkdv" if atomic else kernel
-    fn = {"dkdv": dkdv_kernel, "dq": dq_kernel}[kernel]
-    names = fn.arg_names[:fn.arg_names.index("HEAD_DIM")]
-    types = {n: "*fp32" if n in ("lse_ptr", "delta_ptr") else "*fp16" if n.endswith("_ptr") else
-             "fp64" if n == "scale" else "i32" for n in names}
-    constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], CAUSAL=causal,
-                      **{n: 1 for n in names if n.startswith("stride") and n.endswith("d")})
-    extra = {}
-    if kernel == "dkdv":  # rung 3's fp32 dQ sums, or rung 2's None
-        types["dq_ptr"] = "*fp32" if atomic else "constexpr"
-        constexprs.update({"ATOMIC_DQ": atomic, "QDO_BY_TMA": qdo_tma, "DQ_BY_TMA": dq_tma,
-                           **({} if atomic else {"dq_ptr": None})})
-        extra.update(ATOMIC_DQ="constexpr", QDO_BY_TMA="constexpr", DQ_BY_TMA="constexpr")
-        if qdo_tma:
-            box = f"[1,1,{config['BLOCK_M']},{head_dim}]>"
-            types.update(q_ptr="tensordesc<fp16" + box, do_ptr="tensordesc<fp16" + box,
-                         **({"dq_ptr": "tensordesc<fp32" + box} if dq_tma else {}))
-    return dict(kernel=fn, signature={**types, "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr",
-                                      "BLOCK_N": "constexpr", "CAUSAL": "constexpr", **extra},
-                constexprs=constexprs,
-                divisible_by_16=tuple(n for n in names if (n.endswith("_ptr") and types[n] != "constexpr"
-                                                           and not types[n].startswith("tensordesc"))
-                                      or (n.startswith("stride") and not n.endswith("d"))),
-                num_warps=config["num_warps"], num_stages=config["num_stages"])

@@ -7,7 +7,7 @@
 5_pipelined    the same kernel, num_stages=4: the compiler prefetches the next tiles (cp.async) during the math
 6_autotuned    the same tile on a persistent grid: one program per SM walks the tiles in grouped order
                (the tiles in flight form a square of C: the fewest bytes from DRAM), its next tile's loads
-               overlapping this tile's store; @triton.autotune over tiles, warps and stages
+               overlapping this tile's store; tiles, warps and stages searched per shape (@triton.autotune)
 7_tma_persistent  (Hopper) rung 6 with its tiles loaded by TMA descriptors instead of per-thread copies
 fused          rung 6 with BIAS_RELU: relu(A·B + bias) on the fp32 tile before its one fp16 store
                (BIAS_GELU instead: gelu(A·B + bias), GELU's tanh form, the MLP activation of GPT-2)
@@ -22,6 +22,11 @@ specializes each launch on whether the pointers and sizes are multiples of 16; o
 16-byte vectors. Row offsets are int64 (row × K passes 2^31 for large matrices). On CPU (the Triton
 interpreter) the launchers use 16-wide tiles instead: the checks then cover several tiles, ragged
 edges and groups even on small shapes.
+
+This file holds the kernels and their launchers at fixed configurations (rung 6's: any one it is given); it imports
+only torch, triton and ladder.runtime. Rung 6's search (its space, prune and @triton.autotune) is in
+kernels/matmul_triton_search.py; the problem, the rung list and what ladder.sass compiles are in kernels/matmul.py.
+Run alone, `python -m kernels.triton.matmul` checks each rung against torch and times it beside torch.matmul.
 """
 from __future__ import annotations
 
@@ -32,11 +37,8 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from ladder import autotune
 from ladder.runtime import validate
-from ladder.autotune import triton_config_dict as config_dict, triton_configs as _configs  # noqa: F401 (lesson 03)
 from ladder.runtime.hardware import detect
-from ladder.problems import Rung
 from ladder.runtime.world import WORLD, device
 
 SOURCE = "kernels/triton/matmul.py"
@@ -246,7 +248,7 @@ tensor_core = _tiled_launcher("4_tensor_core", tensor_cores=True)
 pipelined = _tiled_launcher("5_pipelined", tensor_cores=True)
 
 
-# ------------------------------------------------------------- rung 6: the search
+# ------------------------------------------------------------- rung 6: a persistent grid, any configuration
 
 def programs(tiles: int, sms: int | None = None) -> int:
     """Programs in a persistent grid over `tiles` tiles: at most one per SM (default: this GPU's; two in the
@@ -270,86 +272,35 @@ def group_rows(M: int, N: int, BLOCK_M: int, BLOCK_N: int, sms: int | None = Non
     return max(1, min(tiles_m, math.ceil(math.sqrt(in_flight * BLOCK_N / BLOCK_M))))
 
 
-# Every combination is offered to the autotuner; `prune_reason` rules out (and the report says why)
-# those that cannot run or cannot win on this GPU at this shape, before any is compiled.
-SEARCH_SPACE = dict(BLOCK_M=[64, 128, 256], BLOCK_N=[64, 128, 256], BLOCK_K=[64],
-                    num_warps=[4, 8], num_stages=[3, 4, 5])
-INTERPRETER_TMA = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=4, num_stages=1)
-INTERPRETER_SPACE = dict(BLOCK_M=[16, 32], BLOCK_N=[16], BLOCK_K=[16], num_warps=[4], num_stages=[1])
-MAX_ACCUMULATORS = 128  # fp32 accumulator registers per thread; more spill (of 255 registers in all)
-
-
-def shared_bytes(c: dict, capability: tuple[int, int]) -> int:
-    """Shared memory of the pipeline's buffers, each an fp16 A tile and B tile, as Triton 3.7 allocates
-    them: num_stages buffers on Hopper (wgmma reads its operands from them while the next loads land),
-    num_stages - 1 before it. That is all rungs 3-5 use. Rung 6's persistent kernel needs more: its
-    epilogue changes the sums' layout through shared memory, and the flattened loop keeps that scratch
-    beside the buffers (8-64 KiB, by tile and warps). A configuration whose buffers fit but not with the
-    scratch fails to compile, and the search report lists it as failed (tests/test_matmul_triton.py
-    checks both against the compiler)."""
-    buffers = c["num_stages"] if capability >= (9, 0) else max(1, c["num_stages"] - 1)
-    return 2 * buffers * c["BLOCK_K"] * (c["BLOCK_M"] + c["BLOCK_N"])
-
-
-def prune_reason(c: dict, shape: tuple, gpu, smallest: dict) -> str | None:
-    """Why configuration `c` is not timed at `shape` on `gpu` (None: it is timed)."""
-    M, N, K = shape
-    per_thread = c["BLOCK_M"] * c["BLOCK_N"] // (32 * c["num_warps"])
-    if per_thread > MAX_ACCUMULATORS:
-        return f"{per_thread} fp32 accumulators per thread (> {MAX_ACCUMULATORS}): registers spill"
-    if gpu is not None and shared_bytes(c, gpu.capability) > gpu.smem_per_block_bytes:
-        return (f"{shared_bytes(c, gpu.capability) // 1024} KiB of shared memory > "
-                f"{gpu.smem_per_block_bytes // 1024} KiB on {gpu.arch}")
-    for dim, size in (("M", M), ("N", N), ("K", K)):
-        block = c[f"BLOCK_{dim}"]
-        if block > max(smallest[dim], triton.next_power_of_2(size)):
-            return f"BLOCK_{dim} wider than the matrix: a smaller block does the same work"
-    return None
-
-
-def _prune(c: dict, shape: tuple, gpu, configs: list[dict]) -> str | None:
-    return prune_reason(c, shape, gpu, {d: min(x[f"BLOCK_{d}"] for x in configs) for d in "MNK"})
-
-
-SEARCHES = autotune.TritonSearchLog(
-    shape_of=lambda args: (args["M"], args["N"], args["K"]),
-    label_of=lambda args: ("matmul_bias_relu", "triton:fused") if args.get("BIAS_RELU") else
-    ("matmul_bias_gelu", "triton:fused_gelu") if args.get("BIAS_GELU") else ("matmul", "triton:6_autotuned"),
-    flops=lambda problem, s: 2 * s[0] * s[1] * s[2], reason=_prune, kernel=persistent_kernel)
-autotuned_kernel = triton.autotune(
-    configs=_configs(SEARCH_SPACE if WORLD.gpu else INTERPRETER_SPACE),
-    key=["M", "N", "K", "BIAS_RELU", "BIAS_GELU"],  # a new search for every new shape (and fused epilogue)
-    prune_configs_by={"early_config_prune": SEARCHES.prune},
-    do_bench=SEARCHES.bench,             # its default timer needs a GPU; this one also records
-)(persistent_kernel)
-
-
+# Rung 6 at one configuration: one its search times (on a GPU; kernels/matmul_triton_search.py searches them all
+# per shape), and in the interpreter the 16-wide tiles of the other rungs (rung 7's too).
+AUTOTUNED_EXAMPLE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4)
+INTERPRETER_TILE = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=4, num_stages=1)
 EPILOGUES = ("relu", "gelu")  # the activations the fused epilogue applies after the bias
 
 
-def launch_autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
-                     bias: torch.Tensor | None = None, activation: str = "relu") -> torch.Tensor:
-    """Rung 6's kernel on checked operands; with `bias`, its epilogue gives relu(a @ b + bias), or
-    gelu(a @ b + bias) (tanh form) with activation="gelu".
-
-    The first call at each new (M, N, K) and epilogue runs the search (see `autotune_report`).
-    """
+def launch_persistent(kernel, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, bias: torch.Tensor | None = None,
+                      activation: str = "relu", config: dict | None = None) -> torch.Tensor:
+    """Rung 6's kernel on checked operands: `kernel` is persistent_kernel, run with `config` (tiles, num_warps,
+    num_stages), or a triton.autotune of it, which picks the configuration itself (config None). With `bias`, its
+    epilogue gives relu(a @ b + bias), or gelu(a @ b + bias) (tanh form) with activation="gelu"."""
     if activation not in EPILOGUES:
         raise ValueError(f"activation {activation!r}: the epilogue knows {', '.join(EPILOGUES)}")
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
     if out.numel():
-        SEARCHES.start()
         grid = lambda meta: (programs(triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
-        autotuned_kernel[grid](a, b, out, bias, M, N, K, *a.stride(), *b.stride(), *out.stride(),
-                               BIAS_RELU=bias is not None and activation == "relu",
-                               BIAS_GELU=bias is not None and activation == "gelu")
-        SEARCHES.finish(autotuned_kernel.best_config)
+        kernel[grid](a, b, out, bias, M, N, K, *a.stride(), *b.stride(), *out.stride(),
+                     BIAS_RELU=bias is not None and activation == "relu",
+                     BIAS_GELU=bias is not None and activation == "gelu", **(config or {}))
     return out
 
 
-def autotuned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+def persistent(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
+               config: dict | None = None) -> torch.Tensor:
+    """Rung 6 at one configuration: `config`, by default AUTOTUNED_EXAMPLE (INTERPRETER_TILE on CPU)."""
     M, N, K, out = _operands(a, b, out)
-    return launch_autotuned(a, b, out)
+    return launch_persistent(persistent_kernel, a, b, out,
+                             config=config or (AUTOTUNED_EXAMPLE if WORLD.gpu else INTERPRETER_TILE))
 
 
 def schedules(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: dict) -> dict:
@@ -365,30 +316,6 @@ def schedules(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: dict)
     return {"a program per tile": launch(tiles, True),
             "persistent, loop not flattened": launch(programs(tiles), False),
             "persistent, flattened (rung 6)": launch(programs(tiles), True)}
-
-
-def tune(shapes: list[tuple], bias_relu: bool = False) -> list[autotune.Report]:
-    """Rung 6's search (or the fused kernel's) at each shape (M, N, K) on random inputs; its reports."""
-    tuner = "triton:fused" if bias_relu else "triton:6_autotuned"
-    for M, N, K in shapes:
-        gen = torch.Generator(device()).manual_seed(7)
-        a = torch.randn(M, K, generator=gen, device=device()).half()
-        b = torch.randn(K, N, generator=gen, device=device()).half()
-        bias = torch.randn(N, generator=gen, device=device()).half() if bias_relu else None
-        launch_autotuned(a, b, torch.empty(M, N, dtype=torch.float16, device=device()), bias)
-    latest = SEARCHES.latest(tuner)
-    return [latest[tuple(s)] for s in shapes if tuple(s) in latest]
-
-
-def autotune_report() -> str:
-    """Every search run in this process: time taken, configurations timed, pruned (why) and failed."""
-    if not SEARCHES.reports:
-        return ("No search has run in this process yet: the first call of triton:6_autotuned (or the fused "
-                "kernel) at a new (M, N, K) runs one.")
-    head = [] if WORLD.gpu else [
-        "CPU only: the search ran in the Triton interpreter over its 16-32-wide tiles; its times are "
-        "interpreter times, and with no GPU there is no shared-memory limit to prune against."]
-    return "\n\n".join(head + [r.summary() for r in SEARCHES.reports])
 
 
 # ------------------------------------------------------------- rung 7 (Hopper): tiles loaded by TMA
@@ -426,7 +353,7 @@ def tma_persistent(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
     if out.numel() and K == 0:  # a descriptor over an empty A is not allowed: the sums are zero
         return out.zero_()
     if out.numel():
-        c = dict(config or (TMA_PERSISTENT if WORLD.gpu else INTERPRETER_TMA))
+        c = dict(config or (TMA_PERSISTENT if WORLD.gpu else INTERPRETER_TILE))
         # a TMA descriptor's row pitch must be a multiple of 16 bytes: K and N padded to multiples of 8
         stored_nk = validate.is_stored_transposed(b)
         if stored_nk:
@@ -441,99 +368,16 @@ def tma_persistent(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
     return out
 
 
-# ------------------------------------------------------------- compiling ahead of time (ladder.sass)
-
-_POINTERS = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16"}
-_SIZES = {"M": "i32", "N": "i32", "K": "i32"}
-_TILES = {"BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr"}
-SIGNATURE = {**_POINTERS, **_SIZES}
-TILE_SIGNATURE = {**SIGNATURE, **_TILES, "TENSOR_CORES": "constexpr", "EVEN_K": "constexpr"}
-_STRIDES = {"stride_am": "i32", "stride_ak": "i32", "stride_bk": "i32", "stride_bn": "i32", "stride_cm": "i32",
-            "stride_cn": "i32"}
-PERSISTENT_SIGNATURE = {**_POINTERS, "bias_ptr": "*fp16", **_SIZES, **_STRIDES, **_TILES, "GROUP_M": "constexpr",
-                        "BIAS_RELU": "constexpr", "EVEN_K": "constexpr", "FLATTEN": "constexpr",
-                        "BIAS_GELU": "constexpr"}
-ROW_MAJOR = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1}  # what Triton makes of row-major A, B, C's unit strides
-AUTOTUNED_EXAMPLE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4)
-BENCH_GROUP_M = group_rows(4096, 4096, 128, 256, sms=132)  # 16: the tile order at 4096^3 on an H100
-# What Triton may assume at the benchmark shapes: 16-byte aligned pointers, sizes multiples of 16.
-_ALIGNED = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K")
-
-
-def _launch(config: dict) -> dict:
-    return {k: config[k] for k in ("num_warps", "num_stages")}
-
-
-def _constexprs(config: dict) -> dict:
-    return {k: v for k, v in config.items() if k not in ("num_warps", "num_stages")}
-
-
-def tile_sass_case(config: dict, tensor_cores: bool = True) -> dict:
-    """triton_sass's arguments for matmul_kernel (rungs 3-5) with `config`: tiles, num_warps, num_stages."""
-    return dict(kernel=matmul_kernel, signature=TILE_SIGNATURE, divisible_by_16=_ALIGNED, **_launch(config),
-                constexprs=dict(_constexprs(config), TENSOR_CORES=tensor_cores, EVEN_K=True))
-
-
-def persistent_sass_case(config: dict) -> dict:
-    """triton_sass's arguments for persistent_kernel (rung 6) with one of its search's configurations."""
-    return dict(kernel=persistent_kernel, signature=PERSISTENT_SIGNATURE,
-                divisible_by_16=_ALIGNED + ("bias_ptr", "stride_am", "stride_bk", "stride_cm"),
-                constexprs={**ROW_MAJOR, "GROUP_M": BENCH_GROUP_M, **_constexprs(config), "BIAS_RELU": False,
-                            "EVEN_K": True, "FLATTEN": True, "BIAS_GELU": False},
-                **_launch(config))
-
-
-# Per rung, the keyword arguments of ladder.sass.triton_sass that compile it as a GPU launch at the
-# benchmark shapes would (GPU tiles, whatever world this is).
-SASS_CASES = {
-    "1_naive": dict(kernel=naive_kernel, signature=SIGNATURE, constexprs={}, divisible_by_16=_ALIGNED,
-                    **LAUNCH["1_naive"]),
-    "2_coalesced": dict(kernel=coalesced_kernel, signature=dict(SIGNATURE, BLOCK_N="constexpr"),
-                        constexprs=GPU_TILES["2_coalesced"], divisible_by_16=_ALIGNED, **LAUNCH["2_coalesced"]),
-    **{rung: tile_sass_case(dict(GPU_TILES[rung], **LAUNCH[rung]), tensor_cores=rung != "3_tiled")
-       for rung in ("3_tiled", "4_tensor_core", "5_pipelined")},
-    "6_autotuned": persistent_sass_case(AUTOTUNED_EXAMPLE),
-    "7_tma_persistent": dict(  # descriptors: the block shape is part of the type
-        kernel=tma_persistent_kernel,
-        signature={"a_desc": "tensordesc<fp16[{BLOCK_M},{BLOCK_K}]>".format(**TMA_PERSISTENT),
-                   "b_desc": "tensordesc<fp16[{BLOCK_K},{BLOCK_N}]>".format(**TMA_PERSISTENT),
-                   **{k: v for k, v in PERSISTENT_SIGNATURE.items() if k in ("c_ptr", "M", "N", "K", "BLOCK_M",
-                                                                             "BLOCK_N", "BLOCK_K", "GROUP_M")},
-                   "B_STORED_NK": "constexpr"},
-        constexprs=dict(_constexprs(TMA_PERSISTENT), GROUP_M=BENCH_GROUP_M, B_STORED_NK=False),
-        divisible_by_16=("c_ptr", "M", "N", "K"),
-        **_launch(TMA_PERSISTENT)),
-}
-
-
-# On sm_75 (T4) Triton's tl.dot is FMAs on CUDA cores: the rungs run, and say so.
-CUDA_CORE_DOT = ("triton_mma", "tl.dot on CUDA cores (FFMA): Triton emits no tensor-core MMA before sm_80")
-
-
-def rungs() -> list[Rung]:
-    return [
-        Rung("triton", "1_naive", naive, SOURCE, slow=True),
-        Rung("triton", "2_coalesced", coalesced, SOURCE, slow=True),
-        Rung("triton", "3_tiled", tiled, SOURCE, slow=True),
-        Rung("triton", "4_tensor_core", tensor_core, SOURCE, needs="tensor_cores",
-             fallback=CUDA_CORE_DOT),
-        Rung("triton", "5_pipelined", pipelined, SOURCE, needs="tensor_cores",
-             fallback=CUDA_CORE_DOT),
-        Rung("triton", "6_autotuned", autotuned, SOURCE, needs="tensor_cores",
-             fallback=CUDA_CORE_DOT, searches=True),
-        Rung("triton", "7_tma_persistent", tma_persistent, SOURCE, needs="tma"),
-    ]
-
-
 # ------------------------------------------------------------- run alone: python -m kernels.triton.matmul
 
 def _self_check(shape: tuple[int, int, int] = (37, 45, 29), timed: tuple[int, int, int] = (4096, 4096, 4096)):
     """Each rung checked against torch.matmul's fp32 product at a ragged `shape` (on a GPU, or in the interpreter on
-    a CPU), then, on a GPU, timed beside torch.matmul at `timed`."""
+    a CPU), then, on a GPU, timed beside torch.matmul at `timed`. Rung 6 runs at one configuration (`persistent`'s
+    default): its search is kernels/matmul_triton_search.py's."""
     gen = torch.Generator(device()).manual_seed(0)
     launchers = {"1_naive": naive, "2_coalesced": coalesced, "3_tiled": tiled, "4_tensor_core": tensor_core,
-                 "5_pipelined": pipelined, "6_autotuned": autotuned}
-    if WORLD.gpu and detect().has("tma"):
+                 "5_pipelined": pipelined, "6_autotuned": persistent}
+    if not WORLD.gpu or detect().has("tma"):
         launchers["7_tma_persistent"] = tma_persistent
     M, N, K = shape
     a, b = (torch.randn(*s, generator=gen, device=device()).half() for s in ((M, K), (K, N)))
@@ -543,6 +387,9 @@ def _self_check(shape: tuple[int, int, int] = (37, 45, 29), timed: tuple[int, in
     for name, run in launchers.items():
         error = (run(a, b).float() - want).abs().max().item()
         print(f"  {name:18s} {error:.3g}" + ("" if error < 0.05 else "   WRONG"))
+    c = AUTOTUNED_EXAMPLE if WORLD.gpu else INTERPRETER_TILE
+    print(f"6_autotuned runs here at one configuration ({c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} tiles, "
+          f"num_warps={c['num_warps']}, num_stages={c['num_stages']}); its search is kernels/matmul_triton_search.py's")
     if not WORLD.gpu:
         print("timing needs a GPU")
         return

@@ -11,7 +11,7 @@ attention_backward  04d
 attention_hopper    04e-04f
 
 A notebook names the module in each call (`diagrams.matmul.matmul_shared_tile()`). Every diagram is drawn from the
-rung's own constants (kernels/matmul.py, kernels/attention.py, kernels/triton/*.py) or, where a number lives only in a
+rung's own constants (kernels/*.py, kernels/cuda/*.py, kernels/triton/*.py) or, where a number lives only in a
 .cu file, from that file (ladder.lessons.source's `cu_define`, `cu_expression`), so a picture stays true when a
 constant changes. Each function returns a Figure made without pyplot (a lesson cell shows it once; tests draw it on
 CPU and run ladder.figcheck on it).

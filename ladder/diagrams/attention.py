@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels import attention as at
+from kernels.cuda import attention as cuda_attention
 from kernels.triton import attention as ta
 from kernels.triton.attention import causal_key_range
 from ladder.diagrams.matmul import cp_async_ring, mma_shape
@@ -119,16 +120,16 @@ def attention_causal_skip(rung: str = "5_pipelined", S: int | None = None):
 # ------------------------------------------------------------- rungs 4-6: tensor cores, the K/V ring, the search
 
 def _flash_constants(backend: str, rung: str) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_N, warps) of a tensor-core attention rung: CUDA kernels/attention.py, Triton GPU_TILES."""
+    """(BLOCK_M, BLOCK_N, warps) of a tensor-core attention rung: CUDA kernels/cuda/attention.py, Triton GPU_TILES."""
     if backend == "cuda":
-        c = at.PIPELINED if rung == "5_pipelined" else at.TENSOR_CORE
+        c = cuda_attention.PIPELINED if rung == "5_pipelined" else cuda_attention.TENSOR_CORE
         return c["BLOCK_M"], c["BLOCK_N"], c["WARPS"]
     t = ta.GPU_TILES[rung]
     return t["BLOCK_M"], t["BLOCK_N"], t["num_warps"]
 
 
 def attention_tensor_core_tile(backend: str = "cuda", head_dim: int = 64):
-    """Attention rung 4 (CUDA: kernels/attention.py TENSOR_CORE and the mma shape of tensor_core.cuh; Triton:
+    """Attention rung 4 (CUDA: kernels/cuda/attention.py TENSOR_CORE and the mma shape of tensor_core.cuh; Triton:
     GPU_TILES["4_tensor_core"]): one block's BLOCK_M queries of Q loaded once; per key block, S = Q·Kᵀ
     (BLOCK_M x BLOCK_N) in the tensor cores' accumulator registers, each warp 16-row slices of it; the online
     softmax updates m, ℓ in registers and P, rounded to fp16, is P·V's operand straight from registers."""
@@ -188,10 +189,10 @@ def attention_tensor_core_tile(backend: str = "cuda", head_dim: int = 64):
 
 
 def attention_kv_ring(tiles: int = 6):
-    """Attention rung 5 (CUDA: kernels/attention.py PIPELINED's STAGES, 5_pipelined.cu's loop; Triton:
+    """Attention rung 5 (CUDA: kernels/cuda/attention.py PIPELINED's STAGES, 5_pipelined.cu's loop; Triton:
     GPU_TILES["5_pipelined"] num_stages): the K and V blocks in each shared-memory buffer at each step of the key
     loop, computed on or still in flight."""
-    stages = at.PIPELINED["STAGES"]
+    stages = cuda_attention.PIPELINED["STAGES"]
     triton_stages = ta.GPU_TILES["5_pipelined"]["num_stages"]
     fig = _rings([([f"buffer {b}" for b in range(stages)], cp_async_ring(stages, tiles),
                    f"CUDA: STAGES = {stages} K and V buffers, cp.async {_count(stages - 1, 'key block')} ahead"),
@@ -206,10 +207,10 @@ def attention_kv_ring(tiles: int = 6):
 
 
 def attention_search(backend: str = "triton", causal: int = 0):
-    """Attention rung 6 (SEARCH_SPACE of kernels/attention.py or kernels/triton/attention.py, and the recorded
-    search at the headline shapes): every configuration, pruned (why) or timed (its time against the best), the
-    winner starred, for D = 64 and D = 128: the best tile depends on D."""
-    space = at.SEARCH_SPACE if backend == "cuda" else ta.SEARCH_SPACE
+    """Attention rung 6 (kernels/attention.py's SEARCH_SPACE for CUDA, TRITON_SEARCH_SPACE for Triton, and the
+    recorded search at the headline shapes): every configuration, pruned (why) or timed (its time against the
+    best), the winner starred, for D = 64 and D = 128: the best tile depends on D."""
+    space = at.SEARCH_SPACE if backend == "cuda" else at.TRITON_SEARCH_SPACE
     names = list(space)
     shapes = [s for s in at.HEADLINE if s[4] == causal]
     fig = _figure(12, 1.8 + 0.5 * len(space[names[0]]) * len(space[names[1]]))

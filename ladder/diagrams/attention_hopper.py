@@ -9,6 +9,7 @@ import numpy as np
 from matplotlib.patches import Polygon, Rectangle
 
 from kernels import attention as at
+from kernels.cuda import attention as cuda_attention
 from ladder.diagrams.matmul_hopper import warp_specialized_ring
 from ladder.diagrams.style import (CUDA, TENSOR_CORES, _bare, _box, _cdiv, _figure, _key, _rings, _shade)
 from ladder.lessons import l04f_attention_softmax_instructions as l04f
@@ -22,21 +23,23 @@ WARP_SPECIALIZED_RUNG = "attention/8_warp_specialized.cu"
 
 
 def attention_wgmma_tma_ring(tiles: int = 6):
-    """Attention rung 7 (7_wgmma_tma.cu's CONSUMERS and PRODUCER_THREADS, kernels/attention.py WGMMA_TMA's STAGES at
-    D = 128): one block's producer warp and consumer warpgroup around its ring of K/V stages (two or three such
-    blocks share an SM, each with a ring of its own)."""
+    """Attention rung 7 (7_wgmma_tma.cu's CONSUMERS and PRODUCER_THREADS, kernels/cuda/attention.py WGMMA_TMA's
+    STAGES at D = 128): one block's producer warp and consumer warpgroup around its ring of K/V stages (two or three
+    such blocks share an SM, each with a ring of its own)."""
     producer_warps = cu_define(WGMMA_TMA_RUNG, "PRODUCER_THREADS") // 32
-    return warp_specialized_ring(at.WGMMA_TMA[128]["STAGES"], producer_warps, cu_define(WGMMA_TMA_RUNG, "CONSUMERS"),
-                                 tiles, "Attention rung 7, one block: a producer warp keeps its consumer warpgroup's "
-                                        "ring of K and V tiles full", producer="producer warp", tile="K/V tile")
+    return warp_specialized_ring(cuda_attention.WGMMA_TMA[128]["STAGES"], producer_warps,
+                                 cu_define(WGMMA_TMA_RUNG, "CONSUMERS"), tiles,
+                                 "Attention rung 7, one block: a producer warp keeps its consumer warpgroup's "
+                                 "ring of K and V tiles full", producer="producer warp", tile="K/V tile")
 
 
 def attention_warp_specialized_ring(tiles: int = 6):
-    """Attention rung 8 (8_warp_specialized.cu's CONSUMERS, kernels/attention.py WARP_SPECIALIZED's STAGES at
+    """Attention rung 8 (8_warp_specialized.cu's CONSUMERS, kernels/cuda/attention.py WARP_SPECIALIZED's STAGES at
     D = 128): the producer warpgroup and the consumer warpgroups around the ring of K/V stages."""
-    return warp_specialized_ring(at.WARP_SPECIALIZED[128]["STAGES"], 1, cu_define(WARP_SPECIALIZED_RUNG, "CONSUMERS"),
-                                 tiles, "Attention rung 8: a producer warpgroup feeds the consumer warpgroups "
-                                        "one ring of K and V tiles", tile="K/V tile")
+    return warp_specialized_ring(cuda_attention.WARP_SPECIALIZED[128]["STAGES"], 1,
+                                 cu_define(WARP_SPECIALIZED_RUNG, "CONSUMERS"), tiles,
+                                 "Attention rung 8: a producer warpgroup feeds the consumer warpgroups "
+                                 "one ring of K and V tiles", tile="K/V tile")
 
 
 def pingpong_timeline(tiles: int, pingpong: bool) -> list[dict]:
@@ -246,7 +249,7 @@ def attention_three_consumers(tiles: int = 4, softmax: float = 4.0, rescale: flo
     running rung 10's loop (consumer_programs), played by play_consumers over `tiles` key tiles: a product 1 unit,
     a softmax `softmax` units (longer than the other warpgroup's two products, as when fixed-latency waits
     stall it), rung 10's rescale `rescale`. Units, not measured times."""
-    counts = [at.hopper_launch(name, 64)[1] // 64 for name in ("11_fast_exp2", "12_three_consumers")]
+    counts = [cuda_attention.hopper_launch(name, 64)[1] // 64 for name in ("11_fast_exp2", "12_three_consumers")]
     played = [play_consumers([consumer_programs(tiles, True, softmax, rescale)] * n, softmax, rescale) for n in counts]
     end = max(stop for boxes in played for _, _, stop, _, _ in boxes)
     fig = _figure(12, 1.4 + 0.5 * (sum(counts) + 2 + 3))
@@ -271,9 +274,9 @@ def attention_persistent(items: int = 3, tiles: int = 5, copy_in: float = 1.5, t
     under each item's tail. Units, not measured times; the block counts are the launchers' at `shape` on
     `sm_count` SMs (an H100's 132)."""
     B, H, S, D, causal = shape
-    rows = at.hopper_launch("13_persistent", D)[1]
+    rows = cuda_attention.hopper_launch("13_persistent", D)[1]
     blocks = -(-S // rows) * B * H
-    walkers = at.persistent_grid(blocks, bool(causal), sm_count)
+    walkers = cuda_attention.persistent_grid(blocks, bool(causal), sm_count)
     twelve, thirteen = "SM, rung 12", "SM, rung 13"
     boxes, t = [], 0.0
     for i in range(items):   # rung 12: a block an item, each starting cold

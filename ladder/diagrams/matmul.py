@@ -8,7 +8,8 @@ import re
 
 import numpy as np
 
-from kernels import matmul as mm
+from kernels import matmul_triton_search as triton_search
+from kernels.cuda import matmul as cm
 from kernels.triton import matmul as tm
 from ladder.runtime import cuda, hardware
 from ladder.diagrams.style import (CUDA, CUDA_CORES, FP16_BYTES, LIGHT, MEMORY, SECTOR_BYTES, TENSOR_CORES, TRITON,
@@ -42,7 +43,7 @@ def matmul_warp_sectors(*rungs: str, K: int = 4096, N: int = 4096):
     """Matmul rungs 1-2: the elements of A, B and C that warp 0 touches in one load (k = 0) and the store,
     read from the rung's own `row` / `col` expressions, with the 32-byte sectors they fall in."""
     rungs = rungs or MATMUL_WARP_RUNGS
-    block = (mm.SCALAR_TILE, mm.SCALAR_TILE)
+    block = (cm.SCALAR_TILE, cm.SCALAR_TILE)
     sector = SECTOR_BYTES // FP16_BYTES
     window = (34, 3 * sector)   # rows x columns of each matrix shown
     fig = _figure(11, 0.6 + 3.3 * len(rungs))
@@ -172,9 +173,9 @@ def mma_shape() -> tuple[int, int, int]:
 
 
 def matmul_warp_tiles():
-    """Rung 4 (kernels/matmul.py TENSOR_CORE): the block tile split into WARPS_M x WARPS_N warp tiles, each a
+    """Rung 4 (kernels/cuda/matmul.py TENSOR_CORE): the block tile split into WARPS_M x WARPS_N warp tiles, each a
     grid of mma.sync m16n8k16 results, and which lane holds which accumulator of one of them."""
-    c = mm.TENSOR_CORE
+    c = cm.TENSOR_CORE
     bm, bn, wm_count, wn_count = c["BM"], c["BN"], c["WARPS_M"], c["WARPS_N"]
     wm, wn = bm // wm_count, bn // wn_count
     fm, fn, fk = mma_shape()
@@ -250,22 +251,22 @@ def register_operand_ring(buffers: int, tiles: int) -> list[dict[str, tuple[int,
 
 def triton_ring(config: dict, capability: tuple[int, int]) -> tuple[int, int]:
     """(buffers, k-tiles in flight ahead of the math) of Triton's pipeliner for a tile `config` with num_stages,
-    on `capability`: the buffers as kernels/triton/matmul.py's shared_bytes counts them (num_stages on Hopper,
+    on `capability`: the buffers as kernels/matmul_triton_search.py's shared_bytes counts them (num_stages on Hopper,
     where wgmma reads its operands from shared memory while the next copies land; one fewer before), and
     the copies always num_stages - 1 tiles ahead (tests/test_diagrams.py checks both against the compiler)."""
     per_buffer = 2 * config["BLOCK_K"] * (config["BLOCK_M"] + config["BLOCK_N"])
-    return tm.shared_bytes(config, capability) // per_buffer, config["num_stages"] - 1
+    return triton_search.shared_bytes(config, capability) // per_buffer, config["num_stages"] - 1
 
 
 def matmul_stage_ring(backend: str = "cuda", tiles: int = 8):
     """Rung 5: which k-tile each shared-memory buffer holds at each step of the K loop, and whether the math
-    reads it or its copy is still in flight. CUDA: kernels/matmul.py PIPELINED and TWO_STAGES (5_pipelined.cu's
+    reads it or its copy is still in flight. CUDA: kernels/cuda/matmul.py PIPELINED and TWO_STAGES (5_pipelined.cu's
     loop); Triton: rung 5's tiles and num_stages (LAUNCH), the ring its compiler writes on sm_90 and on sm_80."""
     if backend == "cuda":
-        stages, bk = mm.PIPELINED["STAGES"], mm.PIPELINED["BK"]
+        stages, bk = cm.PIPELINED["STAGES"], cm.PIPELINED["BK"]
         return _rings([([f"buffer {b}" for b in range(stages)], cp_async_ring(stages, tiles),
                         f"sm_80+: a ring of STAGES = {stages} buffers, cp.async {stages - 1} k-tiles ahead"),
-                       ([f"buffer {b}" for b in range(mm.TWO_STAGES["STAGES"])] + ["registers"],
+                       ([f"buffer {b}" for b in range(cm.TWO_STAGES["STAGES"])] + ["registers"],
                         register_double_buffer(tiles), "sm_75 (no cp.async): two buffers, the next tile waits in registers")],
                       f"CUDA rung 5: the buffers at each step t of the K loop (k3: A's and B's 4th slice of BK = {bk})")
     c = dict(tm.GPU_TILES["5_pipelined"], **tm.LAUNCH["5_pipelined"])
@@ -332,7 +333,7 @@ def matmul_tile_order(backend: str = "triton", shape: tuple[int, int, int] = (40
     """Rung 6: the order C's tiles are handed out, row-major vs grouped, with the tiles in flight at once and
     the A rows and B columns they read. Triton: GROUP_M by `group_rows` on a persistent grid of `programs`
     (one program's walk numbered); CUDA: 6_autotuned.cu's GROUP_M, one block per tile, one per SM at a time.
-    CUDA rung="9_persistent": 9_persistent.cu's BM x BN tiles, the launcher's GROUP_M (kernels/matmul.py
+    CUDA rung="9_persistent": 9_persistent.cu's BM x BN tiles, the launcher's GROUP_M (kernels/cuda/matmul.py
     PERSISTENT, passed as -D over the .cu's default) on min(SMs, tiles) persistent blocks, block 0's tiles
     (blockIdx.x, + gridDim.x, ...) numbered."""
     M, N, _ = shape
@@ -346,11 +347,11 @@ def matmul_tile_order(backend: str = "triton", shape: tuple[int, int, int] = (40
     elif rung == "9_persistent":
         bm, bn = cu_define(PERSISTENT_RUNG, "BM"), cu_define(PERSISTENT_RUNG, "BN")
         tiles_m, tiles_n = _cdiv(M, bm), _cdiv(N, bn)
-        in_flight = min(sms, tiles_m * tiles_n)   # kernels/matmul.py persistent_grid, with this drawing's BM x BN
-        group_m, walk, color = mm.PERSISTENT["GROUP_M"], in_flight, CUDA
+        in_flight = min(sms, tiles_m * tiles_n)   # kernels/cuda/matmul.py persistent_grid, with this drawing's BM x BN
+        group_m, walk, color = cm.PERSISTENT["GROUP_M"], in_flight, CUDA
         who = f"CUDA rung 9: {in_flight} persistent blocks (one per SM), block 0's tiles numbered"
     elif rung in (None, "6_autotuned"):
-        c = mm.default_config(None)
+        c = cm.default_config(None)
         bm, bn = c["BM"], c["BN"]
         tiles_m, tiles_n = _cdiv(M, bm), _cdiv(N, bn)
         in_flight = min(sms, tiles_m * tiles_n)

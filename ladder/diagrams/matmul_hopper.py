@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.patches import FancyArrowPatch
 
 from kernels import matmul as mm
+from kernels.cuda import matmul as cm
 from kernels.triton import matmul as tm
 from ladder.runtime import cuda
 from ladder.diagrams.matmul import PERSISTENT_RUNG
@@ -31,13 +32,13 @@ def wgmma_shape(path: str = "matmul/7_wgmma.cu") -> tuple[int, int, int]:
 
 
 def matmul_wgmma(path: str = "matmul/7_wgmma.cu"):
-    """CUDA rung 7 (7_wgmma.cu's BM, BN, BK, THREADS and its wgmma shape; STAGES from kernels/matmul.py WGMMA):
+    """CUDA rung 7 (7_wgmma.cu's BM, BN, BK, THREADS and its wgmma shape; STAGES from kernels/cuda/matmul.py WGMMA):
     the block tile split into warpgroups of 4 warps, each issuing one asynchronous m64nNk16 per k16 step with
     A's and B's slices read from shared memory; each warp holds 16 rows of its group's accumulators."""
     bm, bn, bk, threads = (cu_define(path, n) for n in ("BM", "BN", "BK", "THREADS"))
     im, in_, ik = wgmma_shape(path)
     groups = threads // 128
-    stages = mm.WGMMA["STAGES"]
+    stages = cm.WGMMA["STAGES"]
     k = 1                                                   # the k16 step drawn
     fig = _figure(11, 6.8)
     ax = fig.add_axes((0.02, 0.1, 0.96, 0.76))
@@ -168,11 +169,11 @@ def warp_specialized_ring(stages: int = 4, producers: int = 1, consumers: int = 
 
 
 def matmul_tma_ring(tiles: int = 8):
-    """CUDA rung 8 (8_tma_warp_specialized.cu's THREADS and CONSUMERS, kernels/matmul.py TMA_WS's STAGES): the
+    """CUDA rung 8 (8_tma_warp_specialized.cu's THREADS and CONSUMERS, kernels/cuda/matmul.py TMA_WS's STAGES): the
     producer/consumer ring of warp_specialized_ring with the rung's own stages and warpgroups."""
     consumers = cu_define(TMA_RUNG, "CONSUMERS")
     producers = cu_define(TMA_RUNG, "THREADS") // 128 - consumers
-    return warp_specialized_ring(mm.TMA_WS["STAGES"], producers, consumers, tiles,
+    return warp_specialized_ring(cm.TMA_WS["STAGES"], producers, consumers, tiles,
                                  "CUDA rung 8: a producer warpgroup and consumer warpgroups around a ring of TMA stages")
 
 

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from kernels import vector_add as va
+from kernels.cuda import vector_add as cva
 from ladder.runtime import cuda
 from ladder.diagrams.style import CUDA, FP16_BYTES, SECTOR_BYTES, _box, _cdiv, _cells, _figure, _fill, _sectors, _shade
 
@@ -25,7 +25,7 @@ def cu_vector_bytes(path: str) -> int:
 def vector_add_loads():
     """Vector add rungs 1-2: the elements of A that warp 0 touches with each of its load instructions, in
     rows of THREADS elements (one row per load of the scalar rung), over A's 32-byte sectors."""
-    threads, loads = va.THREADS, va.SCALAR_ELEMS_PER_THREAD
+    threads, loads = cva.THREADS, cva.SCALAR_ELEMS_PER_THREAD
     per_vector = cu_vector_bytes("vector_add/2_vectorized.cu") // FP16_BYTES
     width = max(threads, 32 * per_vector)
     sector = SECTOR_BYTES // FP16_BYTES

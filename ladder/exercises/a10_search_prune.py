@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import kernels.matmul as mm
+from kernels.cuda import matmul as cm
 from ladder import sass
 from ladder.runtime import cuda
 from ladder.runtime.cache import CACHE_DIR
@@ -48,7 +49,7 @@ _LOCK = threading.Lock()
 def configs() -> list[dict]:
     """Rung 6's search space (kernels.matmul.TUNER) less the 256x256 tiles on 4 or 8 warps: each takes NVRTC
     2-15 s to compile (they spill on every GPU), more than the other configurations together."""
-    return [c for c in mm.TUNER.configs() if not (c["BM"] == c["BN"] == 256 and mm.threads(c) < 512)]
+    return [c for c in mm.TUNER.configs() if not (c["BM"] == c["BN"] == 256 and cm.threads(c) < 512)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,7 +69,7 @@ def gpus() -> list:
 
 def shared_kib(c: dict) -> float:
     """The dynamic shared memory rung 6's launcher asks for, in KiB."""
-    return mm.shared_bytes(c) / 1024
+    return cm.shared_bytes(c) / 1024
 
 
 @dataclass(frozen=True)

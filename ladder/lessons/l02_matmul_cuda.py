@@ -4,6 +4,7 @@ meets, its SASS signatures per architecture, its search spaces and searches, and
 from __future__ import annotations
 
 import kernels.matmul as mm
+from kernels.cuda import matmul as cm
 from kernels.triton import matmul as tm
 from ladder import autotune, roofline, sass
 from ladder.runtime import hardware
@@ -31,12 +32,12 @@ def matmul_signatures_by_arch() -> str:
     """The CUDA matmul rungs' opcode families per architecture (rung 7 on sm_90a), compiled here."""
     out = []
     for arch in sass.ARCHS:
-        pipelined = dict(mm.TWO_STAGES) if arch == "sm_75" else dict(mm.PIPELINED)
+        pipelined = dict(cm.TWO_STAGES) if arch == "sm_75" else dict(cm.PIPELINED)
         variants = {name: sass.cuda_sass(f"matmul/{name}.cu", arch, pipelined if name[0] in "56" else None)
                     for name in ("1_naive", "2_coalesced", "3_smem_tiled", "3b_register_blocked",
                                  "4_tensor_core", "5_pipelined", "6_autotuned")}
         if arch == "sm_90":
-            variants["7_wgmma (sm_90a)"] = sass.cuda_sass("matmul/7_wgmma.cu", "sm_90a", mm.WGMMA)
+            variants["7_wgmma (sm_90a)"] = sass.cuda_sass("matmul/7_wgmma.cu", "sm_90a", cm.WGMMA)
         out += [arch, signature_table(variants)]
     return "\n".join(out)
 
@@ -85,9 +86,9 @@ def t4_floors(problem, rows: list[dict], label: str, rungs: dict, shape: tuple) 
 def wgmma_signatures(families: tuple = ("LDGSTS", "BAR", "UTMALDG", "SYNCS", "HGMMA", "USETMAXREG"),
                      rungs: tuple = ("7_wgmma", "8_tma_warp_specialized")) -> str:
     """The Hopper matmul rungs' opcode families side by side (sm_90a SASS, compiled here: no GPU needed)."""
-    configs = {"7_wgmma": mm.WGMMA, "8_tma_warp_specialized": mm.TMA_WS, "9_persistent": mm.PERSISTENT,
-               "10_cluster_multicast": mm.CLUSTER_MULTICAST, "11_tma_store": mm.TMA_STORE,
-               "12_autotuned": mm.HOPPER_DEFAULT}
+    configs = {"7_wgmma": cm.WGMMA, "8_tma_warp_specialized": cm.TMA_WS, "9_persistent": cm.PERSISTENT,
+               "10_cluster_multicast": cm.CLUSTER_MULTICAST, "11_tma_store": cm.TMA_STORE,
+               "12_autotuned": cm.HOPPER_DEFAULT}
     return signature_table({name: sass.cuda_sass(f"matmul/{name}.cu", "sm_90a", configs[name]) for name in rungs},
                            families)
 
@@ -103,9 +104,9 @@ def hopper_search_space() -> str:
     for bm, bn in sorted({(c["BM"], c["BN"]) for c in kept}):
         stages = sorted({c["STAGES"] for c in kept if (c["BM"], c["BN"]) == (bm, bn)})
         most = min((c for c in kept if (c["BM"], c["BN"], c["STAGES"]) == (bm, bn, stages[-1])),
-                   key=mm.hopper_shared_bytes)
+                   key=cm.hopper_shared_bytes)
         depth = f"{stages[0]}-{stages[-1]}" if len(stages) > 1 else str(stages[0])
-        lines.append(f"{bm:>4d} x {bn:<3d} {depth:>7s} {mm.hopper_shared_bytes(most) // 1024:>18d} "
+        lines.append(f"{bm:>4d} x {bn:<3d} {depth:>7s} {cm.hopper_shared_bytes(most) // 1024:>18d} "
                      + "".join(f"{-(-n // bm) * -(-n // bn):>{w}d}" for n, w in ((4096, 15), (8192, 8))))
     return "\n".join(lines)
 
@@ -117,12 +118,12 @@ def hopper_search_gain(gpu, shape: tuple) -> str:
     if report is None:
         return f"no search of rung 12 at {'x'.join(map(str, shape))} recorded"
     sms = (gpu or roofline.datasheet_gpu(report.gpu)).sm_count
-    rung_11 = next(t for t in report.timed if mm.hopper_config(t["config"]) == mm.HOPPER_DEFAULT)
+    rung_11 = next(t for t in report.timed if cm.hopper_config(t["config"]) == cm.HOPPER_DEFAULT)
     lines = [f"{'x'.join(map(str, shape))} ({'live' if gpu is not None and gpu.has('wgmma') else 'recorded'} "
              f"on {report.gpu}, {sms} SMs)"]
     for name, config, ms in (("the search's winner", report.best, report.best_ms),
                              ("rung 11's configuration", rung_11["config"], rung_11["ms"])):
-        blocks = mm.hopper_grid(config, shape[0], shape[1], sms=1 << 30)  # of BM x BN, in whole clusters
+        blocks = cm.hopper_grid(config, shape[0], shape[1], sms=1 << 30)  # of BM x BN, in whole clusters
         lines.append(f"  {name:24s} {autotune.format_config(config):52s} {ms:.4f} ms  "
                      f"{blocks} blocks of {config['BM']}x{config['BN']} = {blocks / sms:.2f} per SM")
     lines.append(f"  winner / rung 11's: {rung_11['ms'] / report.best_ms:.2f}x as fast")
@@ -132,7 +133,8 @@ def hopper_search_gain(gpu, shape: tuple) -> str:
 def matmul_lines_vs_speed(rows: list[dict], shape: tuple = (4096, 4096, 4096)) -> str:
     """Lines of code (neither blank nor comment) of what each matmul rung runs, beside its TFLOP/s at `shape`:
     the CUDA rung's file (rungs 4-12 also include tensor_core.cuh, rungs 8-12 tma.cuh, rungs 10-12 cluster.cuh, each
-    counted once; rung 6 includes rung 5's file, rung 12 rung 11's) and the Triton rung's kernel functions (rungs 3-5 share one kernel and its helpers). Launchers not counted."""
+    counted once; rung 6 includes rung 5's file) and the Triton rung's kernel functions (rungs 3-5 share one kernel
+    and its helpers). Launchers not counted."""
     at = {f"{r['backend']}:{r['rung']}": r["tflops"] for r in rows if tuple(r["shape"]) == tuple(shape)}
     cuda = {r.name: lines_of_code((ROOT / r.source).read_text(), "//") for r in mm.PROBLEM.rungs if r.backend == "cuda"}
     header = lines_of_code((ROOT / mm.CUDA_DIR / "tensor_core.cuh").read_text(), "//")
@@ -147,7 +149,7 @@ def matmul_lines_vs_speed(rows: list[dict], shape: tuple = (4096, 4096, 4096)) -
         return f"{at[label]:8.1f}" if label in at else f"{'-':>8s}"
     tma, cluster = (lines_of_code((ROOT / mm.CUDA_DIR / name).read_text(), "//") for name in ("tma.cuh", "cluster.cuh"))
     lines = [f"tensor_core.cuh (included by the CUDA tensor-core rungs): {header} lines, tma.cuh (rungs 8-12): {tma}, "
-             f"cluster.cuh (rungs 10-12): {cluster}; rungs 6 and 12 add a line or a few to rung 5's and 11's files; "
+             f"cluster.cuh (rungs 10-12): {cluster}; rung 6 adds a few lines to rung 5's file; "
              f"TFLOP/s at {'x'.join(map(str, shape))}",
              f"{'CUDA rung':28s} {'lines':>5s} {'TFLOP/s':>8s}   {'Triton rung':18s} {'lines':>5s} {'TFLOP/s':>8s}"]
     for c, t in twins.items():

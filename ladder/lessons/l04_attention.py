@@ -9,6 +9,7 @@ import dataclasses
 import torch
 
 import kernels.attention as at
+from kernels.cuda import attention as cuda_attention
 from kernels.triton import attention as ta
 from ladder import autotune, roofline, runner, sass
 from ladder.runtime import world
@@ -131,12 +132,12 @@ def _materialized_triton() -> dict:
 
 
 def cuda_attention_tiles(name: str, head_dim: int) -> dict:
-    """The defines kernels/attention.py compiles CUDA attention rung `name` with at `head_dim` where they are fixed:
-    rung 3's tiles (FUSED_TILES), rungs 7-10's key tile and stages (their launch in HOPPER); {} for rungs 4-6
+    """The defines kernels/cuda/attention.py compiles CUDA attention rung `name` with at `head_dim` where they are
+    fixed: rung 3's tiles (FUSED_TILES), rungs 7-10's key tile and stages (their launch in HOPPER); {} for rungs 4-6
     (rung 6's are searched: the files' defaults)."""
-    if name in at.HOPPER:
-        return at.hopper_launch(name, head_dim)[0]
-    return dict({"3_fused": at.FUSED_TILES}.get(name, {}).get(head_dim, {}))
+    if name in cuda_attention.HOPPER:
+        return cuda_attention.hopper_launch(name, head_dim)[0]
+    return dict({"3_fused": cuda_attention.FUSED_TILES}.get(name, {}).get(head_dim, {}))
 
 
 def recorded_winner(tuner: str, head_dim: int, causal: int = 0) -> dict | None:
@@ -157,14 +158,14 @@ def attention_sass(rung, arch: str, head_dim: int = 64, config: dict | None = No
         through = rung.name == "8_barrier_pass"
         if not config or (through and not arch.startswith("sm_90")):   # the pass is for Hopper's TMA loop
             return None
-        return ta.tma_sass(config, arch, head_dim, ptx_pass=through)
+        return at.tma_sass(config, arch, head_dim, ptx_pass=through)
     materialized = _materialized_triton()
     if rung.name in materialized:
         parts = [sass.triton_sass(kernel, sig, const, arch, tuple(a for a in sig if a.endswith("_ptr") or a == "S"),
                                   num_warps=w) for kernel, sig, const, w in materialized[rung.name]]
         return sass.Sass(arch, {name: body for p in parts for name, body in p.functions.items()})
     if rung.backend == "triton" and rung.name in ta.GPU_TILES:
-        return sass.triton_sass(**ta.flash_sass_case(rung.name, head_dim=head_dim), arch=arch)
+        return sass.triton_sass(**at.flash_sass_case(rung.name, head_dim=head_dim), arch=arch)
     return None
 
 

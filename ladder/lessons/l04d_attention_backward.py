@@ -9,6 +9,7 @@ import dataclasses
 import torch
 
 import kernels.attention_backward as ab
+from kernels import attention_backward_search as backward_search
 from kernels.triton import attention_backward as tab
 from ladder import check, sass, verdicts
 from ladder.runtime import world
@@ -44,7 +45,7 @@ def backward_sass(arch: str = "sm_90", head_dims=(64, 128), families=BACKWARD_SA
     tma = int(arch.removeprefix("sm_").rstrip("a")) >= 90
     for d in head_dims:
         for kernel in ("dkdv", "dq", "dkdv_atomic"):
-            case = tab.sass_case(kernel, d, causal=False, qdo_tma=tma and kernel != "dq")
+            case = ab.sass_case(kernel, d, causal=False, qdo_tma=tma and kernel != "dq")
             s = sass.triton_sass(**case, arch=arch)
             c = case["constexprs"]
             tiles = f"{c['BLOCK_M']:3d}x{c['BLOCK_N']:<3d} w{case['num_warps']}"
@@ -92,7 +93,7 @@ def backward_tiles(reports) -> str:
     for (S, D, causal), got in sorted(by_shape.items()):
         if not {"dkdv", "dq", "dkdv_atomic"} <= set(got):
             continue
-        wins = tab.one_kernel_wins([got["dkdv"], got["dq"]], got["dkdv_atomic"])
+        wins = backward_search.one_kernel_wins([got["dkdv"], got["dq"]], got["dkdv_atomic"])
         split = got["dkdv"].best_ms + got["dq"].best_ms
         lines.append(f"  S{S:<6d} D{D:<4d} causal {causal}: {'rung 3' if wins else 'rung 2'}"
                      f"  ({got['dkdv_atomic'].best_ms:.3f} ms against {got['dkdv'].best_ms:.3f} + "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import kernels.attention as at
+from kernels.cuda import attention as cuda_attention
 from kernels.triton import attention as ta
 from ladder import ptx, sass
 from ladder.runtime import cuda
@@ -55,14 +56,14 @@ def hopper_attention_blocks(head_dims=(64, 128), sm: dict | None = None, names=N
     sm = sm or SM90
     lines = [f"{'rung':24s} {'D':>4s} {'keys':>5s} {'stages':>6s} {'threads':>7s} {'registers':>12s} {'KiB':>5s} "
              f"{'blocks/SM':>9s}  {'limited by':26s} {'consumer warps/SM':>17s} {'queries/tile':>12s}"]
-    for name in names or at.HOPPER:
+    for name in names or cuda_attention.HOPPER:
         path = f"attention/{name}.cu"
         for d in head_dims:
-            tiles, rows, threads = at.hopper_launch(name, d)
+            tiles, rows, threads = cuda_attention.hopper_launch(name, d)
             consumers = rows // 64   # a consumer warpgroup's 64 queries
             cubin = cuda.compile_cubin(path, "sm_90a", tuple(sorted(dict(HEAD_DIM=d, **tiles).items())))
             use, split = sass.resource_usage(cubin), setmaxnreg_split(sass.disassemble(cubin, "sm_90a").text)
-            smem = at.wgmma_tma_shared_bytes(d, tiles, rows) + use["shared_bytes"]
+            smem = cuda_attention.wgmma_tma_shared_bytes(d, tiles, rows) + use["shared_bytes"]
             per_warp = -(-use["registers"] * 32 // 256) * 256   # registers go to a warp in units of 256
             limits = {"registers": sm["registers"] // (threads // 32 * per_warp),
                       "shared memory": sm["shared_bytes"] // (smem + sm["reserved_per_block"]),
@@ -131,7 +132,7 @@ def refill_barriers(head_dim: int = 128, families=("BAR.SYNC", "BAR.ARV", "HGMMA
     8): each family's count in the SASS, and what the pass says it changed in the PTX. The counts move with the
     Triton version compiling it, so the lesson's cell prints them unchecked."""
     config = recorded_winner("triton:8_barrier_pass", head_dim) or recorded_winner("triton:7_tma", head_dim)
-    rung7, rung8 = (ta.tma_compile(config, "sm_90a", head_dim, ptx_pass=through) for through in (False, True))
+    rung7, rung8 = (at.tma_compile(config, "sm_90a", head_dim, ptx_pass=through) for through in (False, True))
     tile = f"{config['BLOCK_M']}x{config['BLOCK_N']}, {config['num_warps']} warps"
     rows = [(f"D{head_dim}, {tile}", families),
             ("rung 7 (as Triton compiles it)", [sass.compiled_sass(rung7, "sm_90a").count(f) for f in families]),

@@ -8,6 +8,7 @@ import functools
 import re
 
 import kernels.attention as at
+from kernels.cuda import attention as cuda_attention
 from ladder import autotune
 from ladder.lessons.l04_attention import attention_sass, cuda_attention_tiles
 
@@ -98,7 +99,7 @@ def persistent_gain(runs: list[dict], shapes: list[tuple], before: str = "12_thr
     for shape in shapes:
         if (before, shape) not in ms or (after, shape) not in ms:
             continue
-        tiles = -(-shape[2] // at.hopper_launch(after, shape[3])[0]["BLOCK_N"])
+        tiles = -(-shape[2] // cuda_attention.hopper_launch(after, shape[3])[0]["BLOCK_N"])
         lines.append(f"{str(shape):28s} {tiles:17d} {ms[before, shape]:11.4f} {ms[after, shape]:11.4f} "
                      f"{ms[before, shape] / ms[after, shape]:12.3f}x")
     return "\n".join(lines)

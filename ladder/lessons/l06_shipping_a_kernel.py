@@ -13,6 +13,7 @@ from pathlib import Path
 from unittest import mock
 
 import kernels.matmul as mm
+from kernels.cuda import matmul as cm
 from kernels.triton import matmul as tm
 from ladder import autotune, dispatch, sass
 from ladder.runtime import hardware
@@ -146,7 +147,7 @@ def hopper_choices(shape: tuple, gpu_slug: str | None = None) -> str:
     tile = (report.best["BM"], report.best["BN"])
     best: dict[tuple, float] = {}
     for t in report.timed:
-        c = mm.hopper_config(t["config"])
+        c = cm.hopper_config(t["config"])
         if (c["BM"], c["BN"]) == tile:
             key = (c["STAGES"], c["BOX_BY_BOX"], c["CLUSTER"])
             best[key] = min(best.get(key, t["ms"]), t["ms"])

@@ -27,6 +27,19 @@ def same_shape(**tensors: torch.Tensor) -> None:
         raise ValueError("shape mismatch: " + ", ".join(f"{n} {s}" for n, s in shapes.items()))
 
 
+def vector_operands(a, b, out, *, device: str, align_bytes: int = 0) -> torch.Tensor:
+    """Check C = A + B operands (fp16 vectors of one length, contiguous, each on an `align_bytes` boundary); returns
+    out, a new vector where `out` is None."""
+    for name, t in (("a", a), ("b", b)):
+        tensor(name, t, dtype=torch.float16, ndim=1, device=device, align_bytes=align_bytes)
+    same_shape(a=a, b=b)
+    if out is None:
+        out = torch.empty_like(a)
+    tensor("out", out, dtype=torch.float16, ndim=1, device=device, align_bytes=align_bytes)
+    same_shape(a=a, out=out)
+    return out
+
+
 def matmul_operands(a, b, out, *, device: str, dtype: torch.dtype = torch.float16, stored_transposed_b: bool = False):
     """Check C = A·B operands (A M×K, B K×N, row-major, contiguous; with `stored_transposed_b`, B may also be the
     transposed view of a contiguous N×K tensor, as nn.Linear's weight.t()); returns (M, N, K, out).
@@ -57,7 +70,7 @@ def is_stored_transposed(b: torch.Tensor) -> bool:
 def padded_rows(a: torch.Tensor, b: torch.Tensor):
     """(a, b, K, N) for kernels that load 16-byte row vectors of fp16 A (M×K) and B (K×N): zero-padded
     to K and N multiples of 8 when they are not (the padding adds nothing to the sums), and copied when
-    a view starts mid-vector. kernels.matmul.pad_note says when this copies."""
+    a view starts mid-vector. kernels.cuda.matmul.pad_note says when this copies."""
     K, N = a.shape[1], b.shape[1]
     Kp, Np = _multiple_of_8(K), _multiple_of_8(N)
     if Kp != K:

@@ -20,8 +20,10 @@ import torch
 
 import kernels.attention as at
 import kernels.matmul as mm
+from kernels.cuda import matmul as cm
 from ladder.check import compare
 from ladder.runtime.errors import Spills
+from ladder.runtime.hardware import detect
 from ladder.runner import unavailable
 from ladder.runtime.world import WORLD
 
@@ -58,7 +60,7 @@ if "matmul" in problems:
     # rung 12 in each tile shape and cluster size its search can choose (rung 11's is its default)
     runs = [(r.name, r.run, r.needs) for r in mm.PROBLEM.rungs if chosen(r)]
     if any(name == "12_autotuned" for name, _, _ in runs):
-        runs += [(f"12_autotuned {mm.autotune.format_config(c)}", functools.partial(mm.run_hopper_config, c), "wgmma")
+        runs += [(f"12_autotuned {mm.autotune.format_config(c)}", functools.partial(cm.run_hopper_config, c), "wgmma")
                  for c in mm.HOPPER_SHAPES]
     for M, N, K in [(255, 257, 71), (130, 260, 64), (127, 255, 129), (64, 72, 24), (513, 257, 1000), (2200, 4500, 300)]:
         a, b = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
@@ -78,7 +80,7 @@ if "attention" in problems:
     if any(name == "15_autotuned" for name, *_ in runs):
         runs += [(f"15_autotuned D{D} {at.autotune.format_config(c)}", functools.partial(at.run_searched, c), "wgmma",
                   D) for D in (64, 128) for c in at.HOPPER_TUNERS[D].configs()
-                 if c["STAGES"] == 2 and at.HOPPER_TUNERS[D].prune(c, at.detect()) is None and searchable(D, c)]
+                 if c["STAGES"] == 2 and at.HOPPER_TUNERS[D].prune(c, detect()) is None and searchable(D, c)]
     for shape in [(1, 2, 100, 64, 1), (1, 2, 129, 64, 0), (1, 1, 130, 128, 0), (1, 1, 200, 128, 1),
                   (1, 2, 1000, 128, 1), (1, 2, 100, 64, 0), (2, 2, 1000, 64, 0), (1, 2, 1000, 64, 1),
                   (2, 150, 100, 64, 0), (1, 300, 70, 128, 0)]:

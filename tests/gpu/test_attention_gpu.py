@@ -113,9 +113,9 @@ def test_rungs_7_and_8_on_ragged_s_and_rung_8_through_the_pass(D):
             q = (q * scale).half()
             for causal in (False, True):
                 ref = at.reference(q, k, v, causal)
-                rung7 = ta.tma(q, k, v, causal, torch.full_like(q, float("nan")))
-                rung8 = ta.barrier_pass(q, k, v, causal, torch.full_like(q, float("nan")))
-                assert ta.LAST_PASS["sha256"] == ptx.version() and ta.LAST_PASS["split"] > 0, ta.LAST_PASS
+                rung7 = at.triton_tma(q, k, v, causal, torch.full_like(q, float("nan")))
+                rung8 = at.triton_barrier_pass(q, k, v, causal, torch.full_like(q, float("nan")))
+                assert at.LAST_PASS["sha256"] == ptx.version() and at.LAST_PASS["split"] > 0, at.LAST_PASS
                 out = torch.full_like(q, float("nan"))
                 boxes = [TensorDescriptor.from_tensor(t, [1, 1, r, D])
                          for t, r in ((q, 128), (k, block_n), (v, block_n), (out, 128))]

@@ -11,11 +11,12 @@ import pytest
 import torch
 
 import kernels.attention as at
+from kernels.cuda import attention as cuda_attention
 from ladder.runtime import cuda, hardware
 from ladder.check import compare
 from ladder.runner import check_rung, time_rung, unavailable
 
-RUNGS = {name: at.PROBLEM.rung("cuda", name) for name in at.HOPPER}
+RUNGS = {name: at.PROBLEM.rung("cuda", name) for name in cuda_attention.HOPPER}
 
 
 @pytest.fixture(params=list(RUNGS))
@@ -84,7 +85,7 @@ def test_nan_reaches_exactly_its_outputs(rung, D):
     assert rows == list(range(50, 300))
 
 
-@pytest.mark.parametrize("name", sorted(at.PERSISTENT))
+@pytest.mark.parametrize("name", sorted(cuda_attention.PERSISTENT))
 @pytest.mark.parametrize("D", HEAD_DIMS)
 def test_persistent_blocks_carry_nothing_from_one_item_to_the_next(D, name):
     """Rungs 13-15 with more items than SMs, so that each block computes several (query block, head) items in a row, the
@@ -93,7 +94,7 @@ def test_persistent_blocks_carry_nothing_from_one_item_to_the_next(D, name):
     rung = RUNGS[name]
     sms = hardware.detect().sm_count
     for shape in ((4, 16, 1000, D, 0), (3, 50, 77, D, 0), (2, 40, 1000, D, 1)):
-        items = -(-shape[2] // at.hopper_launch(rung.name, D)[1]) * shape[0] * shape[1]
+        items = -(-shape[2] // cuda_attention.hopper_launch(rung.name, D)[1]) * shape[0] * shape[1]
         assert items > sms
         verdict, _ = run_poisoned(rung, shape, 7)
         assert verdict.ok, (shape, str(verdict))
@@ -120,7 +121,7 @@ def test_bad_inputs_are_named(rung):
 
 @pytest.mark.parametrize("D", HEAD_DIMS)
 def test_loads_without_local_memory(rung, D):
-    module = cuda.load(f"attention/{rung.name}.cu", dict(HEAD_DIM=D, **at.HOPPER[rung.name][0][D]), "sm_90a")
+    module = cuda.load(f"attention/{rung.name}.cu", dict(HEAD_DIM=D, **cuda_attention.HOPPER[rung.name][0][D]), "sm_90a")
     attributes = module.get_function("attention").attributes
     assert attributes["local_size_bytes"] == 0, attributes
 

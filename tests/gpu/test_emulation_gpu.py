@@ -7,6 +7,7 @@ import torch
 import kernels.attention as at
 import kernels.matmul as mm
 import kernels.vector_add as va
+from kernels.cuda import matmul as cm
 from ladder import autotune
 from ladder.runtime import cuda, hardware
 from ladder.runner import check_rung, unavailable
@@ -67,5 +68,5 @@ def test_every_cuda_rung_correct_under_emulation(problem, rung, emulated):
 def test_rung_6_default_fits_the_emulated_gpu(emulated):
     gpu = hardware.detect()
     config = mm.TUNER.best((1000, 1000, 1000))
-    assert config == mm.default_config(gpu) and mm.prune_reason(config, gpu) is None
+    assert config == cm.default_config(gpu) and mm.prune_reason(config, gpu) is None
     assert (config["STAGES"] == 2) == (emulated == "sm_75")

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import kernels.vector_add as va
+from kernels.cuda import vector_add as cva
 from ladder import ceilings
 from ladder.runtime import cuda, hardware
 from ladder.runner import check_rung, unavailable
@@ -22,7 +23,7 @@ def test_every_rung_correct_on_ragged_sizes(rung):
             assert result.ok, (rung.label, shape, str(result))
 
 
-@pytest.mark.parametrize("fn", [va.cuda_scalar, va.cuda_vectorized, va.triton_add])
+@pytest.mark.parametrize("fn", [cva.scalar, cva.vectorized, va.triton_add])
 def test_bad_inputs_on_gpu(fn):
     a = torch.randn(1000, device="cuda").half()
     with pytest.raises(ValueError, match="float16"):
@@ -39,14 +40,14 @@ def test_vectorized_refuses_misaligned_views_but_scalar_handles_them():
     base = torch.randn(1001, device="cuda").half()
     a, b = base[1:], base[:-1]
     with pytest.raises(ValueError, match="16-byte aligned"):
-        va.cuda_vectorized(a.contiguous(), b)
-    out = va.cuda_scalar(a, b)
+        cva.vectorized(a.contiguous(), b)
+    out = cva.scalar(a, b)
     assert torch.equal(out, a + b)
 
 
 def test_empty_input():
     a = torch.empty(0, device="cuda", dtype=torch.float16)
-    for fn in (va.cuda_scalar, va.cuda_vectorized, va.triton_add):
+    for fn in (cva.scalar, cva.vectorized, va.triton_add):
         assert fn(a, a).numel() == 0
 
 

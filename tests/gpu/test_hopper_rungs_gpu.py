@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import kernels.matmul as mm
+from kernels.cuda import matmul as cm
 from ladder.runtime import cuda, hardware
 from ladder.check import compare
 from ladder.runner import check_rung, time_rung, unavailable
@@ -113,8 +114,8 @@ def test_a_wrong_output_or_rank_is_named(rung):  # dtype, shapes, strides, devic
         rung.run(a.view(-1), b)
 
 
-@pytest.mark.parametrize("name,config", [("8_tma_warp_specialized", mm.TMA_WS), ("9_persistent", mm.PERSISTENT),
-                                         ("10_cluster_multicast", mm.CLUSTER_MULTICAST), ("11_tma_store", mm.TMA_STORE)])
+@pytest.mark.parametrize("name,config", [("8_tma_warp_specialized", cm.TMA_WS), ("9_persistent", cm.PERSISTENT),
+                                         ("10_cluster_multicast", cm.CLUSTER_MULTICAST), ("11_tma_store", cm.TMA_STORE)])
 def test_tma_rungs_load_without_local_memory(name, config):
     module = cuda.load(f"matmul/{name}.cu", config, "sm_90a")
     attributes = module.get_function("matmul").attributes
@@ -122,9 +123,9 @@ def test_tma_rungs_load_without_local_memory(name, config):
 
 
 @pytest.mark.parametrize("name,launch,config,groups", [
-    ("9_persistent", mm.persistent, mm.PERSISTENT, (1, 3, 16, 64)),                        # of 64 tile rows
-    ("10_cluster_multicast", mm.cluster_multicast, mm.CLUSTER_MULTICAST, (1, 3, 8, 32)),   # of 32 cluster rows
-    ("11_tma_store", mm.tma_store, mm.TMA_STORE, (1, 3, 8, 32))])
+    ("9_persistent", cm.persistent, cm.PERSISTENT, (1, 3, 16, 64)),                        # of 64 tile rows
+    ("10_cluster_multicast", cm.cluster_multicast, cm.CLUSTER_MULTICAST, (1, 3, 8, 32)),   # of 32 cluster rows
+    ("11_tma_store", cm.tma_store, cm.TMA_STORE, (1, 3, 8, 32))])
 def test_persistent_rungs_are_right_in_any_tile_order(name, launch, config, groups):
     """8192 x 4096: 1024 tiles, ~8 per block (rung 10: per cluster) of the persistent grid, 5 k-tiles each;
     GROUP_M 1 (row by row), 3 (a last group of one row), the launcher's and one group of all rows give the product."""
@@ -139,7 +140,7 @@ def test_persistent_rungs_are_right_in_any_tile_order(name, launch, config, grou
 @pytest.mark.parametrize("shape", RAGGED + [(8192, 4096, 320)], ids=str)
 def test_autotuned_hopper_rung_is_right_in_every_tile_shape_and_cluster_size(config, shape):
     """Rung 12 in each tile shape (BM x BN) and cluster size its search can choose, not just the cached winner."""
-    run = functools.partial(mm.run_hopper_config, config)
+    run = functools.partial(cm.run_hopper_config, config)
     verdict, out, ref = run_checked(dataclasses.replace(PROBLEM.rung("cuda", "12_autotuned"), run=run), shape, 3)
     assert verdict.ok, (config, str(verdict), where_wrong(out, ref))
 
@@ -156,9 +157,9 @@ class LaunchConfig(ctypes.Structure):  # CUlaunchConfig
 
 
 @pytest.mark.parametrize("name,launch,config,shared_bytes", [
-    ("10_cluster_multicast", mm.cluster_multicast, mm.CLUSTER_MULTICAST, mm.wgmma_shared_bytes),
-    ("11_tma_store", mm.tma_store, mm.TMA_STORE, mm.tma_store_shared_bytes),
-    *[("12_autotuned", functools.partial(mm.run_hopper_config, c), c, mm.hopper_shared_bytes)
+    ("10_cluster_multicast", cm.cluster_multicast, cm.CLUSTER_MULTICAST, cm.wgmma_shared_bytes),
+    ("11_tma_store", cm.tma_store, cm.TMA_STORE, cm.tma_store_shared_bytes),
+    *[("12_autotuned", functools.partial(cm.run_hopper_config, c), c, cm.hopper_shared_bytes)
       for c in mm.HOPPER_SHAPES if c["CLUSTER"] == 2]])
 def test_cluster_rungs_clusters_all_fit_at_once(name, launch, config, shared_bytes):
     """The persistent grid assumes every cluster runs from the start: a cluster that waited for another to finish
@@ -166,7 +167,7 @@ def test_cluster_rungs_clusters_all_fit_at_once(name, launch, config, shared_byt
     a, b = PROBLEM.make_inputs((8192, 8192, 64), "cuda", torch.Generator("cuda").manual_seed(1))
     launch(a, b)  # loads the module and sets its shared-memory size
     function = cuda.load(f"matmul/{name}.cu", config, "sm_90a").get_function("matmul")
-    grid = mm.hopper_grid(config, 8192, 8192) if name == "12_autotuned" else mm.cluster_grid(8192, 8192)
+    grid = cm.hopper_grid(config, 8192, 8192) if name == "12_autotuned" else cm.cluster_grid(8192, 8192)
     config = LaunchConfig((grid, 1, 1), (384, 1, 1), shared_bytes(config), None, None, 0)
     fits = ctypes.c_int()
     libcuda = ctypes.CDLL("libcuda.so.1")

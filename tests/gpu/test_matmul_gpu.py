@@ -5,7 +5,8 @@ import torch
 
 import kernels.matmul as mm
 import kernels.matmul_bias_relu as mbr
-from kernels.triton import matmul as tm
+from kernels import matmul_triton_search as triton_search
+from ladder import autotune
 from ladder.check import compare
 from ladder.runner import check_rung, unavailable
 
@@ -66,14 +67,15 @@ def test_autotune_search_reports_and_caches_its_winner():
 
 
 def test_triton_search_reports_what_it_did():
-    [report] = tm.tune([(2048, 2048, 2048)])  # 17 GFLOP: worth a search (autotune.SEARCH_MIN_FLOP)
-    assert report.tried + len(report.pruned) == len(tm.autotuned_kernel.configs)
+    [report] = triton_search.tune([(2048, 2048, 2048)])  # 17 GFLOP: worth a search (autotune.SEARCH_MIN_FLOP)
+    assert report.tried + len(report.pruned) == len(triton_search.autotuned_kernel.configs)
     # the prune counts the pipeline's buffers; the epilogue's scratch can still overflow shared memory
     assert all("shared memory" in f["reason"] for f in report.failed), report.failed
     assert report.timed and report.timed[0]["ms"] <= report.timed[-1]["ms"]
-    assert report.best == tm.config_dict(tm.autotuned_kernel.best_config)
-    [small] = tm.tune([(512, 512, 512)])      # 0.27 GFLOP: the smallest tiles, no search
-    assert len(small.timed) + len(small.untimed) == 1 and len(small.pruned) == len(tm.autotuned_kernel.configs) - 1
+    assert report.best == autotune.triton_config_dict(triton_search.autotuned_kernel.best_config)
+    [small] = triton_search.tune([(512, 512, 512)])      # 0.27 GFLOP: the smallest tiles, no search
+    assert len(small.timed) + len(small.untimed) == 1
+    assert len(small.pruned) == len(triton_search.autotuned_kernel.configs) - 1
     assert any("microseconds" in p["reason"] for p in small.pruned)
 
 

@@ -19,27 +19,54 @@
 //             waits on them), a second FENCE.VIEW.ASYNC.S (the proxy fence) and 2 BAR.SYNC on a register id (the
 //             named barriers) around 64 STS, the staging writes; rung 10's 192 STG stay, for the other path;
 //             no LDL/STL.
+#include "tma.cuh"
+
 #ifndef STAGES
 #define STAGES 3
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8       // rung 10's
 #endif
-#ifndef BOX_BY_BOX
-#define BOX_BY_BOX 0    // rung 11 stages its whole tile at once
-#endif
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "11_tma_store.cu uses wgmma, setmaxnreg and the TMA: compile it for sm_90a (the launcher does)"
+#error "the Hopper matmul rungs (7-12) use wgmma: compile them for sm_90a (the launcher does)"
 #endif
+#define BM 128          // two consumer warpgroups of 64 rows
+#define BN 256          // one m64n256k16 wgmma per consumer warpgroup and k16 step
+#define BK 64           // one 128-byte swizzle row of halves
+#define THREADS 384     // warpgroup 0 produces, 1 and 2 consume
+#define CONSUMERS 2     // consumer warpgroups: one thread of each arrives on empty[s]
+#define CLUSTER 2       // blocks per cluster, one above the other: rows m0 .. m0 + CLUSTER * BM - 1 of C
+constexpr int M_BLOCKS = BM / CONSUMERS / 64;                 // m64 blocks per consumer warpgroup: 1 (rung 12: 1 or 2)
+constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;           // halves per buffer, no padding
+constexpr unsigned STAGE_BYTES = 2 * (A_STAGE + B_STAGE);     // what the TMA writes per stage, zeros included
+constexpr int B_BOXES = BN / 64;                              // the 64 x 64 boxes of a k-tile of B
+constexpr int B_BOXES_PER_BLOCK = B_BOXES / CLUSTER;          // the boxes a producer multicasts
+constexpr unsigned short WHOLE_CLUSTER = (1 << CLUSTER) - 1;  // ctaMask: every block of the cluster
+static_assert(M_BLOCKS == 1 && B_BOXES % CLUSTER == 0, "one m64 block per consumer; B's boxes split over the cluster");
 #include "cluster.cuh"
 constexpr int C_BOX = 64 * 64;                                // halves in one 64 x 64 box of C
 constexpr int C_BOXES = M_BLOCKS * B_BOXES;                   // the boxes of a consumer's tile
-#if BOX_BY_BOX  // rung 12's search may stage one box at a time: 16 KB of staging, not 64, left to the ring
-constexpr int STAGED = 1;
-#else
 constexpr int STAGED = C_BOXES;                               // the whole tile at once
-#endif
 constexpr int C_STAGE = STAGED * C_BOX;                       // a consumer's staging buffer
+
+struct TileOrigin {
+    int m0, n0;  // the tile's first row and column in C
+};
+
+// Tile number `tile` in grouped order (rung 6's): down GROUP_M tile rows, then one tile column right; the
+// last group has the rows that are left.
+__device__ __forceinline__ TileOrigin tile_origin(int tile, int M, int N) {
+    const int tiles_m = (M + CLUSTER * BM - 1) / (CLUSTER * BM), tiles_n = (N + BN - 1) / BN;
+    const int per_group = GROUP_M * tiles_n, first_m = tile / per_group * GROUP_M;
+    const int rows = min(tiles_m - first_m, GROUP_M), in_group = tile % per_group;
+    return {(first_m + in_group % rows) * CLUSTER * BM, in_group / rows * BN};
+}
+
+// A consumer warpgroup is done reading stage s: it says so in every block of the cluster, whose producers all write
+// into this block's stage s.
+__device__ __forceinline__ void release(unsigned long long* empty_s) {
+    for (unsigned r = 0; r < CLUSTER; ++r) mbarrier_arrive_in(empty_s, r);
+}
 
 // ---------------------------------------------------------------- the epilogue, through the TMA
 // Box `box` of an m64 block's accumulators (rows warp * 16 + lane / 4 and + 8, columns ni * 8 + lane % 4 * 2, as
@@ -69,60 +96,87 @@ extern "C" __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THR
 matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
        const __grid_constant__ TensorMap map_c, half* C, int M, int N, int K, int /* ldb: inside map_b */) {
     extern __shared__ __align__(128) half smem_raw[];
-    __shared__ unsigned long long full[STAGES], empty[STAGES];
-    half* As = smem_raw + swizzle_atom_offset(smem_raw);
+    __shared__ unsigned long long full[STAGES], empty[STAGES];  // the same offsets in both blocks, as multicast needs
+    half* As = smem_raw + swizzle_atom_offset(smem_raw);  // 1024-byte aligned, as the swizzle needs
     half* Bs = As + STAGES * A_STAGE;
     half* Cs = Bs + STAGES * B_STAGE;  // CONSUMERS staging buffers, 1024-byte aligned as the stages before them
     const unsigned rank = cluster_rank();
-    const int blocks = ((M + CLUSTER * BM - 1) / (CLUSTER * BM)) * ((N + BN - 1) / BN);
+    const int tiles = ((M + CLUSTER * BM - 1) / (CLUSTER * BM)) * ((N + BN - 1) / BN);  // of CLUSTER * BM x BN
     const int cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
     const int k_tiles = (K + BK - 1) / BK;
     const bool by_tma = N % 8 == 0 && reinterpret_cast<size_t>(C) % 16 == 0;  // map_c is encoded just then
-    ring_init(full, empty, STAGES, CONSUMERS * CLUSTER);
-    cluster_sync();
+    ring_init(full, empty, STAGES, CONSUMERS * CLUSTER);  // empty[s]: one arrive per consumer warpgroup of the cluster
+    cluster_sync();  // both blocks' barriers exist before either producer multicasts or a consumer arrives remotely
 
-    if (threadIdx.x < 128) {  // ------------------------------------------------ producer warpgroup (rung 10's)
+    // Both roles count k-tiles over all of this block's tiles (kt), so the ring's stage (kt % STAGES) and
+    // round (kt / STAGES) carry on from one tile to the next, and every k-tile is filled and released once.
+    if (threadIdx.x < 128) {  // ------------------------------------------------ producer warpgroup
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (threadIdx.x == 0) produce(map_a, map_b, As, Bs, full, empty, rank, cluster, clusters, blocks, k_tiles, M, N);
+        if (threadIdx.x == 0) {
+            prefetch_tensormaps(map_a, map_b);
+            int kt = 0;
+            for (int tile = cluster; tile < tiles; tile += clusters) {
+                const auto [m0, n0] = tile_origin(tile, M, N);
+                for (int k = 0; k < k_tiles; ++k, ++kt) {
+                    const int s = kt % STAGES, k0 = k * BK;
+                    mbarrier_wait(&empty[s], (kt / STAGES + 1) & 1);  // consumers done with round kt/STAGES - 1
+                    mbarrier_arrive_expect_bytes(&full[s], STAGE_BYTES);
+                    tma_load(As + s * A_STAGE, map_a, k0, m0 + rank * BM, &full[s]);  // A: this block's BM rows
+#pragma unroll
+                    for (int i = 0; i < B_BOXES_PER_BLOCK; ++i) {  // B: this block's share of the boxes, to both blocks
+                        const int j = rank * B_BOXES_PER_BLOCK + i;
+                        tma_load_multicast(Bs + s * B_STAGE + j * BK * 64, map_b, n0 + j * 64, k0, &full[s],
+                                           WHOLE_CLUSTER);
+                    }
+                }
+            }
+        }
     } else {  // ------------------------------------------------------------------ consumer warpgroups
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int consumer = threadIdx.x / 128 - 1, warp_in_group = threadIdx.x / 32 % 4;
+        // One thread per warpgroup arrives on empty[s]. (An arrive from lane 0 of every warp makes ptxas serialize
+        // the wgmmas, a wait after each one: warning C7515. tests/test_matmul_cuda.py watches for that.)
         const bool releases = threadIdx.x % 128 == 0;  // also the thread that issues the warpgroup's TMA stores
         half* staging = Cs + consumer * C_STAGE;
         int kt = 0;
-        for (int block = cluster; block < blocks; block += clusters) {
-            const TileOrigin o = cluster_origin(block, M, N);
-            const int row0 = o.m0 + rank * BM + consumer * M_BLOCKS * 64;
-            float acc[M_BLOCKS][1][BN / 8][4] = {};
-            consume(acc, As, Bs, full, empty, consumer, releases, k_tiles, kt);
+        for (int tile = cluster; tile < tiles; tile += clusters) {
+            const auto [m0, n0] = tile_origin(tile, M, N);
+            const int row0 = m0 + rank * BM + consumer * 64;
+            float acc[1][BN / 8][4] = {};
+            for (int k = 0; k < k_tiles; ++k, ++kt) {
+                const int s = kt % STAGES;
+                mbarrier_wait(&full[s], (kt / STAGES) & 1);  // k-tile kt landed
+                const half* a = As + s * A_STAGE + consumer * 64 * 64;  // this group's 64 rows
+                const half* b = Bs + s * B_STAGE;
+                wgmma_k_tile<BK>(acc, a, b);
+                wgmma_wait<1>();  // k-tile kt-1's wgmmas done, for the whole warpgroup: its buffer may be refilled
+                if (k > 0 && releases) release(&empty[(kt - 1) % STAGES]);
+            }
+            wgmma_wait<0>();
+            // the tile's last k-tile is read too: release it now, so that the producer fills the ring with the
+            // next tile's k-tiles while this one is stored
+            if (releases) release(&empty[(kt - 1) % STAGES]);
             if (!by_tma) {
-#pragma unroll
-                for (int i = 0; i < M_BLOCKS; ++i)
-                    store_accumulators<16, BN>(acc[i], C, M, N, row0 + i * 64 + warp_in_group * 16, o.n0);
+                store_accumulators<16, BN>(acc, C, M, N, row0 + warp_in_group * 16, n0);
                 continue;
             }
-            // box b: m64 block b / B_BOXES, columns of box b % B_BOXES; STAGED boxes at a time
+            if (releases)  // the TMA has read what the staging buffer held: it may be written again
+                asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+            warpgroup_sync(consumer);
 #pragma unroll
-            for (int first = 0; first < C_BOXES; first += STAGED) {
-                if (releases)  // the TMA has read what the staging buffer held: it may be written again
-                    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-                warpgroup_sync(consumer);
+            for (int b = 0; b < C_BOXES; ++b)
+                stage_box(acc, b, staging + b * C_BOX, warp_in_group, threadIdx.x % 32);
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes, visible to the TMA
+            warpgroup_sync(consumer);
+            if (releases) {
 #pragma unroll
-                for (int b = first; b < first + STAGED; ++b)
-                    stage_box(acc[b / B_BOXES], b % B_BOXES, staging + (b - first) * C_BOX, warp_in_group,
-                              threadIdx.x % 32);
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes, visible to the TMA
-                warpgroup_sync(consumer);
-                if (releases) {
-#pragma unroll
-                    for (int b = first; b < first + STAGED; ++b)
-                        tma_store(map_c, o.n0 + b % B_BOXES * 64, row0 + b / B_BOXES * 64, staging + (b - first) * C_BOX);
-                    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-                }
+                for (int b = 0; b < C_BOXES; ++b)
+                    tma_store(map_c, n0 + b * 64, row0, staging + b * C_BOX);
+                asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
             }
         }
         if (releases)  // the last tile's stores have completed before the block exits
             asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-        cluster_exit();
+        cluster_exit();  // no block leaves while its partner may still arrive on its barriers
     }
 }

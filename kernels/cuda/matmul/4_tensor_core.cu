@@ -17,15 +17,14 @@
 #define THREADS (32 * WARPS_M * WARPS_N)
 constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, LDA = BK + PAD, LDB = BN + PAD;
 
-// C (M x N) = A (M x K, row stride K) * B (K x N, row stride ldb); K and ldb multiples of 8.
-extern "C" __global__ void __launch_bounds__(THREADS)
-matmul(const half* A, const half* B, half* C, int M, int N, int K, int ldb) {
+// The block at (m0, n0) of C (M x N) = A (M x K) * B (K x N, row stride ldb); K and ldb multiples of 8.
+__device__ __forceinline__ void matmul_block(const half* A, const half* B, half* C, int M, int N, int K, int ldb,
+                                             int m0, int n0) {
     __shared__ __align__(16) half As[BM * LDA];
     __shared__ __align__(16) half Bs[BK * LDB];
     using CopyA = TileCopy<BM, BK, THREADS>;
     using CopyB = TileCopy<BK, BN, THREADS>;
     const int warp = threadIdx.x / 32, wm = warp / WARPS_N, wn = warp % WARPS_N;
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     float acc[WM / 16][WN / 8][4] = {};
     uint4 a_regs[CopyA::PER_THREAD], b_regs[CopyB::PER_THREAD];
     for (int k0 = 0; k0 < K; k0 += BK) {
@@ -38,4 +37,9 @@ matmul(const half* A, const half* B, half* C, int M, int N, int K, int ldb) {
         __syncthreads();  // tiles consumed
     }
     store_accumulators<WM, WN>(acc, C, M, N, m0 + wm * WM, n0 + wn * WN);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+matmul(const half* A, const half* B, half* C, int M, int N, int K, int ldb) {
+    matmul_block(A, B, C, M, N, K, ldb, blockIdx.y * BM, blockIdx.x * BN);
 }

@@ -23,8 +23,8 @@
 constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, LDA = BK + PAD, LDB = BN + PAD;
 constexpr int A_STAGE = BM * LDA, B_STAGE = BK * LDB;  // halves per buffer
 
-// The block at (m0, n0) of C (M x N) = A (M x K) * B (K x N, row stride ldb). Dynamic shared memory:
-// STAGES x (A_STAGE + B_STAGE) halves.
+// The block at (m0, n0) of C (M x N) = A (M x K) * B (K x N, row stride ldb); K and ldb multiples of 8.
+// Dynamic shared memory: STAGES x (A_STAGE + B_STAGE) halves.
 __device__ __forceinline__ void matmul_block(const half* A, const half* B, half* C, int M, int N, int K, int ldb,
                                              int m0, int n0) {
     extern __shared__ __align__(16) half smem[];

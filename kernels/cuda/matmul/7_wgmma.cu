@@ -17,13 +17,13 @@
 #define STAGES 4
 #endif
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "7_wgmma.cu uses wgmma: compile it for sm_90a (the launcher does)"
+#error "the Hopper matmul rungs (7-12) use wgmma: compile them for sm_90a (the launcher does)"
 #endif
-#define BM 128   // two warpgroups of 64 rows
-#define BN 256   // one m64n256k16 wgmma per warpgroup and k16 step
-#define BK 64
-#define THREADS 256
-constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;  // halves per buffer, no padding
+#define BM 128          // two warpgroups of 64 rows
+#define BN 256          // one m64n256k16 wgmma per warpgroup and k16 step
+#define BK 64           // one 128-byte swizzle row of halves
+#define THREADS 256     // two warpgroups
+constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;           // halves per buffer, no padding
 // The 128-byte swizzle (tensor_core.cuh): the 16-byte chunk c of a 128-byte row r sits at chunk position
 // c ^ (r % 8), so the 8 rows of an 8 x 128-byte atom spread every column over all 32 banks.
 template <int ROWS, int COLS>
@@ -45,33 +45,34 @@ __device__ __forceinline__ void copy_swizzled(half* s, const half* g, int ldg, i
 extern "C" __global__ void __launch_bounds__(THREADS)
 matmul(const half* A, const half* B, half* C, int M, int N, int K, int ldb) {
     extern __shared__ __align__(128) half smem_raw[];
-    half* As = smem_raw + swizzle_atom_offset(smem_raw);  // 1024-byte aligned
+    half* As = smem_raw + swizzle_atom_offset(smem_raw);  // 1024-byte aligned, as the swizzle needs
     half* Bs = As + STAGES * A_STAGE;
     const int warpgroup = threadIdx.x / 128, warp_in_group = threadIdx.x / 32 % 4;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-    const int tiles = (K + BK - 1) / BK;
+    const int k_tiles = (K + BK - 1) / BK;
     float acc[1][BN / 8][4] = {};
-    auto fetch = [&](int t) {
-        const int k0 = t * BK, s = t % STAGES;
+    auto fetch = [&](int kt) {  // start copying k-tile kt into buffer kt % STAGES
+        const int s = kt % STAGES, k0 = kt * BK;
         copy_swizzled<BM, BK>(As + s * A_STAGE, A + (size_t)m0 * K + k0, K, M - m0, K - k0);
         copy_swizzled<BK, BN>(Bs + s * B_STAGE, B + (size_t)k0 * ldb + n0, ldb, K - k0, ldb - n0);
     };
     // wgmma runs one tile behind its issue (wait_group 1), so a buffer is free only two tiles later:
     // copies run STAGES-2 tiles ahead.
-    for (int t = 0; t < STAGES - 2; ++t) {
-        if (t < tiles) fetch(t);
+    for (int kt = 0; kt < STAGES - 2; ++kt) {
+        if (kt < k_tiles) fetch(kt);
         cp_async_commit();
     }
-    for (int t = 0; t < tiles; ++t) {
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        const int s = kt % STAGES;
         cp_async_wait<STAGES - 3>();
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async data -> visible to wgmma
-        __syncthreads();  // tile t landed for all; tile t-2's wgmma finished in every warpgroup
-        if (t + STAGES - 2 < tiles) fetch(t + STAGES - 2);
+        __syncthreads();  // k-tile kt landed for all; k-tile kt-2's wgmma finished in every warpgroup
+        if (kt + STAGES - 2 < k_tiles) fetch(kt + STAGES - 2);
         cp_async_commit();
-        const half* a = As + (t % STAGES) * A_STAGE + warpgroup * 64 * 64;  // this group's 64 rows
-        const half* b = Bs + (t % STAGES) * B_STAGE;
+        const half* a = As + s * A_STAGE + warpgroup * 64 * 64;  // this group's 64 rows
+        const half* b = Bs + s * B_STAGE;
         wgmma_k_tile<BK>(acc, a, b);
-        wgmma_wait<1>();  // tile t-1 done
+        wgmma_wait<1>();  // k-tile kt-1's wgmmas done
     }
     wgmma_wait<0>();
     store_accumulators<16, BN>(acc, C, M, N, m0 + warpgroup * 64 + warp_in_group * 16, n0);

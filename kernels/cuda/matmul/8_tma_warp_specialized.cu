@@ -28,7 +28,7 @@
 #define STAGES 4
 #endif
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "8_tma_warp_specialized.cu uses wgmma and setmaxnreg: compile it for sm_90a (the launcher does)"
+#error "the Hopper matmul rungs (7-12) use wgmma: compile them for sm_90a (the launcher does)"
 #endif
 #define BM 128          // two consumer warpgroups of 64 rows
 #define BN 256          // one m64n256k16 wgmma per consumer warpgroup and k16 step
@@ -46,7 +46,7 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
     half* As = smem_raw + swizzle_atom_offset(smem_raw);  // 1024-byte aligned, as the swizzle needs
     half* Bs = As + STAGES * A_STAGE;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-    const int tiles = (K + BK - 1) / BK;
+    const int k_tiles = (K + BK - 1) / BK;
     ring_init(full, empty, STAGES, CONSUMERS);  // empty[s]: one arrive per consumer warpgroup
     __syncthreads();  // the only block-wide barrier
 
@@ -54,9 +54,9 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (threadIdx.x == 0) {
             prefetch_tensormaps(map_a, map_b);
-            for (int t = 0; t < tiles; ++t) {
-                const int s = t % STAGES, k0 = t * BK;
-                mbarrier_wait(&empty[s], (t / STAGES + 1) & 1);  // consumers done with round t/STAGES - 1
+            for (int kt = 0; kt < k_tiles; ++kt) {
+                const int s = kt % STAGES, k0 = kt * BK;
+                mbarrier_wait(&empty[s], (kt / STAGES + 1) & 1);  // consumers done with round kt/STAGES - 1
                 mbarrier_arrive_expect_bytes(&full[s], STAGE_BYTES);
                 tma_load(As + s * A_STAGE, map_a, k0, m0, &full[s]);  // A: BM rows x 64 columns
 #pragma unroll
@@ -67,17 +67,18 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
     } else {  // ------------------------------------------------------------------ consumer warpgroups
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int consumer = threadIdx.x / 128 - 1, warp_in_group = threadIdx.x / 32 % 4;
+        // One thread per warpgroup arrives on empty[s]. (An arrive from lane 0 of every warp makes ptxas serialize
+        // the wgmmas, a wait after each one: warning C7515. tests/test_matmul_cuda.py watches for that.)
+        const bool releases = threadIdx.x % 128 == 0;
         float acc[1][BN / 8][4] = {};
-        for (int t = 0; t < tiles; ++t) {
-            const int s = t % STAGES;
-            mbarrier_wait(&full[s], (t / STAGES) & 1);  // tile t landed
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            const int s = kt % STAGES;
+            mbarrier_wait(&full[s], (kt / STAGES) & 1);  // k-tile kt landed
             const half* a = As + s * A_STAGE + consumer * 64 * 64;  // this group's 64 rows
             const half* b = Bs + s * B_STAGE;
             wgmma_k_tile<BK>(acc, a, b);
-            wgmma_wait<1>();  // tile t-1's wgmmas done, for the whole warpgroup: its buffer may be refilled
-            // one thread per warpgroup says so. (An arrive from lane 0 of every warp makes ptxas serialize the
-            // wgmmas, a wait after each one: warning C7515. tests/test_matmul_cuda.py watches for that.)
-            if (t > 0 && threadIdx.x % 128 == 0) mbarrier_arrive(&empty[(t - 1) % STAGES]);
+            wgmma_wait<1>();  // k-tile kt-1's wgmmas done, for the whole warpgroup: its buffer may be refilled
+            if (kt > 0 && releases) mbarrier_arrive(&empty[(kt - 1) % STAGES]);
         }
         wgmma_wait<0>();
         store_accumulators<16, BN>(acc, C, M, N, m0 + consumer * 64 + warp_in_group * 16, n0);

@@ -31,7 +31,7 @@
 #define GROUP_M 16      // tile rows per group: 16 x ~8 tiles in flight on 132 SMs, a near-square of C
 #endif
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "9_persistent.cu uses wgmma and setmaxnreg: compile it for sm_90a (the launcher does)"
+#error "the Hopper matmul rungs (7-12) use wgmma: compile them for sm_90a (the launcher does)"
 #endif
 #define BM 128          // two consumer warpgroups of 64 rows
 #define BN 256          // one m64n256k16 wgmma per consumer warpgroup and k16 step
@@ -74,25 +74,27 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
             prefetch_tensormaps(map_a, map_b);
             int kt = 0;
             for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-                const TileOrigin o = tile_origin(tile, M, N);
+                const auto [m0, n0] = tile_origin(tile, M, N);
                 for (int k = 0; k < k_tiles; ++k, ++kt) {
                     const int s = kt % STAGES, k0 = k * BK;
                     mbarrier_wait(&empty[s], (kt / STAGES + 1) & 1);  // consumers done with round kt/STAGES - 1
                     mbarrier_arrive_expect_bytes(&full[s], STAGE_BYTES);
-                    tma_load(As + s * A_STAGE, map_a, k0, o.m0, &full[s]);  // A: BM rows x 64 columns
+                    tma_load(As + s * A_STAGE, map_a, k0, m0, &full[s]);  // A: BM rows x 64 columns
 #pragma unroll
                     for (int j = 0; j < BN / 64; ++j)                       // B: 64 rows x BN, in column blocks of 64
-                        tma_load(Bs + s * B_STAGE + j * BK * 64, map_b, o.n0 + j * 64, k0, &full[s]);
+                        tma_load(Bs + s * B_STAGE + j * BK * 64, map_b, n0 + j * 64, k0, &full[s]);
                 }
             }
         }
     } else {  // ------------------------------------------------------------------ consumer warpgroups
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int consumer = threadIdx.x / 128 - 1, warp_in_group = threadIdx.x / 32 % 4;
-        const bool releases = threadIdx.x % 128 == 0;  // one thread per warpgroup arrives on empty[s]
+        // One thread per warpgroup arrives on empty[s]. (An arrive from lane 0 of every warp makes ptxas serialize
+        // the wgmmas, a wait after each one: warning C7515. tests/test_matmul_cuda.py watches for that.)
+        const bool releases = threadIdx.x % 128 == 0;
         int kt = 0;
         for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-            const TileOrigin o = tile_origin(tile, M, N);
+            const auto [m0, n0] = tile_origin(tile, M, N);
             float acc[1][BN / 8][4] = {};
             for (int k = 0; k < k_tiles; ++k, ++kt) {
                 const int s = kt % STAGES;
@@ -100,14 +102,14 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
                 const half* a = As + s * A_STAGE + consumer * 64 * 64;  // this group's 64 rows
                 const half* b = Bs + s * B_STAGE;
                 wgmma_k_tile<BK>(acc, a, b);
-                wgmma_wait<1>();  // k-tile kt-1's wgmmas done: its buffer may be refilled
+                wgmma_wait<1>();  // k-tile kt-1's wgmmas done, for the whole warpgroup: its buffer may be refilled
                 if (k > 0 && releases) mbarrier_arrive(&empty[(kt - 1) % STAGES]);
             }
             wgmma_wait<0>();
             // the tile's last k-tile is read too: release it now, so that the producer fills the ring with the
             // next tile's k-tiles while this one is stored
             if (releases) mbarrier_arrive(&empty[(kt - 1) % STAGES]);
-            store_accumulators<16, BN>(acc, C, M, N, o.m0 + consumer * 64 + warp_in_group * 16, o.n0);
+            store_accumulators<16, BN>(acc, C, M, N, m0 + consumer * 64 + warp_in_group * 16, n0);
         }
     }
 }

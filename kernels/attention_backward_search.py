@@ -1,0 +1,102 @@
+"""Rung 4 of the attention backward (kernels/attention_backward.py): rungs 2 and 3 with their tiles searched per
+(S, D, causal) on this GPU, and `autotuned_backward`, which runs the faster of the two there. ladder.ops's backward
+calls it; the problem definition runs the searches (`tune`) and registers the rungs.
+"""
+from __future__ import annotations
+
+import torch
+
+from ladder import autotune
+from ladder.runtime.errors import Spills
+from kernels.triton import attention_backward as tab
+
+# Rung 4 searches rung 2's two kernels and rung 3's one, each alone at each (S, D, causal), and runs the faster
+# way there: rung 3's configuration where its time (the dQ buffer's zeroing and cast included) beat the sum of
+# rung 2's two best. Rung 2's kernels own disjoint outputs, so each is searched in its own tiles (the K/V program
+# wants many keys, the Q program many queries); rung 3's search zeroes its dQ buffer before every timed run, and
+# also tries each tile with dQ by the TMA's bulk reductions (DQ_BY_TMA) and by element atomics.
+SEARCH_SPACE = {"dkdv": dict(BLOCK_M=[32, 64], BLOCK_N=[64, 128], num_warps=[4, 8], num_stages=[2, 3]),
+                "dq": dict(BLOCK_M=[64, 128], BLOCK_N=[32, 64], num_warps=[4, 8], num_stages=[2, 3]),
+                "dkdv_atomic": dict(BLOCK_M=[32, 64], BLOCK_N=[64, 128], num_warps=[4, 8], num_stages=[2, 3],
+                                    DQ_BY_TMA=[False, True])}
+MAX_REGISTERS = 192   # fp32 values a thread holds for the accumulators and the two score tiles; more spill
+
+
+def prune_reason(kernel: str, c: dict, gpu, head_dim: int) -> str | None:
+    """Why rung 4 does not time configuration `c` of "dkdv", "dq" or "dkdv_atomic" (rung 3's) for `head_dim` on
+    `gpu` (None: timed)."""
+    own, step = (c["BLOCK_M"], c["BLOCK_N"]) if kernel == "dq" else (c["BLOCK_N"], c["BLOCK_M"])
+    if own % step:
+        return f"{own} rows a program, steps of {step}: the causal diagonal must be whole steps"
+    if gpu is not None and own < 16 * c["num_warps"]:  # it runs (rung 3's D 128 tile does): a shorter search
+        return f"{own} rows a program over {c['num_warps']} warps: under 16 rows a warp, not searched"
+    if c.get("DQ_BY_TMA") and (gpu is None or not gpu.has("tma")):
+        return "dQ by the TMA's bulk reductions: this GPU has no TMA"
+    # dK, dV (or dQ); P and dP; rung 3's step's dQ tile
+    held = (1 if kernel == "dq" else 2) * own * head_dim + 2 * own * step + (kernel == "dkdv_atomic") * step * head_dim
+    if held // (32 * c["num_warps"]) > MAX_REGISTERS:
+        return f"{held // (32 * c['num_warps'])} fp32 values per thread (> {MAX_REGISTERS}): registers spill"
+    return None
+
+
+def no_spills(kernel: str, c: dict, inputs: tuple, out, causal: bool) -> None:
+    """Compile configuration `c` (cached by then: tune() compiles them all at once) and rule it out
+    (Spills: pruned) if it keeps values in local memory. inputs: tab.run_config's."""
+    fn = tab.dq_kernel if kernel == "dq" else tab.dkdv_kernel
+    q, k, v, do, lse, delta, _, scale = inputs
+    args, config, constexprs = tab.search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
+    try:
+        compiled = fn.warmup(*args, grid=(1,), CAUSAL=causal, **constexprs, **config)
+        compiled._init_handles()
+    except Exception:  # noqa: BLE001 -- not this check's to judge: the search's run of it fails, and says why
+        return
+    if getattr(compiled, "n_spills", 0):
+        raise Spills(f"spills registers: {compiled.n_spills} values to local memory")
+
+
+def tuner(kernel: str, head_dim: int, compile=lambda c: None) -> autotune.Tuner:
+    """Rung 4's search of `kernel` at one head size; its winners are cached per GPU (ladder.autotune) by
+    (S, D, causal): a call takes the winner of the nearest S searched, the S-bucket. Without a search on this
+    GPU (and in the interpreter), rung 2's tiles (rung 3's for "dkdv_atomic")."""
+    return autotune.Tuner(problem="attention_backward", name=f"triton:4_autotuned:{kernel}",
+                          space=SEARCH_SPACE[kernel], prune=lambda c, gpu: prune_reason(kernel, c, gpu, head_dim),
+                          compile=compile, run=lambda c, *inputs, out=None: tab.run_config(kernel, c, *inputs, out=out),
+                          default=lambda gpu: (tab.GPU_TILES if gpu is not None
+                                               else tab.INTERPRETER_TILES)[head_dim][kernel])
+
+
+TUNERS = {(kernel, D): tuner(kernel, D) for kernel in SEARCH_SPACE for D in (64, 128)}
+
+
+def one_kernel_wins(split: list, one) -> bool:
+    """Whether rung 3's search report `one` beat rung 2's two (`split`: the dkdv and dq reports) searched at the
+    same shape: its best time under the sum of theirs."""
+    return (one is not None and all(r is not None and tuple(r.shape) == tuple(one.shape) for r in split)
+            and one.best_ms < sum(r.best_ms for r in split))
+
+
+def tuned_tiles(S: int, D: int, causal: bool) -> dict:
+    """Rung 4's tiles at (S, D, causal): each of rung 2's kernels' searched winner for the nearest S (rung 2's
+    tiles without one), and "one_kernel": rung 3's searched winner where, searched at that same S, it ran faster
+    than rung 2's two winners together (else None)."""
+    key = (S, D, int(causal))
+    split = [TUNERS[kernel, D].nearest(key) for kernel in ("dkdv", "dq")]
+    faster = one_kernel_wins(split, TUNERS["dkdv_atomic", D].nearest(key))
+    return {"delta": tab.TILES[D]["delta"], "dkdv": TUNERS["dkdv", D].best(key), "dq": TUNERS["dq", D].best(key),
+            "one_kernel": TUNERS["dkdv_atomic", D].best(key) if faster else None}
+
+
+def autotuned_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse=None,
+                       out=None) -> tuple:
+    """Rung 4: at the nearest (S, D, causal) searched on this GPU, rung 3 in its searched tiles where it ran faster
+    there, else rung 2 in its. Rung 2 also where torch.use_deterministic_algorithms asks for results that repeat
+    bit for bit (rung 3's sums do not), and where rung 3's tiles add dQ through the TMA and this launch has none
+    (a traced one, or operands a tensor map does not take: tab.qdo_by_tma)."""
+    B, H, S, D = q.shape
+    tiles = tuned_tiles(S, D, causal) if D in tab.TILES else None
+    one = tiles and tiles["one_kernel"]
+    if one and not torch.are_deterministic_algorithms_enabled() and (not one.get("DQ_BY_TMA") or tab.qdo_by_tma(q, do)):
+        return tab.atomic_dq_backward(q, k, v, o, lse, do, causal, scale, dlse, out, config=one)
+    return tab.backward(q, k, v, o, lse, do, causal, scale, dlse, out, tiles=tiles)
+
+
