@@ -55,7 +55,6 @@ EVALUATED = frozenset({"HEAD_DIM"})   # besides the switches: every configuratio
 
 _DIRECTIVE = re.compile(r"^\s*#\s*(\w+)(.*)$")
 _DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)(\(?)(.*)$")
-_INCLUDE = re.compile(r'^(\s*#\s*include\s+)"([^"]+)"(.*)$')
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -264,15 +263,6 @@ def _blocks(lines: list[_Line]) -> list:
     return stack[0][0]
 
 
-def _header_and_body(text: str) -> tuple[list[str], str]:
-    """A rung file's leading comment block (its header) and the text after it."""
-    lines = text.split("\n")
-    n = 0
-    while n < len(lines) and lines[n].startswith("//"):
-        n += 1
-    return lines[:n], "\n".join(lines[n:])
-
-
 def _indent(text: str) -> str:
     return text[:len(text) - len(text.lstrip())]
 
@@ -298,7 +288,7 @@ class _Flattener:
     def file(self, path: Path, envs: list[dict], uncertain: bool) -> list[_Out]:
         path = path.resolve()
         self.inlined.add(path)
-        _, body = _header_and_body(path.read_text())
+        body = "\n".join(cuda.header_and_body(path.read_text())[1])
         return self.walk(_blocks(_lines(body)), envs, uncertain, path)
 
     def walk(self, nodes: list, envs: list[dict], uncertain: bool, path: Path) -> list[_Out]:
@@ -326,7 +316,7 @@ class _Flattener:
                         env.pop(name, None)
                 return [_Out(line.physical, name if line.kind == "define" and name in self.switches else None)]
             return [_Out(line.physical)]
-        m = _INCLUDE.match(line.physical[0]) if line.kind == "include" else None
+        m = cuda.LOCAL_INCLUDE.match(line.physical[0]) if line.kind == "include" else None
         if m is None:
             return [_Out(line.physical)]
         target = (path.parent / m.group(2)).resolve()
@@ -373,7 +363,7 @@ class _Flattener:
         return out
 
     def flatten(self) -> str:
-        header, _ = _header_and_body(self.source.read_text())
+        header = cuda.header_and_body(self.source.read_text())[0]
         pieces = self.file(self.source, self.envs, False)
         pieces = _without_unread_switches(pieces, self.headers)
         where = Path(os.path.relpath(self.source, self.out_dir)).as_posix()

@@ -25,13 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # ------------------------------------------------------------- a file, a diff, a Python function
 
 def _header_and_body(path: str) -> tuple[list[str], list[str]]:
-    """A kernel file's leading comment block (its idea, prediction and SASS signature, which the lesson's
-    prose, prediction table and SASS table give) and the code after it."""
-    lines = (ROOT / path).read_text().splitlines()
-    start = 0
-    while start < len(lines) and (lines[start].startswith("//") or not lines[start].strip()):
-        start += 1
-    return lines[:start], lines[start:]
+    """A kernel file's header comment (its idea, prediction and SASS signature, which the lesson's prose, prediction
+    table and SASS table give) and the code after it."""
+    return cuda.header_and_body((ROOT / path).read_text())
 
 
 def show_source(path: str, off: set[str] = frozenset()) -> None:
@@ -163,7 +159,7 @@ def _quoted_includes(path: str) -> list[str]:
     """The files `path` (relative to the repository) includes with #include "...", relative to the repository."""
     here = (ROOT / path).parent
     return [str((here / name).resolve().relative_to(ROOT))
-            for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', (ROOT / path).read_text(), re.M)]
+            for name in (m.group(2) for m in cuda.LOCAL_INCLUDE.finditer((ROOT / path).read_text()))]
 
 
 def _include_chain(path: str) -> list[str]:

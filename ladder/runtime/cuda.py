@@ -32,7 +32,7 @@ from ladder.runtime.world import require_gpu
 
 KERNELS_DIR = Path(__file__).resolve().parents[2] / "kernels" / "cuda"
 COMMON_OPTIONS = ("-std=c++17",)
-_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
+LOCAL_INCLUDE = re.compile(r'^(\s*#\s*include\s+)"([^"]+)"(.*)$', re.M)  # the directive, the file, the rest
 
 
 def cupy_extra() -> str:
@@ -70,15 +70,28 @@ def _expand(path: str | os.PathLike) -> tuple[str, tuple[Path, ...]]:
         text = file.read_text()
 
         def inline(m: re.Match) -> str:
-            inc = file.parent / m.group(1)
+            inc = file.parent / m.group(2)
             if not inc.exists():
-                raise CompileError(f"{file.name}: included file {m.group(1)!r} not found")
+                raise CompileError(f"{file.name}: included file {m.group(2)!r} not found")
             return f'#line 1 "{inc.name}"\n{expand(inc)}\n#line {text[:m.end()].count(chr(10)) + 1} "{file.name}"'
 
-        return _INCLUDE.sub(inline, text)
+        return LOCAL_INCLUDE.sub(inline, text)
 
     text = expand(resolve(path))
     return text, tuple(seen)
+
+
+def header_and_body(text: str) -> tuple[list[str], list[str]]:
+    """A kernel file's lines: its leading comment block (the rung's idea, prediction and SASS signature) and the
+    code after it, from its first line that is neither comment nor blank."""
+    lines = text.splitlines()
+    header = 0
+    while header < len(lines) and lines[header].startswith("//"):
+        header += 1
+    start = header
+    while start < len(lines) and not lines[start].strip():
+        start += 1
+    return lines[:header], lines[start:]
 
 
 def _stamps(files: tuple[Path, ...]) -> tuple:
