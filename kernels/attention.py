@@ -468,7 +468,8 @@ PROBLEM = register(Problem(
     interpret_shapes=[(1, 2, 1, 64, 0), (1, 1, 19, 64, 1), (1, 1, 17, 128, 0)],  # S: 16-wide tiles + a ragged edge
     compute_roof="fp16_tc_TFLOPs",
     tune=_tune,
-    compile_shape=lambda s: (1, 1, same_specialization(s[2]), s[3], s[4]),   # D and causal are compiled in
+    # H and S are kernel arguments, specialized on being 1 or a multiple of 16; D and causal are compiled in
+    compile_shape=lambda s: (1, same_specialization(s[1]), same_specialization(s[2]), s[3], s[4]),
     sweep_shapes=[(4, 32, S, 64, 0) for S in (512, 1024, 2048, 8192, 16384)],
     rungs=[
         _cuda("1_naive", cuda_attention.naive, slow=True),

@@ -322,7 +322,8 @@ def test_compiling_ahead_uses_small_shapes_that_compile_the_same_and_skips_searc
         small = problems.same_specialization(n)
         assert (small == 1) == (n == 1) and (small % 16 == 0) == (n % 16 == 0)
     assert matmul.PROBLEM.compile_shape((4095, 4097, 31)) == (31, 17, 31)
-    assert attention.PROBLEM.compile_shape((4, 32, 4096, 128, 1)) == (1, 1, 16, 128, 1)  # D and causal kept
+    assert attention.PROBLEM.compile_shape((4, 32, 4096, 128, 1)) == (1, 16, 16, 128, 1)  # D and causal kept
+    assert attention.PROBLEM.compile_shape((2, 3, 100, 64, 0)) == (1, 3, 20, 64, 0)     # H = 3: not specialized
     searching = {r.label for r in [*matmul.PROBLEM.rungs, *attention.PROBLEM.rungs] if r.searches}
     assert searching == {"cuda:6_autotuned", "cuda:12_autotuned", "cuda:15_autotuned", "triton:6_autotuned",
                          "triton:7_tma", "triton:8_barrier_pass"}
