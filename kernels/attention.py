@@ -22,7 +22,7 @@ import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from ladder import autotune, ptx
+from ladder import autotune, ptx, sass
 from ladder.runtime import cuda
 from ladder.runtime.world import WORLD, device
 from ladder.problems import Problem, Rung, register, same_specialization
@@ -391,7 +391,6 @@ def tma_compile(config: dict, arch: str, head_dim: int = 64, causal: bool = Fals
     and stages), its descriptors' boxes as descriptor_boxes sets them; ptx_pass: as rung 8 does, through ladder.ptx's
     pass (PassDidNotApply where the pass leaves it as compiled). Triton's compiled kernel: its SASS through
     ladder.sass.compiled_sass, what the pass did through ladder.ptx.applied."""
-    from ladder import sass
     tiles = {k: v for k, v in config.items() if k.startswith("BLOCK_")}
     with ptx.refill_barriers_split(require=True) if ptx_pass else contextlib.nullcontext():
         return sass.triton_compile(
@@ -406,7 +405,6 @@ def tma_compile(config: dict, arch: str, head_dim: int = 64, causal: bool = Fals
 
 def tma_sass(config: dict, arch: str, head_dim: int = 64, causal: bool = False, ptx_pass: bool = False):
     """The SASS of tma_compile(...): rung 7's kernel as Triton compiles it, or (ptx_pass) rung 8's."""
-    from ladder import sass
     return sass.compiled_sass(tma_compile(config, arch, head_dim, causal, ptx_pass), arch)
 
 
