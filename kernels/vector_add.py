@@ -1,29 +1,18 @@
 """Vector add, C = A + B on fp16 vectors: the problem and its rungs.
 
 Rungs: cuda:1_scalar (2-byte loads) and cuda:2_vectorized (16-byte loads), launched by kernels/cuda/vector_add.py;
-triton:1_blocked (kernels/triton/vector_add.py's kernel, launched here); and torch:add, the library version everyone
+triton:1_blocked (kernels/triton/vector_add.py's kernel and launcher); and torch:add, the library version everyone
 is compared with.
 """
 from __future__ import annotations
 
 import torch
-import triton
 
 from ladder.problems import Problem, Rung, register
 from ladder.runtime import validate
 from ladder.runtime.world import device
 from kernels.cuda import vector_add as cuda_vector_add
-from kernels.triton.vector_add import vector_add_kernel
-
-TRITON_BLOCK = 4096
-
-
-def triton_add(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    out = validate.vector_operands(a, b, out, device=device())
-    n = a.numel()
-    if n:
-        vector_add_kernel[(triton.cdiv(n, TRITON_BLOCK),)](a, b, out, n, BLOCK=TRITON_BLOCK)
-    return out
+from kernels.triton import vector_add as triton_vector_add
 
 
 def torch_add(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -51,7 +40,7 @@ PROBLEM = register(Problem(
     rungs=[
         Rung("cuda", "1_scalar", cuda_vector_add.scalar, "kernels/cuda/vector_add/1_scalar.cu"),
         Rung("cuda", "2_vectorized", cuda_vector_add.vectorized, "kernels/cuda/vector_add/2_vectorized.cu"),
-        Rung("triton", "1_blocked", triton_add, "kernels/triton/vector_add.py"),
+        Rung("triton", "1_blocked", triton_vector_add.blocked, "kernels/triton/vector_add.py"),
         Rung("torch", "add", torch_add),
     ],
 ))

@@ -40,8 +40,9 @@ def test_kernel_files_import_no_harness():
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-@pytest.mark.parametrize("module", ["kernels.triton.matmul", "kernels.triton.attention", "kernels.cuda.matmul",
-                                    "kernels.cuda.attention"])
+@pytest.mark.parametrize("module", ["kernels.triton.matmul", "kernels.triton.attention",
+                                    "kernels.triton.attention_backward", "kernels.triton.vector_add",
+                                    "kernels.cuda.matmul", "kernels.cuda.attention"])
 def test_kernel_file_runs_alone(module):
     """Its self-check: every rung against torch (on a CPU: Triton's interpreter; CUDA C++ compiled, not run)."""
     done = run_blocked(f"import runpy\nrunpy.run_module({module!r}, run_name='__main__', alter_sys=True)", timeout=600)

@@ -298,3 +298,17 @@ def test_persistent_gain_reads_both_rungs_of_each_shape_and_skips_the_rest():
     lines = l04f.persistent_gain(runs, [(4, 32, 1024, 64, 0), (4, 32, 2048, 64, 0)]).splitlines()
     assert len(lines) == 2   # the header, and S 1024 (S 2048 has no rung 12 time)
     assert lines[1].split()[-4:] == ["8", "0.1100", "0.1000", "1.100x"]   # 1024 keys in 128-key tiles
+
+
+def test_show_diff_can_stop_after_the_hunks_that_carry_the_idea(capsys):
+    """hunks=1: the first hunk only (rung 12's search knobs), then how much is left and the call that shows it."""
+    before, after = "kernels/cuda/matmul/11_tma_store.cu", "kernels/cuda/matmul/12_autotuned.cu"
+    source.show_diff(before, after)
+    whole = capsys.readouterr().out.splitlines()
+    source.show_diff(before, after, hunks=1)
+    first = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("@@") for line in first) == 1 and "+#ifndef BOX_BY_BOX" in first
+    hunks_left = sum(line.startswith("@@") for line in whole) - 1
+    cut = first[-1]
+    assert cut.startswith(f"// ... {hunks_left} more hunks, ") and f"show_diff({before!r}, {after!r})" in cut
+    assert first[:-1] == whole[:len(first) - 1]

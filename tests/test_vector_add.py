@@ -4,6 +4,7 @@ import torch
 
 import kernels.vector_add as va
 from kernels.cuda import vector_add as cva
+from kernels.triton import vector_add as tva
 from ladder.runtime import validate
 from ladder.check import compare
 from ladder.runner import check_rung, unavailable
@@ -26,7 +27,7 @@ def test_triton_writes_every_element_it_owns_and_no_more():
     a, b = (torch.randn(n).half() for _ in range(2))
     guard = torch.full((n + 64,), 7.0, dtype=torch.float16)
     out = guard[:n]
-    va.triton_add(a, b, out=out)
+    tva.blocked(a, b, out=out)
     assert torch.equal(out, a + b)
     assert torch.all(guard[n:] == 7.0)  # nothing written past the end
 
@@ -37,7 +38,7 @@ def test_cuda_rungs_say_why_they_do_not_run_on_cpu():
             assert "needs a GPU" in unavailable(rung)
 
 
-@pytest.mark.parametrize("fn", [va.triton_add, va.torch_add])
+@pytest.mark.parametrize("fn", [tva.blocked, va.torch_add])
 def test_bad_inputs_are_named(fn):
     a = torch.randn(100).half()
     with pytest.raises(ValueError, match="a must be torch.float16"):

@@ -318,17 +318,22 @@ def strides(*tensors: torch.Tensor) -> tuple:
 
 
 def launch_flash(kernel, q, k, v, causal: bool, out: torch.Tensor | None = None, tensor_cores: bool = True,
-                 **config) -> tuple:
+                 lse: torch.Tensor | None = None, **config) -> tuple:
     """flash_kernel (rungs 3-6) on the operands, checked (operands), a program per BLOCK_M queries of a head: (out,
     what Triton launched: its compiled kernel, None in the interpreter or where out is empty). `kernel` is flash_kernel with
     `config` (BLOCK_M, BLOCK_N, num_warps, num_stages), or flash_kernel under an autotuner (kernels/attention.py's
-    rung 6), which picks them: the grid reads BLOCK_M from the launch's meta-parameters."""
+    rung 6), which picks them: the grid reads BLOCK_M from the launch's meta-parameters. lse: (B, H, S) fp32,
+    contiguous, to write each query's log-sum-exp into as well (STORE_LSE: what the backward takes)."""
     B, H, S, D, out = operands(q, k, v, out)
+    if lse is not None:
+        validate.tensor("lse", lse, dtype=torch.float32, ndim=3, device=device())
+        if tuple(lse.shape) != (B, H, S):
+            raise ValueError(f"lse has shape {tuple(lse.shape)}; the log-sum-exp of q {tuple(q.shape)} is {(B, H, S)}")
     compiled = None
     if out.numel():
         compiled = kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)](
-            q, k, v, out, None, S, H, LOG2E / math.sqrt(D), *strides(q, k, v, out), D, CAUSAL=causal,
-            TENSOR_CORES=tensor_cores, STORE_LSE=False, **config)
+            q, k, v, out, lse, S, H, LOG2E / math.sqrt(D), *strides(q, k, v, out), D, CAUSAL=causal,
+            TENSOR_CORES=tensor_cores, STORE_LSE=lse is not None, **config)
     return out, compiled
 
 

@@ -17,9 +17,10 @@ in the inputs' dtype. (float64 inputs run the same kernels in float64 throughout
                 per (S-bucket, D, causal), cached per GPU by ladder.autotune; per shape the faster way runs (rung 2
                 where deterministic algorithms are asked for). The interpreter: rung 2's fixed small tiles
 
-This file holds the kernels and their launchers: rungs 1-3, and run_config, one kernel in a given configuration.
-Rung 4's search, its choice per shape (autotuned_backward) and the SASS builds live with the problem definition,
-kernels/attention_backward.py.
+This file holds the kernels and their launchers: rungs 1-3, and run_config, one kernel in a given configuration;
+and a self-check: `python -m kernels.triton.attention_backward` checks rungs 1-3 against autograd through the fp32
+math and, on a GPU, times them beside SDPA's backward. Rung 4's search, its choice per shape (autotuned_backward)
+and the SASS builds live with the problem definition, kernels/attention_backward.py.
 
 The derivation. With the scaled scores S = scale·Q·Kᵀ, P = softmax(S) row by row, O = P·V:
 
@@ -53,10 +54,10 @@ import triton.language as tl
 from torch.library import wrap_triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernels.triton.attention import key_passes
+from kernels.triton.attention import TILES as FORWARD_TILES, flash_kernel, key_passes, launch_flash
 from ladder.runtime import validate
 from ladder.runtime.hardware import detect
-from ladder.runtime.world import WORLD
+from ladder.runtime.world import WORLD, device
 
 # exp(x) = exp2(x · log2 e), exp2 is one instruction; a global the kernels read, so a constexpr
 LOG2E = tl.constexpr(1.4426950408889634)
@@ -498,3 +499,92 @@ def run_config(kernel: str, c: dict, q, k, v, do, lse, delta, causal: bool, scal
     args, config, constexprs = search_args(kernel, c, q, k, v, do, lse, delta, out, scale)
     _launch(fn, (triton.cdiv(S, own), B * H), args, config, CAUSAL=causal, **constexprs)
     return out
+
+
+# ------------------------------------------------------------- run alone: python -m kernels.triton.attention_backward
+
+def _forward(q, k, v, causal: bool) -> tuple:
+    """(O, log-sum-exp) of the forward's fused kernel (kernels/triton/attention.py, rung 5's tiles): what rungs 2
+    and 3 take, as ladder.ops.attention hands them over."""
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+    return launch_flash(flash_kernel, q, k, v, causal, lse=lse, **FORWARD_TILES["5_pipelined"])[0], lse
+
+
+def _graph_backward(forward, q, k, v, do, causal: bool):
+    """A backward through autograd: the graph of forward(q, k, v, causal) on new leaves, built once; each call of
+    the returned function runs its backward again (retain_graph), as an anchor's timing does."""
+    leaves = tuple(t.detach().requires_grad_() for t in (q, k, v))
+    with torch.enable_grad():
+        out = forward(*leaves, causal)
+    return lambda: torch.autograd.grad(out, leaves, do, retain_graph=True)
+
+
+def _sdpa(q, k, v, causal: bool) -> torch.Tensor:
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+# fp16's unit roundoff: the kernels round P and dS to fp16 before their products and each gradient on its store
+FP16_EPS = 2.0**-11
+
+
+def _self_check(shape: tuple[int, int, int, int] = (1, 2, 333, 64),
+                timed: tuple[int, int, int, int] = (4, 32, 4096, 64)):
+    """Each rung's dQ, dK, dV checked against autograd through the fp32 math on the same fp16 Q, K, V and dO, at a
+    ragged `shape` (B, H, S, D), causal and not (on a GPU; in the interpreter on a CPU, at S 67 there), beside SDPA's
+    own fp16 backward; then, on a GPU, each timed beside SDPA's backward at `timed`, without a mask. O and the
+    log-sum-exp: the forward's fused kernel (rung 5's tiles).
+    An error is WRONG past 16 fp16 roundings of the largest gradient, 16·2⁻¹¹·max|reference|: a gradient rounds
+    once on its store, and is a sum of up to S products whose P and dS were rounded to fp16 (half a rounding each,
+    in fp32 sums); measured 0.7-1.5 of them at S 17-67, SDPA's own about as many, where a tile missed or added twice
+    is off by about max|reference|."""
+    if not WORLD.gpu:   # a program at a time: at the interpreter's tiles three K/V programs and three Q programs,
+        shape = (*shape[:2], 67, shape[3])   # every pass of each (unmasked, diagonal, after it, ragged) runs
+    gen = torch.Generator(device()).manual_seed(0)
+    q, k, v, do = (torch.randn(*shape, generator=gen, device=device()).half() for _ in range(4))
+    rungs = {"1_materialized": lambda q, k, v, causal: _graph_backward(materialized, q, k, v, do, causal)(),
+             "2_flash": lambda q, k, v, causal: backward(q, k, v, *_forward(q, k, v, causal), do, causal),
+             "3_atomic_dq": lambda q, k, v, causal: atomic_dq_backward(q, k, v, *_forward(q, k, v, causal), do,
+                                                                       causal)}
+    exact, theirs = {}, {}
+    for causal in (False, True):
+        exact[causal] = _graph_backward(materialized, *(t.float() for t in (q, k, v, do)), causal)()
+        theirs[causal] = _graph_backward(_sdpa, q, k, v, do, causal)()
+    print(f"checked at (B, H, S, D) = {shape} ({'GPU' if WORLD.gpu else 'CPU: the Triton interpreter'}), max |error| "
+          "of dQ, dK, dV against autograd through the fp32 math, without a mask / causal (SDPA: PyTorch's own, fp16)")
+
+    def errors(name: str, got: dict, judged: bool = True) -> None:
+        line, wrong = [], False
+        for g, grad in enumerate(("dQ", "dK", "dV")):
+            pair = []
+            for causal in (False, True):
+                want = exact[causal][g]
+                error = (got[causal][g].float() - want).abs().max().item()
+                wrong |= not error <= 16 * FP16_EPS * want.abs().max().item()   # NaN is wrong too
+                pair.append(f"{error:.1e}")
+            line.append(f"{grad} {' / '.join(pair)}")
+        print(f"  {name:16s} " + "  ".join(line) + ("   WRONG" if wrong and judged else ""))
+
+    errors("SDPA", theirs, judged=False)
+    for name, run in rungs.items():
+        errors(name, {causal: run(q, k, v, causal) for causal in (False, True)})
+    if not WORLD.gpu:
+        print("timing needs a GPU")
+        return
+    B, H, S, D = timed
+    q, k, v, do = (torch.randn(B, H, S, D, device="cuda").half() for _ in range(4))
+    o, lse = _forward(q, k, v, False)
+    timed_runs = {"SDPA": _graph_backward(_sdpa, q, k, v, do, False)}
+    # rung 1 holds four B·H·S² fp32 tensors at its backward's peak (kernels/attention_backward.py): where they fit
+    if 4 * 4 * B * H * S * S < 0.8 * torch.cuda.mem_get_info()[0]:
+        timed_runs["1_materialized"] = _graph_backward(materialized, q, k, v, do, False)
+    timed_runs["2_flash"] = lambda: backward(q, k, v, o, lse, do, False)
+    timed_runs["3_atomic_dq"] = lambda: atomic_dq_backward(q, k, v, o, lse, do, False)
+    print(f"median ms of the backward at (B, H, S, D) = {timed}, without a mask (triton.testing.do_bench), TFLOP/s "
+          "(2.5x the forward's)")
+    for name, run in timed_runs.items():
+        ms = triton.testing.do_bench(run)
+        print(f"  {name:16s} {ms:8.3f} ms  {2.5 * 4 * B * H * S * S * D / ms / 1e9:6.1f}")
+
+
+if __name__ == "__main__":
+    _self_check()

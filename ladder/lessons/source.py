@@ -55,14 +55,20 @@ def _unified_diff(old: list[str], new: list[str], before: str, after: str, conte
     return lines
 
 
-def show_diff(before: str, after: str, off: set[str] = frozenset()) -> None:
+def show_diff(before: str, after: str, off: set[str] = frozenset(), hunks: int | None = None) -> None:
     """The diff between two rungs' code (header comments left out): the one idea the second rung adds.
     Where a rung rewrites more than it keeps, the diff would be longer than the file: the file instead (`off` as
-    show_source's)."""
+    show_source's). `hunks`: only the first so many hunks, and a line saying how much is left and how to see it."""
     old, new = _header_and_body(before)[1], _folded(_header_and_body(after)[1], off, after)
     diff = _unified_diff(old, new, before, after)
+    starts = [i for i, line in enumerate(diff) if line.startswith("@@")]
     if len(diff) == 2:   # the two file names alone: no hunk
         print(f"// {after}: the same code as {before}, line for line (its header comment aside)")
+    elif hunks is not None and hunks < len(starts):
+        left = len(diff) - starts[hunks]
+        print("\n".join(diff[:starts[hunks]]))
+        more = "more " if hunks else ""
+        print(f"// ... {len(starts) - hunks} {more}hunks, {left} lines: lessons.source.show_diff({before!r}, {after!r})")
     elif len(diff) > len(new):
         show_source(after, off)
     else:

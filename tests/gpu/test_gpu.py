@@ -4,6 +4,7 @@ import torch
 
 import kernels.vector_add as va
 from kernels.cuda import vector_add as cva
+from kernels.triton import vector_add as tva
 from ladder import ceilings
 from ladder.runtime import cuda, hardware
 from ladder.runner import check_rung, unavailable
@@ -23,7 +24,7 @@ def test_every_rung_correct_on_ragged_sizes(rung):
             assert result.ok, (rung.label, shape, str(result))
 
 
-@pytest.mark.parametrize("fn", [cva.scalar, cva.vectorized, va.triton_add])
+@pytest.mark.parametrize("fn", [cva.scalar, cva.vectorized, tva.blocked])
 def test_bad_inputs_on_gpu(fn):
     a = torch.randn(1000, device="cuda").half()
     with pytest.raises(ValueError, match="float16"):
@@ -47,7 +48,7 @@ def test_vectorized_refuses_misaligned_views_but_scalar_handles_them():
 
 def test_empty_input():
     a = torch.empty(0, device="cuda", dtype=torch.float16)
-    for fn in (cva.scalar, cva.vectorized, va.triton_add):
+    for fn in (cva.scalar, cva.vectorized, tva.blocked):
         assert fn(a, a).numel() == 0
 
 
