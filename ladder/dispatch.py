@@ -10,30 +10,38 @@ The shapes, (M, N, K) with A M x K and B K x N:
 
 ladder.sweep fills the table; its docstring says what it times.
 
-The op's pick at a shape is between the candidates it launches: in an eager call EAGER_CANDIDATES (rung 6, rung 7
+An entry is a Case: the shape, B's layout ("row": K x N row-major; "weight_t": the transpose of a row-major N x K,
+nn.Linear's weight.t(); "strided": any other view) and the epilogue the call fuses (None, "bias", "relu", "gelu",
+"bias_relu", "bias_gelu"). The sweep fills row-major cases without an epilogue; ladder.first_use fills the case of
+each call it has not measured, on first use. Only a case's own entry decides: a shape a few sizes away can have
+other tiles, alignments and vector loads.
+
+The op's pick in a case is between the candidates it launches: in an eager call EAGER_CANDIDATES (rung 6, rung 7
 where this GPU has the TMA, and torch.matmul), under torch.compile OP_CANDIDATES (rung 6 and torch.matmul: rung 7's
 host-side TMA descriptors are not traced); rung 12 is timed to show how near cuBLAS our best rung comes, and
 ladder.ops says why it does not launch it. A rung of ours is picked only where it beat cuBLAS by more than TIE (1%).
 Closer than that, two medians differ by less than clock drift moves them between runs, and cuBLAS costs nothing to
 choose: no compile at a new shape, its speed on every layout.
-A shape not swept takes the entry of the nearest swept one (ladder.autotune's log distance) where each of its
-sizes is within NEAREST_FACTOR of that shape's and each is a multiple of 16 where that one's is (Triton
-specializes a launch on it: vector loads or not); otherwise `lookup` answers None and the op keeps its own rule.
 
 A table holds for one GPU under one software stack: its key is the GPU and the versions of the driver, CUDA, Triton
 and PyTorch (VERSION_READERS), and a table whose key is not this process's is ignored as if absent
-(`current().reason` names what changed) until a sweep runs again.
+(`current().reason` names what changed) until a sweep or first use measures again. Writers take the table's lock and
+replace the file whole (`update`): processes tuning at once neither corrupt it nor lose each other's entries.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import os
 import statistics
+import tempfile
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
+import filelock
 import torch
 import triton
 
@@ -48,7 +56,6 @@ RUNG7, RUNG12 = "triton:7_tma_persistent", "cuda:12_autotuned"
 OP_CANDIDATES = (RUNG6, CUBLAS)           # what ladder.ops.matmul launches under torch.compile
 EAGER_CANDIDATES = (RUNG6, RUNG7, CUBLAS)   # and in an eager call (rung 7 where the GPU has the TMA)
 TIE = 0.01             # rung 6 is picked over cuBLAS only when faster by more than this fraction
-NEAREST_FACTOR = 2     # how far (per size) a shape may be from a swept one and still take its entry
 GOAL = 0.95            # the issue's bar, x cuBLAS: at each goal shape, and the grid's median
 
 
@@ -85,6 +92,23 @@ def shape_text(shape: tuple) -> str:
 
 # ------------------------------------------------------------- the table
 
+class Case(NamedTuple):
+    """What a measurement holds for: a call's shape, B's layout and its epilogue (see the module's docstring)."""
+    M: int
+    N: int
+    K: int
+    layout: str = "row"
+    epilogue: str | None = None
+
+    @property
+    def shape(self) -> tuple:
+        return (self.M, self.N, self.K)
+
+    def __str__(self) -> str:
+        extras = [f"B {self.layout}"] if self.layout != "row" else []
+        return " ".join([shape_text(self.shape), *extras, *([f"+ {self.epilogue}"] if self.epilogue else [])])
+
+
 @dataclass(frozen=True)
 class Timed:
     config: dict | None   # the configuration timed (None: cuBLAS's own)
@@ -93,12 +117,16 @@ class Timed:
 
 @dataclass(frozen=True)
 class Entry:
-    shape: tuple
+    case: Case
     timings: dict[str, Timed]   # candidate label -> what it ran and its median, cuBLAS's among them
+
+    @property
+    def shape(self) -> tuple:
+        return self.case.shape
 
     def pick(self, among=None) -> str | None:
         """The candidate to launch, of those timed (and in `among`): the fastest of ours, unless cuBLAS is within
-        TIE of it (ties among ours: the first swept)."""
+        TIE of it (ties among ours: the first timed)."""
         timed = {label: t for label, t in self.timings.items() if among is None or label in among}
         ours = {label: t.ms for label, t in timed.items() if label != CUBLAS}
         best = min(ours, key=ours.get, default=None)
@@ -106,66 +134,54 @@ class Entry:
             return CUBLAS
         return best
 
+    def as_dict(self) -> dict:
+        return {"shape": list(self.shape), "layout": self.case.layout, "epilogue": self.case.epilogue,
+                "timings": {label: {"config": t.config, "ms": t.ms} for label, t in self.timings.items()}}
 
-@dataclass(frozen=True)
-class Found:
-    entry: Entry
-    exact: bool
-
-    def __str__(self) -> str:
-        where = "this shape" if self.exact else f"the nearest swept shape, {shape_text(self.entry.shape)}"
-        return f"measured at {where}"
-
-
-def _multiples_of_16(shape: tuple) -> tuple:
-    return tuple(d % 16 == 0 for d in shape)
+    @classmethod
+    def from_dict(cls, d: dict) -> "Entry":
+        return cls(Case(*d["shape"], d.get("layout", "row"), d.get("epilogue")),
+                   {label: Timed(t["config"], t["ms"]) for label, t in d["timings"].items()})
 
 
 @dataclass(frozen=True)
 class DispatchTable:
-    key: dict                    # process_key() of the process that swept it
-    entries: dict[tuple, Entry]
+    key: dict                    # process_key() of the process that measured it
+    entries: dict[Case, Entry]
 
-    def lookup(self, shape: tuple) -> Found | None:
-        """This shape's entry, else the nearest one that NEAREST_FACTOR and the multiples of 16 allow, else None."""
-        shape = tuple(shape)
-        if shape in self.entries:
-            return Found(self.entries[shape], exact=True)
-        near = [e for s, e in self.entries.items() if _multiples_of_16(s) == _multiples_of_16(shape)
-                and all(max(x, 1) <= NEAREST_FACTOR * max(y, 1) and max(y, 1) <= NEAREST_FACTOR * max(x, 1)
-                        for x, y in zip(s, shape))]
-        if not near:
-            return None
-        return Found(min(near, key=lambda e: autotune._distance(e.shape, shape)), exact=False)
+    def lookup(self, case: Case) -> Entry | None:
+        return self.entries.get(case)
+
+    @classmethod
+    def of(cls, key: dict, entries) -> "DispatchTable":
+        return cls(key, {e.case: e for e in entries})
 
     @classmethod
     def from_rows(cls, key: dict, rows: list[dict]) -> "DispatchTable":
         """The table of a sweep's rows: at each shape, every candidate that was timed (correct)."""
-        timings: dict[tuple, dict] = {}
+        timings: dict[Case, dict] = {}
         for r in rows:
             if "ms" in r:
-                timings.setdefault(tuple(r["shape"]), {})[f"{r['backend']}:{r['rung']}"] = Timed(r["config"], r["ms"])
-        return cls(key, {s: Entry(s, t) for s, t in timings.items()})
+                timings.setdefault(Case(*r["shape"]), {})[f"{r['backend']}:{r['rung']}"] = Timed(r["config"], r["ms"])
+        return cls(key, {c: Entry(c, t) for c, t in timings.items()})
 
     def over(self, older: "DispatchTable | None") -> "DispatchTable":
-        """This table, with `older`'s entries at the shapes this one did not sweep."""
+        """This table, with `older`'s entries in the cases this one did not measure."""
         return self if older is None else DispatchTable(self.key, {**older.entries, **self.entries})
 
     def as_dict(self) -> dict:
-        return {"key": self.key, "entries": [
-            {"shape": list(e.shape), "timings": {label: {"config": t.config, "ms": t.ms}
-                                                 for label, t in e.timings.items()}}
-            for e in self.entries.values()]}
+        return {"key": self.key, "entries": [e.as_dict() for e in self.entries.values()]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "DispatchTable":
-        entries = [Entry(tuple(e["shape"]), {label: Timed(t["config"], t["ms"]) for label, t in e["timings"].items()})
-                   for e in d["entries"]]
-        return cls(d["key"], {e.shape: e for e in entries})
+        return cls.of(d["key"], (Entry.from_dict(e) for e in d["entries"]))
 
     def write(self, path: Path) -> Path:
+        """The table written whole to `path`: a new file renamed over the old, so a reader never sees half of it."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.as_dict(), indent=1) + "\n")
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as f:
+            f.write(json.dumps(self.as_dict(), indent=1) + "\n")
+        os.replace(f.name, path)
         return path
 
 
@@ -208,15 +224,15 @@ def load(gpu) -> Loaded:
     try:
         table = DispatchTable.from_dict(json.loads(path.read_text()))
     except FileNotFoundError:
-        return Loaded(None, f"none swept on this GPU ({path}): `python -m ladder sweep` fills it")
+        return Loaded(None, f"none measured on this GPU yet ({path}): first use or `python -m ladder sweep` fills it")
     except (OSError, ValueError, KeyError, TypeError) as e:
         return Loaded(None, f"{path} is unreadable ({type(e).__name__}: {e}); ignored")
     mine = process_key(gpu.slug)
     changed = [f"{name} {table.key.get(name)} -> {now}" for name, now in mine.items() if table.key.get(name) != now]
     if changed:
-        return Loaded(None, f"{path} was swept under other versions ({', '.join(changed)}); ignored until "
-                            "`python -m ladder sweep` runs again")
-    return Loaded(table, f"{path}: {len(table.entries)} shapes swept under this process's versions")
+        return Loaded(None, f"{path} was measured under other versions ({', '.join(changed)}); ignored until "
+                            "first use or `python -m ladder sweep` measures again")
+    return Loaded(table, f"{path}: {len(table.entries)} cases measured under this process's versions")
 
 
 _loaded: Loaded | None = None   # the table in effect, read at the first lookup
@@ -229,10 +245,39 @@ def current() -> Loaded:
     return _loaded
 
 
-def lookup(shape: tuple) -> Found | None:
-    """The entry that decides at `shape` (this shape's, or a near one's: see Found), or None."""
+def lookup(case: Case) -> Entry | None:
+    """The entry measured in `case`, or None."""
     table = current().table
-    return None if table is None else table.lookup(shape)
+    return None if table is None else table.lookup(case)
+
+
+def update(gpu, entries) -> DispatchTable:
+    """`entries` added to `gpu`'s table on disk, over the entries it holds in other cases (where its key is this
+    process's), under the table's lock; the result is the table in effect. Choices already made stay made: the
+    cases measured were not in the table before."""
+    global _loaded
+    path = cache_path(gpu.slug)
+    with locked(gpu):
+        table = DispatchTable.of(process_key(gpu.slug), entries).over(load(gpu).table)
+        table.write(path)
+    if not suspending:
+        _loaded = Loaded(table, f"{path}: {len(table.entries)} cases measured under this process's versions")
+    return table
+
+
+def locked(gpu):
+    """The lock of `gpu`'s table, held while a process measures a case: a second process waits, then reads the
+    entry the first wrote instead of measuring it again (and no two processes time kernels on one GPU at once)."""
+    path = cache_path(gpu.slug)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _lock(f"{path}.lock")
+
+
+@functools.cache
+def _lock(path: str) -> filelock.FileLock:
+    """One lock object per file in a process: it is reentrant, where two objects on one file would wait on
+    each other."""
+    return filelock.FileLock(path)
 
 
 _ON_RELOAD: list[Callable[[], None]] = []   # what forgets choices made from the table (ladder.ops registers its own)
@@ -251,25 +296,26 @@ def reload() -> None:
         forget()
 
 
+suspending = False   # a sweep is timing the op's own rule: no table, no first-use tuning
+
+
 @contextlib.contextmanager
 def suspended():
-    """No table in effect (the op runs rung 6 in its own rule's configuration: what the sweep times), and the
-    op's choices forgotten on the way in and out."""
-    global _loaded
+    """No table in effect and nothing measured on first use (the op runs rung 6 in its own rule's configuration:
+    what the sweep times), and the op's choices forgotten on the way in and out."""
+    global _loaded, suspending
     reload()
-    _loaded = Loaded(None, "suspended while a sweep times the op's own rule")
+    _loaded, suspending = Loaded(None, "suspended while a sweep times the op's own rule"), True
     try:
         yield
     finally:
+        suspending = False
         reload()
 
 
 def describe() -> str:
-    """One line for ladder.ops.backend: whether a table picks the kernel per shape."""
-    loaded = current()
-    if loaded.table is None:
-        return f"no dispatch table ({loaded.reason}): rung 6 at every shape"
-    return f"per shape, rung 6 or torch.matmul as the dispatch table picks ({loaded.reason})"
+    """One line for ladder.ops.backend: where the kernel per case comes from."""
+    return f"per case, the candidate measured fastest on this GPU ({current().reason})"
 
 
 # ------------------------------------------------------------- what a sweep found
@@ -286,11 +332,11 @@ def times_cublas(rows: list[dict]) -> dict[tuple, tuple[str, float]]:
     """Per shape with cuBLAS and a rung of ours timed: the fastest of ours, and cuBLAS's median over its median
     (over 1: ours is faster)."""
     found = {}
-    for shape, entry in DispatchTable.from_rows({}, rows).entries.items():
+    for entry in DispatchTable.from_rows({}, rows).entries.values():
         ours = {label: t.ms for label, t in entry.timings.items() if label != CUBLAS}
         if ours and CUBLAS in entry.timings:
             best = min(ours, key=ours.get)
-            found[shape] = (best, entry.timings[CUBLAS].ms / ours[best])
+            found[entry.shape] = (best, entry.timings[CUBLAS].ms / ours[best])
     return found
 
 

@@ -103,17 +103,17 @@ def phases(n: int, rounds: int) -> dict[str, list]:
     a, b = (torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half())
     out = a.new_empty((M, N))
     ops.matmul(a, b)  # compiles, chooses, plans: all cached from here on
-    plan = ops.matmul_plan(M, N, K, False, False)
+    plan = ops.matmul_plan(M, N, K)
     scalars = (M, N, K, *a.stride(), *b.stride(), N, 1)
     tensors = (a, b, out, None)
 
     def launch():
-        key = (a.get_device(), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, None, None)
+        key = (a.get_device(), id(plan), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, None)
         ops._MATMUL_LAUNCHES(key, plan, tensors, scalars)
     steps = {"ladder.ops.matmul": {
         "checks": lambda: (ops._check_matmul(a, b, None, None), ops._direct(a, b, None)),
         "kernel, configuration and plan (cached per shape)": lambda: (
-            ops.backend("matmul"), ops.matmul_choice(M, N, K), ops.matmul_plan(M, N, K, False, False)),
+            ops.backend("matmul"), ops.matmul_choice(M, N, K), ops.matmul_plan(M, N, K)),
         "output allocated": lambda: a.new_empty((M, N)),
         "launch: Triton's compiled launcher, called directly": launch},
         "triton:6_autotuned launcher": {

@@ -13,27 +13,28 @@ it is). matmul has its backward (through the same op, on transposed views); atte
 log-sum-exp of each query's scores, from which its backward (FlashAttention-2's, kernels/triton/
 attention_backward.py, an operator too: `ladder::attention_backward`) recomputes the probabilities.
 
-Which kernel runs: `backend(op)` says, and why (`describe()` for both; `matmul_choice(M, N, K)` per shape).
-  matmul     Triton rung 6 (kernels/triton/matmul.py, persistent_kernel) with its fused bias + ReLU / GELU
-             epilogue, on every GPU from sm_80 on; on older GPUs (a T4, sm_75) torch.matmul: Triton's tl.dot runs
-             on CUDA cores there and cuBLAS has the tensor cores. CPU: rung 6 in Triton's interpreter.
-             Per shape, this GPU's dispatch table (ladder.dispatch, filled by `python -m ladder sweep`) may send a
-             call without the fused epilogue to torch.matmul, where cuBLAS was measured faster there, or, in an
-             eager call on a GPU with the TMA (sm_90), to rung 7 (tma_persistent), where it was the fastest: A
-             row-major, B row-major or a weight's transpose (nn.Linear's weight.t(), read as stored), K and N
-             padded into a copy where not a multiple of 8; a bias and activation then run as torch ops.
+Which kernel runs: `backend(op)` says, and why (`describe()` for both; `matmul_choice(...)` per case).
+  matmul     On a GPU from sm_80 on, per case (shape, B's layout, epilogue: ladder.dispatch.Case) the fastest of
+             torch.matmul, Triton rung 6 (kernels/triton/matmul.py, persistent_kernel, its bias + ReLU / GELU
+             epilogue fused) and, in an eager call on a GPU with the TMA (sm_90), rung 7 (tma_persistent: A
+             row-major, B row-major or a weight's transpose, K and N padded into a copy where not a multiple of 8,
+             bias and activation as torch ops), as this GPU's dispatch table measured them there: the first call
+             in a case not yet measured times them (ladder.first_use: a few seconds, once per case and GPU, kept on
+             disk); with KERNEL_LADDER_TUNE=0, torch.matmul wherever nothing was measured. On older GPUs (a T4,
+             sm_75) torch.matmul: Triton's tl.dot runs on CUDA cores there and cuBLAS has the tensor cores. CPU:
+             rung 6 in Triton's interpreter.
   attention  Triton rung 6 (kernels/triton/attention.py, flash_kernel) on every GPU (on sm_75 its tl.dot runs on
              CUDA cores: SDPA would be faster, but it returns no log-sum-exp). CPU: the interpreter.
-Under torch.compile the op picks between rung 6 and torch.matmul only: rung 7's host-side TMA descriptors are not
-traced. Rung 12 is timed by the sweep, not launched by the op: CUDA C++ launched through CuPy, which torch.compile
-cannot trace, with no fused epilogue. Under KERNEL_LADDER_EMULATE the emulated GPU decides (sm_75: matmul by
-torch.matmul; sm_80: no rung 7), but Triton still compiles for the real GPU.
+Under torch.compile the op picks between rung 6 and torch.matmul only (rung 7's host-side TMA descriptors are not
+traced), measuring a case on real tensors of the traced shape when the graph is traced. Rung 12 is timed by the
+sweep, not launched by the op: CUDA C++ launched through CuPy, with no fused epilogue. Under KERNEL_LADDER_EMULATE the
+emulated GPU decides (sm_75: matmul by torch.matmul; sm_80: no rung 7), but Triton still compiles for the real GPU.
 
-The configuration (tiles, warps, stages) is rung 6's for the shape, chosen once per shape and never by a search:
-the one the dispatch table timed at this shape (or the nearest swept one), else the winner recorded in results/
-(or searched in this process) for the nearest shape on this GPU, where rung 6's prune keeps it at this shape;
-under autotune.SEARCH_MIN_FLOP, or with no search known, the smallest tiles the prune keeps (what rung 6's own
-search keeps there).
+Rung 6's configuration (tiles, warps, stages) in a case is the fastest first-use tuning timed there (of the
+proposals ladder.first_use makes), or the sweep's; until a case is measured, the op's own rule's (`rule_config`):
+the winner recorded in results/ (or searched in this process) for the nearest shape on this GPU, where rung 6's
+prune keeps it at this shape; under autotune.SEARCH_MIN_FLOP, or with no search known, the smallest tiles the prune
+keeps. Attention's is chosen the same way, once per shape.
 
 Host cost. A call through the dispatcher (torch.ops.ladder.*) pays the custom op's Python layers (autograd
 wrapper, redispatch, alias checks: about 10 µs on a desktop CPU, 30 on the H100 host measured) before our code
@@ -59,7 +60,7 @@ import triton
 from torch.library import wrap_triton
 from triton.runtime.autotuner import Heuristics
 
-from ladder import autotune, dispatch
+from ladder import autotune, dispatch, first_use
 from ladder.runtime import validate
 from ladder.runtime.hardware import detect
 from ladder.runtime.world import WORLD
@@ -254,15 +255,12 @@ class Plan:
     options: dict      # num_warps, num_stages
 
 
-def choose_config(configs: list, shape: tuple, flops: float, problem: str, reason, searched: list, gpu,
-                  tabled: dict | None = None) -> dict:
+def choose_config(configs: list, shape: tuple, flops: float, problem: str, reason, searched: list, gpu) -> dict:
     """Of rung 6's `configs` (triton.Configs), the one the op launches at `shape` on `gpu` (None: the
     interpreter): see the module's docstring. reason(config, shape, gpu, configs) -> why it cannot run or win
-    there (None: it can); `searched`: this process's search reports; `tabled`: the dispatch table's."""
+    there (None: it can); `searched`: this process's search reports."""
     dicts = [autotune.triton_config_dict(c) for c in configs]
     viable = [c for c in dicts if reason(c, shape, gpu, dicts) is None]
-    if tabled in viable:
-        return tabled
     if gpu is not None and flops >= autotune.SEARCH_MIN_FLOP:
         # this process's searches first: of shapes equally near, min keeps the first (the newer search's winner)
         reports = [r for r in searched if r.tuner == RUNG6 and r.problem == problem] + autotune.cached_reports(
@@ -282,28 +280,52 @@ def _plan(config: dict, grid: tuple, params: list, head: int, constexprs: dict) 
 
 @dataclass(frozen=True)
 class MatmulChoice:
-    kernel: str   # what a call without the fused epilogue runs under torch.compile: RUNG6 or CUBLAS
+    kernel: str   # what the call runs under torch.compile: RUNG6 or CUBLAS
     config: dict  # rung 6's configuration
     why: str
-    eager: str    # and in an eager call: RUNG6, RUNG7 or CUBLAS (with the fused epilogue: rung 6 at every shape)
+    eager: str    # and in an eager call: RUNG6, RUNG7 or CUBLAS
+
+
+def rule_config(M: int, N: int, K: int) -> dict:
+    """Rung 6's configuration at (M, N, K) by the op's own rule, before anything is measured in the case: the
+    nearest search winner on this GPU where rung 6's prune keeps it there, else the smallest tiles it keeps."""
+    return choose_config(triton_search.autotuned_kernel.configs, (M, N, K), 2 * M * N * K, "matmul",
+                         triton_search._prune, triton_search.SEARCHES.reports, detect())
 
 
 @functools.lru_cache(maxsize=None)
-def matmul_choice(M: int, N: int, K: int) -> MatmulChoice:
-    """The kernel and rung 6's configuration at (M, N, K): the dispatch table's pick where it has an entry for
-    this shape or a near one (ladder.dispatch.lookup), else rung 6; chosen once per shape."""
-    found = dispatch.lookup((M, N, K))
-    tabled = found.entry.timings.get(RUNG6) if found else None
-    config = choose_config(triton_search.autotuned_kernel.configs, (M, N, K), 2 * M * N * K, "matmul",
-                           triton_search._prune, triton_search.SEARCHES.reports, detect(),
-                           tabled.config if tabled else None)
-    kernel = found and found.entry.pick(dispatch.OP_CANDIDATES)
-    if not kernel:
-        loaded = dispatch.current()
-        return MatmulChoice(RUNG6, config, "rung 6 by the op's own rule: " + (
-            loaded.reason if loaded.table is None else "no swept shape near this one"), RUNG6)
-    eager = found.entry.pick(dispatch.EAGER_CANDIDATES if _has_rung7() else dispatch.OP_CANDIDATES)
-    return MatmulChoice(kernel, config, f"the dispatch table's pick, {found}", eager)
+def matmul_choice(M: int, N: int, K: int, layout: str = "row", epilogue: str | None = None) -> MatmulChoice:
+    """The kernel and rung 6's configuration in the case (M, N, K, B's layout, epilogue: ladder.dispatch.Case): the
+    dispatch table's pick where it has measured the case, else, on a GPU, the pick of a first-use tuning
+    (ladder.first_use) that measures it now; chosen once per case."""
+    case = dispatch.Case(M, N, K, layout, epilogue)
+    gpu = detect()
+    entry = dispatch.lookup(case)
+    if entry is None and gpu is not None and first_use.enabled() and not dispatch.suspending:
+        if _capturing():
+            raise RuntimeError(f"ladder.ops.matmul: {case} has not been measured on this GPU, and a CUDA graph is "
+                               "being captured, where nothing can be timed: run the model once before capturing it "
+                               f"(or set {first_use.TUNE_ENV}=0 to run torch.matmul where nothing was measured)")
+        entry = first_use.tune(case, gpu, rule_config(M, N, K))
+    if entry is None:
+        rule = rule_config(M, N, K)
+        if gpu is None or dispatch.suspending:
+            why = "Triton's interpreter" if gpu is None else "the op's own rule, timed by a sweep"
+            return MatmulChoice(RUNG6, rule, f"rung 6 by the op's own rule: {why}", RUNG6)
+        why = (f"not measured ({first_use.TUNE_ENV}=0: no tuning on first use)" if not first_use.enabled() else
+               f"not measured: {first_use.LOG[-1].note}")
+        return MatmulChoice(CUBLAS, rule, f"torch.matmul, {why}", CUBLAS)
+    kernel = entry.pick(dispatch.OP_CANDIDATES) or CUBLAS
+    eager = entry.pick(dispatch.EAGER_CANDIDATES if _has_rung7() else dispatch.OP_CANDIDATES) or CUBLAS
+    timed = entry.timings.get(RUNG6)
+    return MatmulChoice(kernel, timed.config if timed else rule_config(M, N, K),
+                        f"measured in this case on this GPU: {', '.join(f'{k} {t.ms:.3f} ms' for k, t in entry.timings.items())}",
+                        eager)
+
+
+def _capturing() -> bool:
+    """A CUDA graph is being captured on this thread's stream (never on a CPU-only torch)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def _has_rung7() -> bool:
@@ -324,14 +346,15 @@ dispatch.on_reload(forget_choices)
 
 
 @functools.lru_cache(maxsize=None)
-def matmul_plan(M: int, N: int, K: int, bias_relu: bool, bias_gelu: bool) -> Plan:
-    """Rung 6's launch at (M, N, K) with that epilogue on this GPU, in matmul_choice's configuration."""
-    config = matmul_choice(M, N, K).config
+def matmul_plan(M: int, N: int, K: int, layout: str = "row", epilogue: str | None = None) -> Plan:
+    """Rung 6's launch in the case (M, N, K, layout, epilogue), in matmul_choice's configuration, the bias and
+    activation fused where the call has both."""
+    config = matmul_choice(M, N, K, layout, epilogue).config
     args = dict(M=M, N=N, K=K, **config)
     grid = (tm.programs(triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])),)
     return _plan(config, grid, _MATMUL_PARAMS, _MATMUL_HEAD,
                  {**{name: rule(args) for name, rule in _MATMUL_RULES.items()},
-                  "BIAS_RELU": bias_relu, "BIAS_GELU": bias_gelu, "FLATTEN": True})
+                  "BIAS_RELU": epilogue == "bias_relu", "BIAS_GELU": epilogue == "bias_gelu", "FLATTEN": True})
 
 
 @functools.lru_cache(maxsize=None)
@@ -421,16 +444,18 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
     """ladder::matmul on checked operands."""
     fused = bias is not None and activation is not None
     traced = _traced(a, b, bias)
+    layout = "row" if b.is_contiguous() else "weight_t" if validate.is_stored_transposed(b) else "strided"
+    epilogue = first_use.epilogue_name(bias is not None, activation)
     if backend("matmul").kernel == CUBLAS:   # no tensor cores for Triton on this GPU
         picked = CUBLAS
-    elif fused:
-        picked = RUNG6
     elif traced:
-        picked = matmul_choice(*_sizes(M, N, K)).kernel
+        sizes = _sizes(M, N, K)
+        picked = matmul_choice(*sizes, layout, epilogue).kernel
     else:
-        picked = matmul_choice(M, N, K).eager
-        if picked == RUNG7 and not (a.is_contiguous() and (b.is_contiguous() or validate.is_stored_transposed(b))):
-            picked = matmul_choice(M, N, K).kernel   # rung 7's descriptors take these layouts only
+        sizes = (M, N, K)
+        picked = matmul_choice(M, N, K, layout, epilogue).eager
+        if picked == RUNG7 and not a.is_contiguous():   # rung 7's descriptors take a row-major A only
+            picked = matmul_choice(M, N, K, layout, epilogue).kernel
     if picked == CUBLAS:
         return _epilogue(torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b), None, activation)
     if picked == RUNG7:   # bias and activation as torch ops; K or N padded (a copy) where not a multiple of 8
@@ -447,13 +472,14 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
     scalars = (M, N, K, stride_am, stride_ak, stride_bk, stride_bn, N, 1)
     if traced:
         if out.numel():
-            plan = matmul_plan(*_sizes(M, N, K), fused and activation == "relu", fused and activation == "gelu")
+            plan = matmul_plan(*sizes, layout, epilogue)
             wrap_triton(_MATMUL_JIT)[plan.grid](*tensors, *scalars, *plan.constexprs, **plan.options)
     elif out.numel():
-        plan = matmul_plan(M, N, K, fused and activation == "relu", fused and activation == "gelu")
-        # out is fresh from the caching allocator, 512-byte aligned: only a, b and the bias can be misaligned
-        key = (a.get_device(), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
-               fused and activation, fused and bias.data_ptr() % 16 == 0)
+        plan = matmul_plan(M, N, K, layout, epilogue)
+        # out is fresh from the caching allocator, 512-byte aligned: only a, b and the bias can be misaligned.
+        # Plans live until forget_choices, which forgets the compiled kernels too: id(plan) names the config
+        key = (a.get_device(), id(plan), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
+               fused and bias.data_ptr() % 16 == 0)
         _MATMUL_LAUNCHES(key, plan, tensors, scalars)
     return out if fused else _epilogue(out, bias, activation)
 

@@ -28,8 +28,8 @@ from kernels.triton import matmul as tm
 from ladder import autotune, ops, problems, profile, results
 from ladder.runtime import hardware
 from ladder.check import compare
-from ladder.dispatch import (CUBLAS, RUNG6, RUNG7, RUNG12, DispatchTable, cache_path, load, process_key, shape_line,
-                             shape_text, suspended, times_cublas)
+from ladder.dispatch import (CUBLAS, RUNG6, RUNG7, RUNG12, DispatchTable, cache_path, shape_line, shape_text, suspended,
+                             times_cublas, update)
 from ladder.runtime.errors import NotAvailable
 from ladder.timing import bench, rates
 from ladder.runtime.world import device, require_gpu
@@ -113,8 +113,8 @@ def _gpu_for_sweep():
 
 def _save(rows: list[dict], gpu) -> tuple[Path, Path | None]:
     """The table of `rows` over the earlier table's other shapes, written; the rows recorded (see `record`)."""
-    table = DispatchTable.from_rows(process_key(gpu.slug), rows).over(load(gpu).table)
-    return table.write(cache_path(gpu.slug)), record(rows, gpu)
+    update(gpu, DispatchTable.from_rows({}, rows).entries.values())
+    return cache_path(gpu.slug), record(rows, gpu)
 
 
 def sweep(shapes: dict[tuple, str], search: bool = False, chosen: list[Candidate] | None = None,

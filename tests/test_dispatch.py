@@ -1,6 +1,7 @@
-"""ladder.dispatch on the CPU: the shapes, the table's key and its invalidation, its file, lookups (exact, nearest,
-none), the pick and its tie rule, ladder.ops.matmul running the table's pick (in the interpreter), and the sweep's
-logic with its timer and GPU faked: the rows it records, the table it writes, the recording it merges into."""
+"""ladder.dispatch on the CPU: the shapes, the table's key and its invalidation, its file and its lock, lookups by
+case, the pick and its tie rule, ladder.ops.matmul running the table's pick (in the interpreter), and the sweep's
+logic with its timer and GPU faked: the rows it records, the table it writes, the recording it merges into.
+First-use tuning's own tests are tests/test_first_use.py."""
 import json
 
 import pytest
@@ -14,7 +15,7 @@ from ladder.capstone import costs
 from ladder.capstone.model import PRESETS
 from ladder.check import compare
 from ladder.runtime.errors import NotAvailable
-from ladder.dispatch import CUBLAS, RUNG6, RUNG7, RUNG12, DispatchTable, Entry, Timed
+from ladder.dispatch import CUBLAS, RUNG6, RUNG7, RUNG12, Case, DispatchTable, Entry, Timed
 from ladder.sweep import Candidate
 from ladder.timing import Timing
 from ops_helpers import reference
@@ -30,15 +31,15 @@ def randn(*shape):
     return torch.randn(*shape, generator=GEN).half()
 
 
-def entry(shape, **ms) -> Entry:
-    """An entry with these medians ({"cublas": 1.0, "rung6": 2.0, ...}); rung 6 timed in TALLER."""
+def entry(shape, layout="row", epilogue=None, **ms) -> Entry:
+    """An entry with these medians ({"cublas": 1.0, "rung6": 2.0, ...}) in the case; rung 6 timed in TALLER."""
     labels = {"cublas": CUBLAS, "rung6": RUNG6, "rung7": RUNG7, "rung12": RUNG12}
-    return Entry(shape, {labels[k]: Timed(TALLER if k == "rung6" else None, v) for k, v in ms.items()})
+    return Entry(Case(*shape, layout, epilogue), {labels[k]: Timed(TALLER if k == "rung6" else None, v) for k, v in ms.items()})
 
 
 def table(*entries: Entry) -> DispatchTable:
     """A table of these entries, swept (as far as its key says) by this process on an H100."""
-    return DispatchTable(dispatch.process_key(H100.slug), {e.shape: e for e in entries})
+    return DispatchTable.of(dispatch.process_key(H100.slug), entries)
 
 
 @pytest.fixture(autouse=True)
@@ -111,23 +112,33 @@ def test_a_missing_or_unreadable_table_is_absent_with_its_reason():
 
 
 def test_round_trip_through_the_file(tmp_path):
-    swept = table(entry((8192, 768, 3072), cublas=0.2, rung6=0.21, rung12=0.19), entry((1449, 256, 8192), cublas=0.05))
+    swept = table(entry((8192, 768, 3072), cublas=0.2, rung6=0.21, rung12=0.19), entry((1449, 256, 8192), cublas=0.05),
+                  entry((8192, 768, 3072), "weight_t", "bias_gelu", cublas=0.3))
     path = swept.write(tmp_path / "deep" / "dispatch.json")
     assert DispatchTable.from_dict(json.loads(path.read_text())) == swept
+    assert [p.name for p in path.parent.iterdir()] == ["dispatch.json"]   # written whole, then renamed: no leftovers
+
+
+def test_update_adds_entries_under_the_lock_and_keeps_the_others():
+    old = entry((4096,) * 3, cublas=1.0)
+    table(old).write(dispatch.cache_path(H100.slug))
+    added = dispatch.update(H100, [entry((37, 45, 29), "weight_t", "bias", cublas=2.0, rung6=1.0)])
+    assert set(added.entries) == {Case(4096, 4096, 4096), Case(37, 45, 29, "weight_t", "bias")}
+    assert dispatch.load(H100).table == added and dispatch.current().table == added   # in effect at once
+    with dispatch.locked(H100):   # reentrant in one process: first use holds it while it measures and updates
+        dispatch.update(H100, [entry((1, 1, 1), cublas=1.0)])
+    assert len(dispatch.load(H100).table.entries) == 3
 
 
 # ------------------------------------------------------------- lookups and picks
 
-def test_lookup_exact_nearest_or_none():
-    swept = table(entry((4096,) * 3, cublas=1.0), entry(km.MLP_DOWN, cublas=1.0))
-    found = swept.lookup((4096,) * 3)
-    assert found.exact and found.entry.shape == (4096,) * 3 and str(found) == "measured at this shape"
-    near = swept.lookup((8192, 784, 3072))
-    assert not near.exact and str(near) == "measured at the nearest swept shape, 8192x768x3072"
-    assert swept.lookup((4000, 4096, 2560)).entry.shape == (4096,) * 3   # multiples of 16, within 2x
-    assert swept.lookup((4100, 4096, 4096)) is None   # 4100 is no multiple of 16: Triton compiles it otherwise
-    assert swept.lookup((1024, 4096, 4096)) is None   # 4x away
-    assert swept.lookup((8192, 768, 3000)) is None
+def test_lookup_finds_the_case_itself_only():
+    swept = table(entry((4096,) * 3, cublas=1.0), entry(km.MLP_DOWN, "weight_t", "bias_gelu", cublas=1.0))
+    assert swept.lookup(Case(4096, 4096, 4096)).shape == (4096,) * 3
+    assert swept.lookup(Case(*km.MLP_DOWN, "weight_t", "bias_gelu")).case.epilogue == "bias_gelu"
+    assert swept.lookup(Case(*km.MLP_DOWN)) is None                    # another layout and epilogue
+    assert swept.lookup(Case(4000, 4096, 4096)) is None                # a near shape: tiles, masks and loads differ
+    assert str(Case(*km.MLP_DOWN, "weight_t", "bias_gelu")) == "8192x768x3072 B weight_t + bias_gelu"
 
 
 def test_the_pick_rung_6_only_when_it_beats_cublas_by_more_than_the_tie():
@@ -152,42 +163,44 @@ class Refused:
 
 
 def test_the_op_runs_torch_matmul_where_the_table_picks_cublas(in_effect, monkeypatch):
-    in_effect(table(entry((37, 45, 29), cublas=1.0, rung6=2.0)))
+    in_effect(table(entry((37, 45, 29), cublas=1.0, rung6=2.0), entry((37, 45, 29), "row", "bias", cublas=1.0)))
     a, b, bias = randn(37, 29), randn(29, 45), randn(45)
-    for shape, where in (((37, 45, 29), "this shape"), ((38, 45, 29), "the nearest swept shape, 37x45x29")):
-        choice = ops.matmul_choice(*shape)
-        assert choice.kernel == CUBLAS and choice.config == TALLER and choice.why.endswith(where)
+    choice = ops.matmul_choice(37, 45, 29)
+    assert choice.kernel == CUBLAS and choice.config == TALLER and choice.why.startswith("measured in this case")
     with monkeypatch.context() as m:
         m.setattr(ops, "_MATMUL_LAUNCHES", Refused())
         assert compare(ops.matmul(a, b), reference(a, b)).ok
         assert compare(torch.ops.ladder.matmul(a, b, bias), reference(a, b, bias)).ok   # through the dispatcher
-    # the fused epilogue is rung 6's alone: it runs there, in the configuration the table timed
+    # a case the table has not measured: in the interpreter, rung 6 by the op's own rule (on a GPU: first use)
     assert compare(ops.matmul(a, b, bias, "relu"), reference(a, b, bias, "relu")).ok
-    assert ops.matmul_plan(37, 45, 29, True, False).config == TALLER
-    assert ops.matmul_choice(37, 45, 2 * 29 + 1).kernel == RUNG6   # 2x away in K: the op's own rule
-    assert ops.matmul_choice(37, 45, 2 * 29 + 1).config == SMALLEST
+    own = ops.matmul_choice(37, 45, 29, "row", "bias_relu")
+    assert own.kernel == RUNG6 and own.config == SMALLEST and ops.matmul_plan(37, 45, 29, "row", "bias_relu").config == SMALLEST
+    assert ops.matmul_choice(37, 45, 2 * 29 + 1).kernel == RUNG6   # a shape near a measured one: its own rule
 
 
-def test_the_op_runs_rung_6_in_the_tables_configuration_and_asks_once_per_shape(in_effect, monkeypatch):
+def test_the_op_runs_rung_6_in_the_tables_configuration_and_asks_once_per_case(in_effect, monkeypatch):
     in_effect(table(entry((37, 45, 29), cublas=2.0, rung6=1.0)))
     asked = []
     lookup = dispatch.lookup
-    monkeypatch.setattr(dispatch, "lookup", lambda shape: asked.append(shape) or lookup(shape))
+    monkeypatch.setattr(dispatch, "lookup", lambda case: asked.append(case) or lookup(case))
     a, b = randn(37, 29), randn(29, 45)
     for _ in range(3):
         assert compare(ops.matmul(a, b), reference(a, b)).ok
-    assert ops.matmul_choice(37, 45, 29).kernel == RUNG6 and ops.matmul_plan(37, 45, 29, False, False).config == TALLER
-    assert asked == [(37, 45, 29)]   # then a dict hit
-    in_effect(None)                  # no table: the op's own rule again
+    assert ops.matmul_choice(37, 45, 29, "row", None).kernel == RUNG6   # as the op asks: cached
+    assert ops.matmul_plan(37, 45, 29).config == TALLER
+    assert asked == [Case(37, 45, 29)]   # then a dict hit
+    in_effect(None)                      # no table: the op's own rule again
     own = ops.matmul_choice(37, 45, 29)
-    assert own.config == SMALLEST and own.why == "rung 6 by the op's own rule: installed by the test"
+    assert own.config == SMALLEST and own.why == "rung 6 by the op's own rule: Triton's interpreter"
 
 
 def test_an_eager_call_runs_rung_7_where_the_table_picks_it_and_compile_runs_the_pick_without_it(in_effect,
                                                                                                    monkeypatch):
-    in_effect(table(entry((37, 45, 29), cublas=2.0, rung6=1.5, rung7=1.0)))
+    in_effect(table(entry((37, 45, 29), "weight_t", cublas=2.0, rung6=1.5, rung7=1.0),
+                    entry((37, 45, 29), "row", "bias", cublas=2.0, rung6=1.5, rung7=1.0),
+                    entry((37, 45, 29), "weight_t", "bias_gelu", cublas=2.0, rung6=1.5, rung7=1.0)))
     monkeypatch.setattr(ops, "_has_rung7", lambda: True)   # a GPU with the TMA; here rung 7 runs interpreted
-    choice = ops.matmul_choice(37, 45, 29)
+    choice = ops.matmul_choice(37, 45, 29, "weight_t")
     assert (choice.eager, choice.kernel) == (RUNG7, RUNG6)
     ran = []
     tma = tm.tma_persistent
@@ -195,21 +208,19 @@ def test_an_eager_call_runs_rung_7_where_the_table_picks_it_and_compile_runs_the
     a, w, bias = randn(37, 29), randn(45, 29), randn(45)
     assert compare(ops.matmul(a, w.t()), reference(a, w.t())).ok     # nn.Linear's weight, read as stored
     assert compare(ops.matmul(a, w.t().contiguous(), bias), reference(a, w.t(), bias)).ok   # bias: a torch op after
-    assert ran == [((29, 1), (1, 29)), ((29, 1), (45, 1))]
-    with monkeypatch.context() as m:   # layouts rung 7's descriptors do not take, and the fused epilogue: rung 6
+    assert compare(ops.matmul(a, w.t(), bias, "gelu"), reference(a, w.t(), bias, "gelu")).ok   # and the activation
+    assert ran == [((29, 1), (1, 29)), ((29, 1), (45, 1)), ((29, 1), (1, 29))]
+    with monkeypatch.context() as m:   # an A rung 7's descriptors do not take: the pick without rung 7
         m.setattr(tm, "tma_persistent", lambda a, b: pytest.fail("rung 7 launched on a layout it does not take"))
         assert compare(ops.matmul(a.t().contiguous().t(), w.t()), reference(a, w.t())).ok
-        assert compare(ops.matmul(a, w.t(), bias, "gelu"), reference(a, w.t(), bias, "gelu")).ok
     monkeypatch.setattr(ops, "_has_rung7", lambda: False)   # no TMA (an A100, a T4, the CPU): the pick without it
     ops.forget_choices()
-    assert ops.matmul_choice(37, 45, 29).eager == RUNG6
+    assert ops.matmul_choice(37, 45, 29, "weight_t").eager == RUNG6
 
 
-def test_describe_says_whether_a_table_picks(in_effect):
+def test_describe_says_where_the_pick_comes_from(in_effect):
     in_effect(table(entry((1, 1, 1), cublas=1.0)))
-    assert dispatch.describe().startswith("per shape, rung 6 or torch.matmul as the dispatch table picks")
-    in_effect(None)
-    assert dispatch.describe() == "no dispatch table (installed by the test): rung 6 at every shape"
+    assert dispatch.describe() == "per case, the candidate measured fastest on this GPU (installed by the test)"
 
 
 # ------------------------------------------------------------- the sweep, its timer and GPU faked
@@ -281,9 +292,10 @@ def test_the_sweep_records_rows_writes_the_table_and_merges_the_recording(monkey
     assert not wrong["correct"] and wrong["rel_error"] == 1.0 and "ms" not in wrong
 
     written = dispatch.load(H100).table
-    assert swept.table == dispatch.cache_path(H100.slug) and set(written.entries) == {first, second, elsewhere}
-    assert written.entries[first].timings == {CUBLAS: Timed(None, 2.0), RUNG6: Timed(SMALLEST, 1.0)}
-    picks = [written.entries[s].pick(dispatch.OP_CANDIDATES) for s in (first, second, elsewhere)]
+    assert swept.table == dispatch.cache_path(H100.slug)
+    assert set(written.entries) == {Case(*first), Case(*second), Case(*elsewhere)}
+    assert written.entries[Case(*first)].timings == {CUBLAS: Timed(None, 2.0), RUNG6: Timed(SMALLEST, 1.0)}
+    picks = [written.entries[Case(*s)].pick(dispatch.OP_CANDIDATES) for s in (first, second, elsewhere)]
     assert picks == [RUNG6, CUBLAS, RUNG6]
     assert dispatch._loaded is None   # read again at the op's next call, which chooses again
     assert ops.matmul_choice.cache_info().currsize == 0
@@ -333,7 +345,7 @@ def test_a_sweep_cut_short_keeps_the_shapes_it_finished(monkeypatch):
     chosen = [shape_sweep.candidates(H100)[0], Candidate(RUNG6, torch.matmul, lambda shape: SMALLEST)]
     with pytest.raises(KeyboardInterrupt):
         shape_sweep.sweep({(37, 45, 29): "grid", (16, 32, 48): "grid"}, chosen=chosen, say=lambda line: None)
-    assert set(dispatch.load(H100).table.entries) == {(37, 45, 29)} and dispatch._loaded is None
+    assert set(dispatch.load(H100).table.entries) == {Case(37, 45, 29)} and dispatch._loaded is None
 
 
 def test_the_sweep_leaves_the_recording_alone_where_this_gpu_has_none():

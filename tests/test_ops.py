@@ -198,7 +198,7 @@ def test_configuration_recorded_winner_above_the_search_threshold_smallest_tiles
 
 
 def test_plan_carries_the_kernels_own_heuristics():
-    plan = ops.matmul_plan(37, 45, 29, False, True)
+    plan = ops.matmul_plan(37, 45, 29, "row", "bias_gelu")
     constexprs = dict(zip(ops._MATMUL_PARAMS[ops._MATMUL_HEAD:], plan.constexprs))
     assert constexprs["EVEN_K"] is False and constexprs["BIAS_GELU"] and not constexprs["BIAS_RELU"]
     assert constexprs["GROUP_M"] == tm.group_rows(37, 45, plan.config["BLOCK_M"], plan.config["BLOCK_N"])

@@ -42,7 +42,8 @@ def grid_ratios(rows: list[dict]) -> dict[tuple, dict[str, float]]:
     the recording's GPU (the dispatch table's pick of rung 6, rung 7 where it was timed, and cuBLAS: 1.0 where it
     picks cuBLAS)."""
     found = {}
-    for shape, entry in dispatch.DispatchTable.from_rows({}, rows).entries.items():
+    for entry in dispatch.DispatchTable.from_rows({}, rows).entries.values():
+        shape = entry.shape
         t = entry.timings
         if dispatch.CUBLAS not in t or dispatch.RUNG6 not in t:
             continue
@@ -66,7 +67,7 @@ def op_summary(rows: list[dict]) -> str:
         six = statistics.median(ratios[s]["rung 6"] for s in shapes)
         op = [ratios[s]["the op"] for s in shapes]
         def launches(among) -> str:
-            picks = collections.Counter(table.entries[s].pick(among) for s in shapes)
+            picks = collections.Counter(table.entries[dispatch.Case(*s)].pick(among) for s in shapes)
             return ", ".join(f"{label} at {picks[c]}" for c, label in (
                 (dispatch.RUNG6, "rung 6"), (dispatch.RUNG7, "rung 7"), (dispatch.CUBLAS, "cuBLAS")) if c in among)
         lines += [f"{name} ({len(shapes)} shapes): rung 6 alone, median {six:.3f}x cuBLAS -> "
@@ -172,12 +173,12 @@ def stale_table_demo(gpu_name: str, changed: str = "triton", to: str = "0.0.0") 
     into a scratch cache directory, and show what ladder.dispatch.load makes of it, then of the same table under
     this process's key, on this GPU (none: `gpu_name`'s datasheet). The real cache is left alone."""
     gpu = hardware.detect() or datasheet_gpu(gpu_name)   # no GPU here: the recording's, as a model
-    entry = dispatch.Entry((4096, 4096, 4096), {dispatch.CUBLAS: dispatch.Timed(None, 1.0)})
+    entry = dispatch.Entry(dispatch.Case(4096, 4096, 4096), {dispatch.CUBLAS: dispatch.Timed(None, 1.0)})
     mine = dispatch.process_key(gpu.slug)
     lines = [f"this process's key: {mine}"]
     with tempfile.TemporaryDirectory() as scratch, mock.patch.object(dispatch, "CACHE_DIR", Path(scratch)):
         for key in ({**mine, changed: to}, mine):
-            dispatch.DispatchTable(key, {entry.shape: entry}).write(dispatch.cache_path(gpu.slug))
+            dispatch.DispatchTable.of(key, [entry]).write(dispatch.cache_path(gpu.slug))
             loaded = dispatch.load(gpu)
             where = loaded.reason.replace(scratch, "<scratch>")
             lines.append(f"table keyed {changed} {key[changed]}: {'USED' if loaded.table else 'IGNORED'}: {where}")

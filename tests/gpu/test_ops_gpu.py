@@ -9,12 +9,20 @@ from torch._inductor.utils import run_and_get_code
 
 import kernels.attention as attention_problem
 import ops_helpers
-from ladder import autotune, ops
+from ladder import autotune, dispatch, first_use, ops
 from ladder.runtime import hardware
 from ladder.check import compare
 from ops_helpers import laid_out, reference
 
 GEN = torch.Generator("cuda").manual_seed(7)
+
+
+@pytest.fixture(autouse=True)
+def rung_6_by_its_rule():
+    """Rung 6 at every case, in the op's own rule's configuration (what these tests check), not what first-use
+    tuning would pick; the tests of first use (below) and of a table's pick install their own."""
+    with dispatch.suspended():
+        yield
 
 
 def randn(*shape):
@@ -57,7 +65,7 @@ def test_a_shape_worth_a_search_runs_the_recorded_winner():
     a, b = randn(shape[0], shape[2]), randn(shape[2], shape[1])
     assert compare(ops.matmul(a, b), reference(a, b)).ok
     recorded = [r.best for r in autotune.cached_reports(hardware.detect().slug, "matmul", "triton:6_autotuned")]
-    config = ops.matmul_plan(*shape, False, False).config
+    config = ops.matmul_plan(*shape).config
     assert config in recorded if recorded else (config["BLOCK_M"], config["BLOCK_N"]) == (64, 64)
 
 
@@ -152,11 +160,12 @@ def test_a_tensor_off_the_gpu_is_named():
 def rung7_table(monkeypatch):
     """A dispatch table whose pick at (300, 1449, 777) and (512, 50257, 768) is rung 7 (as the sweep found at
     the vocabulary projection and the odd shapes), in effect for the test; the op's choices forgotten around it."""
-    from ladder import dispatch
     shapes = [(300, 1449, 777), (512, 50257, 768)]
-    entries = {s: dispatch.Entry(s, {dispatch.CUBLAS: dispatch.Timed(None, 2.0), dispatch.RUNG7: dispatch.Timed(None, 1.0)})
-               for s in shapes}
-    table = dispatch.DispatchTable(dispatch.process_key(hardware.detect().slug), entries)
+    entries = [dispatch.Entry(dispatch.Case(*s, layout, epilogue), {dispatch.CUBLAS: dispatch.Timed(None, 2.0),
+                                                                   dispatch.RUNG7: dispatch.Timed(None, 1.0)})
+               for s in shapes for layout in ("row", "weight_t") for epilogue in (None, "bias")]
+    table = dispatch.DispatchTable.of(dispatch.process_key(hardware.detect().slug), entries)
+    monkeypatch.setattr(dispatch, "suspending", False)
     monkeypatch.setattr(dispatch, "_loaded", dispatch.Loaded(table, "installed by the test"))
     ops.forget_choices()
     yield shapes
@@ -169,7 +178,7 @@ def test_an_eager_call_runs_rung_7_where_the_table_picks_it(rung7_table, monkeyp
     tma = tm.tma_persistent
     monkeypatch.setattr(tm, "tma_persistent", lambda a, b: ran.append(b.stride()) or tma(a, b))
     for M, N, K in rung7_table:
-        assert ops.matmul_choice(M, N, K).eager == "triton:7_tma_persistent"
+        assert ops.matmul_choice(M, N, K, "weight_t", "bias").eager == "triton:7_tma_persistent"
         a, w, bias = randn(M, K), randn(N, K), randn(N)
         for b in (w.t(), w.t().contiguous()):   # a weight as nn.Linear keeps it, and row-major B
             out = ops.matmul(a, b, bias)
@@ -197,3 +206,26 @@ def test_rung_7_captures_into_a_cuda_graph_and_compile_runs_the_pick_without_it(
     torch._dynamo.reset()
     compiled = torch.compile(lambda x, y: ops.matmul(x, y.t()), fullgraph=True)
     assert compare(compiled(a, w), reference(a, w.t())).ok
+
+
+def test_first_use_tunes_a_case_from_a_cold_cache_eager_and_under_compile(tmp_path, monkeypatch):
+    """No table on disk: the first eager call in a case measures it (once: the second call reads the choice), and a
+    compiled function's trace measures its own case on real tensors of the traced shape before Inductor bakes in
+    the pick; both picks are correct, and the table on disk holds both cases."""
+    monkeypatch.setattr(dispatch, "suspending", False)
+    monkeypatch.setattr(dispatch, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(dispatch, "_loaded", None)
+    monkeypatch.setattr(first_use, "LOG", [])
+    ops.forget_choices()
+    a, w, bias = randn(1024, 768), randn(3072, 768), randn(3072)
+    for _ in range(2):
+        assert compare(ops.matmul(a, w.t(), bias, "gelu"), reference(a, w.t(), bias, "gelu")).ok
+    assert [t.case for t in first_use.LOG] == [dispatch.Case(1024, 3072, 768, "weight_t", "bias_gelu")]
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, y: ops.matmul(x, y), fullgraph=True)
+    b = randn(768, 1536)
+    assert compare(compiled(a, b), reference(a, b)).ok
+    assert [t.case for t in first_use.LOG][1:] == [dispatch.Case(1024, 1536, 768)]
+    assert all(t.entry is not None and t.seconds < 30 for t in first_use.LOG), first_use.report()
+    assert set(dispatch.load(hardware.detect()).table.entries) == {t.case for t in first_use.LOG}
+    ops.forget_choices()

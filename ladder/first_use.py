@@ -1,0 +1,217 @@
+"""ladder.ops.matmul's first-use tuning: the first call in a case (shape, B's layout, epilogue: ladder.dispatch.Case)
+that this GPU's dispatch table has not measured times a short list of candidates there, once, and adds the
+fastest to the table, where every later call (and every later process) finds it. This is torch.compile's
+max-autotune idea, choosing between its Triton templates and cuBLAS by timing them, at a budget of seconds.
+
+What it times (`candidates`), each checked before it is timed, and timed only if correct:
+  torch:cublas             torch.matmul (torch.addmm with a bias), the activation as a torch op
+  triton:6_autotuned       rung 6 in the configurations `proposals` gives the shape (at most PROPOSALS), the bias
+                           and activation fused into its epilogue where the call has both
+  triton:7_tma_persistent  where this GPU has the TMA and B's layout is one its descriptors take: rung 7 in its
+                           tiles, bias and activation as torch ops (K or N padded into a copy where not a multiple
+                           of 8: the copy is part of what is timed)
+The inputs are its own, random, in the case's layout: one tuning serves an eager call, a trace under torch.compile
+(real tensors of the traced shape, made outside the trace's fake-tensor mode) and a call before a CUDA graph's
+capture. A case is tuned once: the table's lock is held while it is, so a second process tuning the same case
+waits, then reads the first one's entry.
+
+Bounded: each candidate is timed in a short window (WARMUP_MS, REP_MS, L2 flushed: ladder.timing.bench), and where
+a candidate's output and rung 7's padded copies would not fit in the GPU's free memory with HEADROOM_BYTES to
+spare, the case is not tuned (the op runs torch.matmul there, and `why` says so).
+Off (`KERNEL_LADDER_TUNE=0`): nothing is measured on first use, and a case with no entry runs torch.matmul.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+import triton
+from torch.utils._python_dispatch import _disable_current_modes
+
+from ladder import dispatch
+from ladder.check import compare
+from ladder.dispatch import CUBLAS, RUNG6, RUNG7, Case, Entry, Timed
+from ladder.runtime.world import device
+from ladder.timing import bench
+from kernels import matmul_triton_search as triton_search
+from kernels.triton import matmul as tm
+
+TUNE_ENV = "KERNEL_LADDER_TUNE"
+PROPOSALS = 3                  # rung 6's configurations timed in a case
+WARMUP_MS, REP_MS = 10, 40     # each candidate's timing window
+HEADROOM_BYTES = 1 << 30       # left free on the GPU while tuning
+CHECK_ROWS = 64                # rows of each output checked against an fp32 product
+EDGE_COST = 64                 # proposals' model: a tile's loads per FLOP, 1/BLOCK_M + 1/BLOCK_N, in FLOP-time units
+
+
+def enabled() -> bool:
+    return os.environ.get(TUNE_ENV, "1") != "0"
+
+
+@dataclass(frozen=True)
+class Tuned:
+    case: Case
+    seconds: float   # wall time of the tuning, compiles included
+    entry: Entry | None
+    note: str        # what was timed, or why nothing was
+
+
+LOG: list[Tuned] = []   # every tuning in this process, in order
+
+
+# ------------------------------------------------------------- rung 6's proposals: a model of the shape
+
+def modeled_cost(c: dict, shape: tuple, sm_count: int) -> float:
+    """Rung 6's time in `c` at `shape`, up to a constant: the persistent grid's waves of tiles over the SMs, each
+    tile's FMAs, plus its loads (an A and a B tile per k step) weighted by EDGE_COST."""
+    M, N, K = shape
+    tiles = triton.cdiv(M, c["BLOCK_M"]) * triton.cdiv(N, c["BLOCK_N"])
+    area = c["BLOCK_M"] * c["BLOCK_N"]
+    return math.ceil(tiles / sm_count) * area * (1 + EDGE_COST * (1 / c["BLOCK_M"] + 1 / c["BLOCK_N"]))
+
+
+def proposals(shape: tuple, gpu, rule: dict) -> list[dict]:
+    """Rung 6's configurations to time at `shape` on `gpu`: the op's own rule's (`rule`), then the cheapest by
+    `modeled_cost` among those rung 6's prune keeps there, a tile shape each, its warps and stages as the
+    search space's most-staged configuration that fits; PROPOSALS in all."""
+    configs = [{**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
+               for c in triton_search.autotuned_kernel.configs]
+    viable = [c for c in configs if triton_search._prune(c, shape, gpu, configs) is None]
+    by_tile: dict[tuple, dict] = {}
+    for c in sorted(viable, key=lambda c: (-c["num_stages"], -c["num_warps"])):
+        by_tile.setdefault((c["BLOCK_M"], c["BLOCK_N"]), c)
+    ranked = sorted(by_tile.values(), key=lambda c: modeled_cost(c, shape, gpu.sm_count))
+    chosen = [rule]
+    for c in ranked:
+        if len(chosen) == PROPOSALS:
+            break
+        if c not in chosen:
+            chosen.append(c)
+    return chosen
+
+
+# ------------------------------------------------------------- the candidates and their inputs
+
+def _b_in_layout(K: int, N: int, layout: str, gen) -> torch.Tensor:
+    if layout == "row":
+        return torch.randn(K, N, generator=gen, device=device()).half()
+    if layout == "weight_t":
+        return torch.randn(N, K, generator=gen, device=device()).half().t()
+    return torch.randn(K, 2 * N, generator=gen, device=device()).half()[:, ::2]   # "strided": every other column
+
+
+def _epilogue(out: torch.Tensor, bias, activation) -> torch.Tensor:
+    if bias is not None:
+        out = out.add_(bias)
+    if activation == "relu":
+        return out.relu_()
+    return F.gelu(out, approximate="tanh") if activation == "gelu" else out
+
+
+def split_epilogue(epilogue: str | None) -> tuple[bool, str | None]:
+    """(has a bias, the activation) of a Case's epilogue: None, "bias", "relu", "gelu", "bias_relu", "bias_gelu"."""
+    if epilogue is None:
+        return False, None
+    return epilogue.startswith("bias"), epilogue.removeprefix("bias").lstrip("_") or None
+
+
+def epilogue_name(has_bias: bool, activation: str | None) -> str | None:
+    return "_".join(["bias"] * has_bias + [activation] * (activation is not None)) or None
+
+
+def candidates(case: Case, gpu, rule: dict) -> list[tuple[str, dict | None, object]]:
+    """(label, configuration, run(a, b, bias) -> output) for each candidate in `case` on `gpu`."""
+    has_bias, activation = split_epilogue(case.epilogue)
+    fused = has_bias and activation is not None
+
+    def cublas(a, b, bias):
+        return _epilogue(torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b), None, activation)
+
+    def rung6(config):
+        def run(a, b, bias):
+            out = a.new_empty(a.shape[0], b.shape[1])
+            tm.launch_persistent(tm.persistent_kernel, a, b, out, bias if fused else None, activation or "relu",
+                                 config=config)
+            return out if fused else _epilogue(out, bias, activation)
+        return run
+
+    found = [(CUBLAS, None, cublas)] + [(RUNG6, c, rung6(c)) for c in proposals(case.shape, gpu, rule)]
+    if gpu.has("tma") and case.layout in ("row", "weight_t"):
+        found.append((RUNG7, dict(tm.TMA_PERSISTENT),
+                      lambda a, b, bias: _epilogue(tm.tma_persistent(a, b), bias, activation)))
+    return found
+
+
+def free_bytes() -> int:
+    return torch.cuda.mem_get_info()[0]
+
+
+def _needed_bytes(case: Case) -> int:
+    M, N, K = case.shape
+    return 2 * (2 * M * N + 2 * (M + N) * (K + 8) + 2 * N * (K + 8)) + (256 << 20)   # outputs, copies, L2 flush
+
+
+# ------------------------------------------------------------- the tuning
+
+def tune(case: Case, gpu, rule: dict) -> Entry | None:
+    """`case` measured on `gpu` and added to its dispatch table (None where it could not be: LOG's note says
+    why); under the table's lock, so a case another process has just measured is read, not measured again."""
+    start = time.perf_counter()
+    with _disable_current_modes(), dispatch.locked(gpu):
+        table = dispatch.load(gpu).table
+        entry = table.lookup(case) if table else None
+        if entry is not None:
+            LOG.append(Tuned(case, time.perf_counter() - start, entry, "measured by another process"))
+            return entry
+        free = free_bytes()
+        if free < _needed_bytes(case) + HEADROOM_BYTES:
+            LOG.append(Tuned(case, time.perf_counter() - start, None,
+                             f"not tuned: {free / 2**30:.1f} GiB free, under the "
+                             f"{(_needed_bytes(case) + HEADROOM_BYTES) / 2**30:.1f} GiB its candidates need"))
+            return None
+        timings, failed = _measure(case, candidates(case, gpu, rule))
+        entry = Entry(case, timings)
+        dispatch.update(gpu, [entry])
+    note = ", ".join([f"{label} {t.ms:.3f} ms" for label, t in timings.items()] + failed)
+    LOG.append(Tuned(case, time.perf_counter() - start, entry, note))
+    return entry
+
+
+def _measure(case: Case, found: list) -> tuple[dict[str, Timed], list[str]]:
+    """Each candidate run, its output checked at CHECK_ROWS rows against an fp32 product, then timed; per label the
+    fastest correct configuration, and a line per candidate that failed or was wrong."""
+    M, N, K = case.shape
+    has_bias, activation = split_epilogue(case.epilogue)
+    gen = torch.Generator(device()).manual_seed(0)
+    a = torch.randn(M, K, generator=gen, device=device()).half()
+    b = _b_in_layout(K, N, case.layout, gen)
+    bias = torch.randn(N, generator=gen, device=device()).half() if has_bias else None
+    rows = torch.randperm(M, generator=gen, device=device())[:CHECK_ROWS]
+    want = _epilogue(a[rows].float() @ b.float(), None if bias is None else bias.float(), activation)
+    timings: dict[str, Timed] = {}
+    failed = []
+    for label, config, run in found:
+        try:
+            got = run(a, b, bias)[rows]
+        except Exception as e:   # a configuration that does not compile or launch here: not a candidate
+            failed.append(f"{label} {config} failed ({type(e).__name__})")
+            continue
+        if not compare(got, want).ok:
+            failed.append(f"{label} {config} WRONG")
+            continue
+        ms = bench(lambda: run(a, b, bias), warmup_ms=WARMUP_MS, rep_ms=REP_MS, warmed=True).median_ms
+        if label not in timings or ms < timings[label].ms:
+            timings[label] = Timed(config, ms)
+    return timings, failed
+
+
+def report() -> str:
+    """Every tuning in this process: the case, its seconds, the pick in an eager call, and what was timed."""
+    if not LOG:
+        return "No case has been tuned in this process."
+    return "\n".join(f"{t.case}: {t.seconds:.1f} s, "
+                     f"{t.entry.pick(dispatch.EAGER_CANDIDATES) if t.entry else CUBLAS} ({t.note})" for t in LOG)

@@ -1,0 +1,148 @@
+"""ladder.first_use on the CPU, its GPU faked (an H100's facts, kernels in Triton's interpreter, the timer a stub):
+rung 6's proposals, each candidate checked before it is timed, a case tuned once and kept on disk (and read, not
+measured again, by a second process), the switch that turns it off, and a CUDA graph's capture refused a case
+nothing measured. tests/gpu/test_ops_gpu.py tunes on a GPU, eager and under torch.compile, from a cold cache."""
+import multiprocessing
+import sys
+
+import pytest
+import torch
+
+from kernels import matmul as km
+from ladder import dispatch, first_use, ops
+from ladder.dispatch import CUBLAS, RUNG6, RUNG7, Case
+from ladder.timing import Timing
+from test_ops import H100
+
+SMALLEST = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=4, num_stages=1)   # the interpreter's rule
+
+
+@pytest.fixture(autouse=True)
+def scratch_cache(tmp_path, monkeypatch):
+    """The table in a temporary folder, this process's H100 the GPU, medians from `medians` (by label)."""
+    monkeypatch.setattr(dispatch, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(dispatch, "_loaded", None)
+    monkeypatch.setattr(first_use, "free_bytes", lambda: 80 << 30)
+    monkeypatch.setattr(first_use, "LOG", [])
+    ops.forget_choices()
+    yield
+    ops.forget_choices()
+
+
+def fake_bench(ms_by_call):
+    def bench(fn, warmup_ms, rep_ms, warmed):
+        assert warmed and (warmup_ms, rep_ms) == (first_use.WARMUP_MS, first_use.REP_MS)
+        fn()
+        ms = ms_by_call.pop(0)
+        return Timing(ms, ms, ms)
+    return bench
+
+
+def test_the_model_proposes_tiles_that_fill_the_waves():
+    by_tile = {(bm, bn): first_use.modeled_cost(dict(BLOCK_M=bm, BLOCK_N=bn), km.MLP_DOWN, H100.sm_count)
+               for bm, bn in ((64, 64), (128, 128), (128, 256), (256, 128))}
+    # MLP down: 384 tiles of 128x128 fill 3 waves of 132 SMs; 64x64 tiles load twice the bytes per FLOP
+    assert min(by_tile, key=by_tile.get) == (128, 128) and max(by_tile, key=by_tile.get) == (64, 64)
+    proposed = first_use.proposals((37, 45, 29), H100, SMALLEST)   # here: the interpreter's space
+    assert proposed[0] == SMALLEST and len(proposed) == len({tuple(c.items()) for c in proposed}) <= first_use.PROPOSALS
+
+
+def test_epilogue_names_round_trip():
+    for bias in (False, True):
+        for activation in (None, "relu", "gelu"):
+            assert first_use.split_epilogue(first_use.epilogue_name(bias, activation)) == (bias, activation)
+    assert first_use.epilogue_name(True, "gelu") == "bias_gelu" and first_use.epilogue_name(False, None) is None
+
+
+def test_each_candidate_is_checked_before_it_is_timed(monkeypatch):
+    timed = []
+    monkeypatch.setattr(first_use, "bench", fake_bench([2.0, 1.0]))
+
+    def wrong(a, b, bias):
+        return torch.zeros(a.shape[0], b.shape[1]).half()
+
+    def broken(a, b, bias):
+        raise RuntimeError("out of resources")
+
+    def right(a, b, bias):
+        timed.append(b.stride())
+        return torch.addmm(bias.float(), a.float(), b.float()).half()
+    found = [(CUBLAS, None, right), (RUNG6, SMALLEST, wrong), (RUNG6, {"BLOCK_M": 32}, broken), (RUNG7, {}, right)]
+    timings, failed = first_use._measure(Case(37, 45, 29, "weight_t", "bias"), found)
+    assert timings == {CUBLAS: dispatch.Timed(None, 2.0), RUNG7: dispatch.Timed({}, 1.0)}
+    assert failed == [f"{RUNG6} {SMALLEST} WRONG", f"{RUNG6} {{'BLOCK_M': 32}} failed (RuntimeError)"]
+    assert timed[0] == (1, 29)   # B as nn.Linear's weight.t() is
+
+
+def test_a_case_is_tuned_once_kept_on_disk_and_read_by_the_next_process(monkeypatch):
+    monkeypatch.setattr(first_use, "bench", fake_bench([1.0, 3.0, 2.5, 0.5]))   # cuBLAS, rung 6 x2, rung 7
+    case = Case(37, 45, 29, "row", "bias_gelu")
+    entry = first_use.tune(case, H100, SMALLEST)
+    assert entry.pick(dispatch.EAGER_CANDIDATES) == RUNG7 and entry.pick(dispatch.OP_CANDIDATES) == CUBLAS
+    assert entry.timings[RUNG6].ms == 2.5   # the faster of its two proposals
+    assert dispatch.load(H100).table.lookup(case) == entry
+    assert first_use.LOG[-1].case == case and "torch:cublas 1.000 ms" in first_use.LOG[-1].note
+    # another process finds it on disk (it waited on the lock while this one measured): nothing is timed again
+    monkeypatch.setattr(dispatch, "_loaded", None)
+    monkeypatch.setattr(first_use, "bench", fake_bench([]))
+    assert first_use.tune(case, H100, SMALLEST) == entry and first_use.LOG[-1].note == "measured by another process"
+    assert "37x45x29 + bias_gelu" in first_use.report()
+
+
+def test_too_little_free_memory_leaves_the_case_unmeasured(monkeypatch):
+    monkeypatch.setattr(first_use, "free_bytes", lambda: 1 << 30)
+    assert first_use.tune(Case(*dispatch.VOCABULARY), H100, SMALLEST) is None
+    assert first_use.LOG[-1].note.startswith("not tuned: 1.0 GiB free") and dispatch.load(H100).table is None
+
+
+def _add_entries(cache_dir: str, first: int) -> None:
+    """In a process of its own: 20 entries added to the H100's table, one update at a time."""
+    dispatch.CACHE_DIR = __import__("pathlib").Path(cache_dir)
+    for m in range(first, first + 20):
+        dispatch.update(H100, [dispatch.Entry(Case(m, 1, 1), {CUBLAS: dispatch.Timed(None, 1.0)})])
+
+
+def test_processes_adding_at_once_lose_no_entry(tmp_path):
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_add_entries, args=(str(tmp_path), first)) for first in (1, 101)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+    assert [w.exitcode for w in workers] == [0, 0]
+    assert {c.M for c in dispatch.load(H100).table.entries} == set(range(1, 21)) | set(range(101, 121))
+
+
+@pytest.fixture
+def on_an_h100(monkeypatch):
+    monkeypatch.setattr(ops, "detect", lambda: H100)
+    monkeypatch.setattr(ops, "_has_rung7", lambda: True)
+
+
+def test_the_op_tunes_a_case_at_its_first_call_only(on_an_h100, monkeypatch):
+    tuned = []
+
+    def tune(case, gpu, rule):
+        tuned.append(case)
+        return dispatch.Entry(case, {CUBLAS: dispatch.Timed(None, 2.0), RUNG6: dispatch.Timed(SMALLEST, 1.0)})
+    monkeypatch.setattr(first_use, "tune", tune)
+    for _ in range(3):
+        choice = ops.matmul_choice(8192, 768, 3072, "weight_t", "bias_gelu")
+    assert tuned == [Case(8192, 768, 3072, "weight_t", "bias_gelu")]
+    assert (choice.kernel, choice.eager, choice.config) == (RUNG6, RUNG6, SMALLEST)
+    assert choice.why == "measured in this case on this GPU: torch:cublas 2.000 ms, triton:6_autotuned 1.000 ms"
+
+
+def test_switched_off_a_case_nothing_measured_runs_torch_matmul(on_an_h100, monkeypatch):
+    monkeypatch.setenv(first_use.TUNE_ENV, "0")
+    monkeypatch.setattr(first_use, "tune", lambda *a: pytest.fail("tuned while switched off"))
+    choice = ops.matmul_choice(8192, 768, 3072)
+    assert (choice.kernel, choice.eager) == (CUBLAS, CUBLAS)
+    assert choice.why == f"torch.matmul, not measured ({first_use.TUNE_ENV}=0: no tuning on first use)"
+
+
+def test_a_cuda_graph_capture_is_refused_a_case_nothing_measured(on_an_h100, monkeypatch):
+    monkeypatch.setattr(ops, "_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match="run the model once before capturing it"):
+        ops.matmul_choice(8192, 768, 3072)
