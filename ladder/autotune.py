@@ -187,7 +187,7 @@ class Tuner:
         timed.sort(key=lambda t: t["ms"])
         report = Report(self.problem, self.name, shape, gpu.name, timed[0]["config"], timed[0]["ms"], time.time() - start,
                         timed, pruned, failed)
-        _store(gpu.slug, report)
+        store(gpu.slug, report)
         return report
 
     def nearest(self, shape: tuple) -> Report | None:
@@ -253,7 +253,8 @@ def _read_cache() -> dict:
         return {}
 
 
-def _store(slug: str, report: Report) -> None:
+def store(slug: str, report: Report) -> None:
+    """`report` kept in the local search cache of GPU `slug` (its other reports kept)."""
     data = _read_cache()
     data.setdefault(slug, {}).setdefault(report.tuner, {})[_key(report.shape)] = report.as_dict()
     CACHE.parent.mkdir(parents=True, exist_ok=True)

@@ -32,11 +32,12 @@ import torch.nn.functional as F
 import triton
 from torch.utils._python_dispatch import _disable_current_modes
 
-from ladder import dispatch
+from ladder import autotune, dispatch
 from ladder.check import compare
 from ladder.dispatch import CUBLAS, RUNG6, RUNG7, Case, Entry, Timed
 from ladder.runtime.world import device
 from ladder.timing import bench
+from kernels import attention as attention_problem
 from kernels import matmul_triton_search as triton_search
 from kernels.triton import matmul as tm
 
@@ -54,9 +55,9 @@ def enabled() -> bool:
 
 @dataclass(frozen=True)
 class Tuned:
-    case: Case
+    case: object     # a matmul's Case, or an attention's shape (B, H, S, D, causal)
     seconds: float   # wall time of the tuning, compiles included
-    entry: Entry | None
+    entry: Entry | None   # a matmul's: what was measured (None: nothing was)
     note: str        # what was timed, or why nothing was
 
 
@@ -209,9 +210,25 @@ def _measure(case: Case, found: list) -> tuple[dict[str, Timed], list[str]]:
     return timings, failed
 
 
+# ------------------------------------------------------------- attention: rung 6's search, on first use
+
+def search_attention(shape: tuple, gpu) -> None:
+    """Triton rung 6's own search (kernels/attention.py: its space, prune and screen) at `shape` = (B, H, S, D,
+    causal) on random inputs, its report kept in the search cache (ladder.autotune), where ladder.ops.attention's
+    choice of configuration finds it from then on, in this process and the next."""
+    start = time.perf_counter()
+    with _disable_current_modes():
+        reports = attention_problem.tune_triton([shape])
+    for r in reports:
+        autotune.store(gpu.slug, r)
+    LOG.append(Tuned(shape, time.perf_counter() - start, None,
+                     f"rung 6's search: {autotune.format_config(reports[0].best)}" if reports else
+                     "rung 6's search ran at this (S, D, causal) in this process with another B and H: its winner"))
+
+
 def report() -> str:
-    """Every tuning in this process: the case, its seconds, the pick in an eager call, and what was timed."""
+    """Every tuning in this process: the case, its seconds and what was timed."""
     if not LOG:
         return "No case has been tuned in this process."
     return "\n".join(f"{t.case}: {t.seconds:.1f} s, "
-                     f"{t.entry.pick(dispatch.EAGER_CANDIDATES) if t.entry else CUBLAS} ({t.note})" for t in LOG)
+                     + (f"{t.entry.pick(dispatch.EAGER_CANDIDATES)} ({t.note})" if t.entry else t.note) for t in LOG)

@@ -34,7 +34,8 @@ Rung 6's configuration (tiles, warps, stages) in a case is the fastest first-use
 proposals ladder.first_use makes), or the sweep's; until a case is measured, the op's own rule's (`rule_config`):
 the winner recorded in results/ (or searched in this process) for the nearest shape on this GPU, where rung 6's
 prune keeps it at this shape; under autotune.SEARCH_MIN_FLOP, or with no search known, the smallest tiles the prune
-keeps. Attention's is chosen the same way, once per shape.
+keeps. Attention's is chosen by the same rule, once per shape, after rung 6's search has run at that shape on first
+use (`attention_plan`).
 
 Host cost. A call through the dispatcher (torch.ops.ladder.*) pays the custom op's Python layers (autograd
 wrapper, redispatch, alias checks: about 10 µs on a desktop CPU, 30 on the H100 host measured) before our code
@@ -359,12 +360,25 @@ def matmul_plan(M: int, N: int, K: int, layout: str = "row", epilogue: str | Non
 
 @functools.lru_cache(maxsize=None)
 def attention_plan(B: int, H: int, S: int, D: int, causal: bool) -> Plan:
-    """Rung 6's launch at (B, H, S, D, causal) on this GPU, writing the log-sum-exp."""
+    """Rung 6's launch at (B, H, S, D, causal) on this GPU, writing the log-sum-exp, in the configuration its search
+    found fastest at this shape: on a GPU, the first call at a shape no search has measured (and big enough for one
+    to pay: autotune.SEARCH_MIN_FLOP) runs rung 6's search there (ladder.first_use.search_attention, seconds; kept
+    on disk), unless KERNEL_LADDER_TUNE=0."""
     shape = (B, H, S, D, int(causal))
     searches = attention_problem.TRITON_SEARCHES
+    gpu = detect()
+    if (gpu is not None and first_use.enabled() and not dispatch.suspending
+            and searches.flops("attention", shape) >= autotune.SEARCH_MIN_FLOP
+            and not any(tuple(r.shape) == shape for r in searches.reports + autotune.cached_reports(
+                gpu.slug, "attention", RUNG6))):
+        if _capturing():
+            raise RuntimeError(f"ladder.ops.attention: no search has measured {shape} on this GPU, and a CUDA graph is "
+                               "being captured, where nothing can be timed: run the model once before capturing it "
+                               f"(or set {first_use.TUNE_ENV}=0 to run the nearest search's winner)")
+        first_use.search_attention(shape, gpu)
     config = choose_config(attention_problem.triton_autotuned_kernel.configs, shape, searches.flops("attention", shape),
                            "attention", lambda c, s, gpu, _: attention_problem.triton_prune_reason(c, s, gpu),
-                           searches.reports, detect())
+                           searches.reports, gpu)
     grid = (triton.cdiv(S, config["BLOCK_M"]), B * H)
     return _plan(config, grid, _FLASH_PARAMS, _FLASH_HEAD,
                  dict(HEAD_DIM=D, CAUSAL=causal, TENSOR_CORES=True, STORE_LSE=True))

@@ -146,3 +146,17 @@ def test_a_cuda_graph_capture_is_refused_a_case_nothing_measured(on_an_h100, mon
     monkeypatch.setattr(ops, "_capturing", lambda: True)
     with pytest.raises(RuntimeError, match="run the model once before capturing it"):
         ops.matmul_choice(8192, 768, 3072)
+
+
+def test_attention_searches_a_shape_no_search_measured_once(on_an_h100, monkeypatch):
+    searched = []
+    monkeypatch.setattr(first_use, "search_attention", lambda shape, gpu: searched.append(shape))
+    monkeypatch.setattr(ops.autotune, "cached_reports", lambda *a: [])
+    monkeypatch.setattr(ops, "choose_config", lambda *a: dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1))
+    for _ in range(2):
+        ops.attention_plan(8, 12, 1024, 64, True)
+    ops.attention_plan(1, 1, 64, 64, False)   # microseconds of work: a search would cost more than it saves
+    assert searched == [(8, 12, 1024, 64, 1)]
+    monkeypatch.setenv(first_use.TUNE_ENV, "0")
+    ops.attention_plan(8, 12, 2048, 64, True)
+    assert searched == [(8, 12, 1024, 64, 1)]

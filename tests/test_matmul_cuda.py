@@ -317,7 +317,7 @@ def test_best_config_comes_from_the_nearest_tuned_shape(tmp_path, monkeypatch):
     autotune._BEST.clear()
     small, big = dict(cm.PIPELINED, BM=64, GROUP_M=8), dict(cm.PIPELINED, BM=256, GROUP_M=8)
     for shape, best in (((1024, 1024, 1024), small), ((8192, 8192, 8192), big)):
-        autotune._store(H100.slug, autotune.Report("matmul", mm.TUNER.name, shape, H100.name, best, 1.0, 2.0))
+        autotune.store(H100.slug, autotune.Report("matmul", mm.TUNER.name, shape, H100.name, best, 1.0, 2.0))
     assert mm.TUNER.best((7000, 7000, 7000)) == big
     assert mm.TUNER.best((1000, 1000, 1000)) == small
     autotune._BEST.clear()
@@ -331,7 +331,7 @@ def test_a_local_search_at_one_shape_keeps_the_recorded_winners_at_others(tmp_pa
     recorded = {tuple(r.shape): r.best for r in autotune.recorded_reports(H100.slug) if r.tuner == mm.HOPPER_TUNER.name}
     assert set(recorded) == set(mm.HOPPER_TUNE_SHAPES)  # record searches each
     local = dict(cm.HOPPER_DEFAULT, BN=128, STAGES=5)
-    autotune._store(H100.slug, autotune.Report("matmul", mm.HOPPER_TUNER.name, (2048,) * 3, H100.name, local, 1.0, 2.0))
+    autotune.store(H100.slug, autotune.Report("matmul", mm.HOPPER_TUNER.name, (2048,) * 3, H100.name, local, 1.0, 2.0))
     assert mm.HOPPER_TUNER.best((2048,) * 3) == local
     assert mm.HOPPER_TUNER.best((8192,) * 3) == recorded[(8192,) * 3]
     autotune._BEST.clear()
