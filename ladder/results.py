@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 from ladder import ptx
+from ladder.runtime import cache, hardware
 from ladder.runtime.errors import NotAvailable
 
 
@@ -154,16 +155,25 @@ def path_for(slug: str) -> Path:
 
 
 def load(slug: str | None = None) -> Recording:
-    """The recording for `slug`; by default the preferred GPU's, else any."""
-    files = sorted(RESULTS_DIR.glob("*.json"))
+    """The recording for `slug`; by default the preferred GPU's, else any. Under KERNEL_LADDER_FRESH_GPU=1 the
+    recording of the GPU this process runs on is absent (ladder.runtime.cache)."""
+    hidden = _live_slug() if cache.FRESH_GPU else None
+    if slug is not None and slug == hidden:
+        raise NotAvailable(f"{slug}'s recording is ignored: {cache.FRESH_GPU_ENV}=1 makes this GPU a fresh one")
+    files = [p for p in sorted(RESULTS_DIR.glob("*.json")) if p.stem != hidden]
     if slug is None:
         preferred = path_for(PREFERRED)
-        path = preferred if preferred.exists() else (files[0] if files else None)
+        path = preferred if preferred in files else (files[0] if files else None)
     else:
         path = path_for(slug)
     if path is None or not path.exists():
         raise NotAvailable(f"no recorded results {'for ' + slug + ' ' if slug else ''}in {RESULTS_DIR}")
     return Recording(path, _mark_rung7_through_pass(json.loads(path.read_text())))
+
+
+def _live_slug() -> str | None:
+    gpu = hardware.detect()
+    return gpu.slug if gpu else None
 
 
 def load_having(kind: str) -> Recording:
@@ -177,6 +187,8 @@ def load_having(kind: str) -> Recording:
 
 
 def save(data: dict) -> Path:
+    if cache.FRESH_GPU:   # this GPU's recording reads as absent: a save would replace it with this run's rows alone
+        raise NotAvailable(f"nothing is recorded under {cache.FRESH_GPU_ENV}=1: its recording reads as absent here")
     path = path_for(data["provenance"]["slug"])
     RESULTS_DIR.mkdir(exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")

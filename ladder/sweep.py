@@ -26,7 +26,7 @@ from kernels import matmul as km
 from kernels import matmul_triton_search as triton_search
 from kernels.triton import matmul as tm
 from ladder import autotune, ops, problems, profile, results
-from ladder.runtime import hardware
+from ladder.runtime import cache, hardware
 from ladder.check import compare
 from ladder.dispatch import (CUBLAS, RUNG6, RUNG7, RUNG12, DispatchTable, cache_path, shape_line, shape_text, suspended,
                              times_cublas, update)
@@ -92,7 +92,7 @@ def measure(shape: tuple, name: str, chosen: list[Candidate], seed: int = 0) -> 
 def record(rows: list[dict], gpu) -> Path | None:
     """The rows merged into `gpu`'s recording under "shape_sweep" (ladder.results.merge: rows at other shapes,
     and every other kind of row, kept); None where this GPU has no recording yet (`python -m ladder record`)."""
-    if not results.path_for(gpu.slug).exists():
+    if cache.FRESH_GPU or not results.path_for(gpu.slug).exists():
         return None
     old = results.load(gpu.slug).data
     return results.save(results.merge(old, {**results.fresh_record(old, gpu), "shape_sweep": rows}))

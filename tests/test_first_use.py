@@ -160,3 +160,25 @@ def test_attention_searches_a_shape_no_search_measured_once(on_an_h100, monkeypa
     monkeypatch.setenv(first_use.TUNE_ENV, "0")
     ops.attention_plan(8, 12, 2048, 64, True)
     assert searched == [(8, 12, 1024, 64, 1)]
+
+
+def test_the_fresh_gpu_switch_hides_this_gpus_recording_and_cache(monkeypatch):
+    from ladder import results
+    from ladder.runtime import cache
+    from ladder.runtime.errors import NotAvailable
+    monkeypatch.setattr(cache, "FRESH_GPU", True)
+    monkeypatch.setattr(results, "_live_slug", lambda: results.PREFERRED)   # on the GPU recorded first
+    with pytest.raises(NotAvailable, match="makes this GPU a fresh one"):
+        results.load(results.PREFERRED)
+    assert results.load().path.stem != results.PREFERRED   # another GPU's recording, labelled as such
+    with pytest.raises(NotAvailable, match="nothing is recorded under KERNEL_LADDER_FRESH_GPU=1"):
+        results.save({"provenance": {"slug": results.PREFERRED}})
+    # a process started with the switch caches in a new folder, and hands it to its children
+    code = ("import os, subprocess, sys; from ladder.runtime import cache; "
+            "child = subprocess.run([sys.executable, '-c', 'from ladder.runtime import cache; print(cache.CACHE_DIR)'], "
+            "capture_output=True, text=True).stdout.strip(); print(cache.CACHE_DIR, child)")
+    env = {**__import__("os").environ, cache.FRESH_GPU_ENV: "1"}
+    env.pop("KERNEL_LADDER_CACHE", None)
+    mine, child = __import__("subprocess").run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                               check=True).stdout.split()
+    assert mine == child and "kernel-ladder-fresh-" in mine and not any(__import__("pathlib").Path(mine).iterdir())
