@@ -35,7 +35,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from ladder import autotune, dispatch
 from ladder.check import compare
 from ladder.dispatch import CUBLAS, RUNG6, RUNG7, Case, Entry, Timed
-from ladder.runtime.world import device
+from ladder.runtime.world import WORLD, device
 from ladder.timing import bench
 from kernels import attention as attention_problem
 from kernels import matmul_triton_search as triton_search
@@ -193,6 +193,7 @@ def _measure(case: Case, found: list) -> tuple[dict[str, Timed], list[str]]:
     bias = torch.randn(N, generator=gen, device=device()).half() if has_bias else None
     rows = torch.randperm(M, generator=gen, device=device())[:CHECK_ROWS]
     want = _epilogue(a[rows].float() @ b.float(), None if bias is None else bias.float(), activation)
+    _compile_ahead(a, b, bias, activation, [config for label, config, _ in found if label == RUNG6])
     timings: dict[str, Timed] = {}
     failed = []
     for label, config, run in found:
@@ -224,6 +225,21 @@ def search_attention(shape: tuple, gpu) -> None:
     LOG.append(Tuned(shape, time.perf_counter() - start, None,
                      f"rung 6's search: {autotune.format_config(reports[0].best)}" if reports else
                      "rung 6's search ran at this (S, D, causal) in this process with another B and H: its winner"))
+
+
+def _compile_ahead(a, b, bias, activation, configs: list[dict]) -> None:
+    """Rung 6 compiled in `configs` at once, in threads (autotune.compile_ahead), before the first is run: a case's
+    tuning is mostly compiling. (The interpreter compiles nothing.)"""
+    if not WORLD.gpu:
+        return
+    out = a.new_empty(a.shape[0], b.shape[1])
+    fused = bias is not None and activation is not None
+    args = (a, b, out, bias if fused else None, *out.shape, a.shape[1], *a.stride(), *b.stride(), *out.stride())
+    autotune.compile_ahead(tm.persistent_kernel, [triton.Config({k: v for k, v in c.items() if k.startswith("BLOCK_")},
+                                                                num_warps=c["num_warps"], num_stages=c["num_stages"])
+                                                  for c in configs],
+                           dict(enumerate(args)), dict(BIAS_RELU=fused and activation == "relu",
+                                                       BIAS_GELU=fused and activation == "gelu"))
 
 
 def report() -> str:
