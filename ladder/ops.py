@@ -582,11 +582,17 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     b (K, N) any strided views (b = weight.t() of an nn.Linear is read in place). With a bias and an activation
     the epilogue is fused into the kernel (C written once); a bias alone or an activation alone takes one more
     pass over C (torch ops). A bias whose elements are not adjacent is copied (N elements). Differentiable in
-    a, b and bias; on a GPU before sm_80 it runs torch.matmul (`backend("matmul")`), and on newer ones without
-    the fused epilogue at the shapes where this GPU's dispatch table measured cuBLAS faster (`matmul_choice`)."""
+    a, b and bias (where a gradient is wanted, GELU runs after the op, which keeps its input for the backward); on a
+    GPU before sm_80 it runs torch.matmul (`backend("matmul")`), and on newer ones whichever of torch.matmul, rung 6
+    and rung 7 this GPU measured fastest in the call's case (`matmul_choice`: on first use, ladder.first_use)."""
     shape = _check_matmul(a, b, bias, activation)
     if _direct(a, b, bias):
         return _matmul_run(a, b, bias, activation, *shape)
+    if activation == "gelu" and torch.is_grad_enabled() and (
+            a.requires_grad or b.requires_grad or (bias is not None and bias.requires_grad)):
+        # training: GELU's backward needs its input, which the fused epilogue never writes (its backward would run
+        # the matmul again to get it); unfused, autograd keeps it, as for nn.Linear then F.gelu
+        return F.gelu(MATMUL_OP(a, b, bias, None), approximate="tanh")
     return MATMUL_OP(a, b, bias, activation)
 
 
