@@ -67,7 +67,7 @@ def test_a_search_prunes_what_spills(monkeypatch):
     """A configuration whose compile raises Spills is listed as pruned, with the reason, and never timed."""
     gpu = datasheet_gpu("H100")
     monkeypatch.setattr(autotune, "detect", lambda: gpu)
-    monkeypatch.setattr(autotune, "_store", lambda slug, report: None)
+    monkeypatch.setattr(autotune, "store", lambda slug, report: None)
 
     def build(c):
         if c["X"] == 2:
