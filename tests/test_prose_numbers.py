@@ -1,8 +1,10 @@
 """ladder.lessons.numbers: a number in a lesson's prose is printed, rounded as written, by its section's outputs
-(or a section the sentence names), unless the lesson lists it as a constant. Tiny notebooks built in memory."""
+(or a section the sentence names), unless the lesson lists it as a constant: tiny notebooks built in memory, then every
+lesson as committed."""
 from __future__ import annotations
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from ladder.lessons import numbers
@@ -138,3 +140,8 @@ def test_the_command_line(tmp_path, capsys):
         "total: 1 of 2 numbers in prose not printed by their section's outputs")
     assert numbers.main([str(path), "--strict"]) == 1
     assert [f.number for f in numbers.unprinted(path)] == ["1.14×"]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in numbers.NOTEBOOKS.glob("*.ipynb")))
+def test_every_number_in_a_lessons_prose_is_printed_beside_it(name):
+    assert [(f.cell, f.number, f.sentence) for f in numbers.unprinted(numbers.NOTEBOOKS / name)] == []
