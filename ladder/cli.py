@@ -3,6 +3,9 @@
   info                 this machine: world, GPU, datasheet, measured (or recorded) ceilings
   compare [GPU..]      recordings side by side (default: every results/*.json): ceilings, and
                        the top rungs against cuBLAS / SDPA timed in the same run
+  results-page         write RESULTS.md from results/*.json: per recorded GPU its provenance, ceilings and
+                       each rung's ms, TFLOP/s and × the library at the headline shapes; --check writes
+                       nothing and exits 1 if RESULTS.md is stale
   lab [JUPYTER ARGS..] JupyterLab on the repository root, opened at the first lesson
   record [PROBLEM..]   check and time every rung on this GPU, profile with ncu if present,
                        write results/<gpu>.json (rows of the rungs not run this time are kept);
@@ -67,6 +70,18 @@ def cmd_info(args) -> None:
 
 def cmd_compare(args) -> None:
     print(results_mod.side_by_side(args.gpus or None))
+
+
+def cmd_results_page(args) -> int:
+    from ladder import results_page
+    if args.check:
+        if results_page.stale():
+            print(f"{results_page.PAGE.name} is stale: run `python -m ladder results-page`", file=sys.stderr)
+            return 1
+        print(f"{results_page.PAGE.name} is up to date")
+        return 0
+    print(f"wrote {results_page.write()}")
+    return 0
 
 
 def cmd_lab(args) -> None:
@@ -307,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("compare", help="recordings side by side: ceilings and the top rungs against their anchors")
     p.add_argument("gpus", nargs="*", help="recording names (results/<name>.json), e.g. nvidia-h200")
     p.set_defaults(fn=cmd_compare)
+    p = sub.add_parser("results-page", help="write RESULTS.md from results/*.json")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if RESULTS.md is stale")
+    p.set_defaults(fn=cmd_results_page)
     sub.add_parser("lab", help="JupyterLab on the repository root; other arguments go to JupyterLab "
                                "(e.g. --no-browser --port 8890)").set_defaults(fn=cmd_lab)
     p = sub.add_parser("record")
