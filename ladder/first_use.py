@@ -79,8 +79,7 @@ def proposals(shape: tuple, gpu, rule: dict) -> list[dict]:
     """Rung 6's configurations to time at `shape` on `gpu`: the op's own rule's (`rule`), then the cheapest by
     `modeled_cost` among those rung 6's prune keeps there, a tile shape each, its warps and stages as the
     search space's most-staged configuration that fits; PROPOSALS in all."""
-    configs = [{**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
-               for c in triton_search.autotuned_kernel.configs]
+    configs = [autotune.triton_config_dict(c) for c in triton_search.autotuned_kernel.configs]
     viable = [c for c in configs if triton_search._prune(c, shape, gpu, configs) is None]
     by_tile: dict[tuple, dict] = {}
     for c in sorted(viable, key=lambda c: (-c["num_stages"], -c["num_warps"])):
@@ -105,7 +104,8 @@ def _b_in_layout(K: int, N: int, layout: str, gen) -> torch.Tensor:
     return torch.randn(K, 2 * N, generator=gen, device=device()).half()[:, ::2]   # "strided": every other column
 
 
-def _epilogue(out: torch.Tensor, bias, activation) -> torch.Tensor:
+def epilogue(out: torch.Tensor, bias, activation) -> torch.Tensor:
+    """What a call runs as torch ops after its matmul (a bias, an activation, each one more pass over C)."""
     if bias is not None:
         out = out.add_(bias)
     if activation == "relu":
@@ -130,20 +130,20 @@ def candidates(case: Case, gpu, rule: dict) -> list[tuple[str, dict | None, obje
     fused = has_bias and activation is not None
 
     def cublas(a, b, bias):
-        return _epilogue(torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b), None, activation)
+        return epilogue(torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b), None, activation)
 
     def rung6(config):
         def run(a, b, bias):
             out = a.new_empty(a.shape[0], b.shape[1])
             tm.launch_persistent(tm.persistent_kernel, a, b, out, bias if fused else None, activation or "relu",
                                  config=config)
-            return out if fused else _epilogue(out, bias, activation)
+            return out if fused else epilogue(out, bias, activation)
         return run
 
     found = [(CUBLAS, None, cublas)] + [(RUNG6, c, rung6(c)) for c in proposals(case.shape, gpu, rule)]
     if gpu.has("tma") and case.layout in ("row", "weight_t"):
         found.append((RUNG7, dict(tm.TMA_PERSISTENT),
-                      lambda a, b, bias: _epilogue(tm.tma_persistent(a, b), bias, activation)))
+                      lambda a, b, bias: epilogue(tm.tma_persistent(a, b), bias, activation)))
     return found
 
 
@@ -192,7 +192,7 @@ def _measure(case: Case, found: list) -> tuple[dict[str, Timed], list[str]]:
     b = _b_in_layout(K, N, case.layout, gen)
     bias = torch.randn(N, generator=gen, device=device()).half() if has_bias else None
     rows = torch.randperm(M, generator=gen, device=device())[:CHECK_ROWS]
-    want = _epilogue(a[rows].float() @ b.float(), None if bias is None else bias.float(), activation)
+    want = epilogue(a[rows].float() @ b.float(), None if bias is None else bias.float(), activation)
     _compile_ahead(a, b, bias, activation, [config for label, config, _ in found if label == RUNG6])
     timings: dict[str, Timed] = {}
     failed = []

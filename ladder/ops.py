@@ -300,16 +300,15 @@ def matmul_choice(M: int, N: int, K: int, layout: str = "row", epilogue: str | N
     dispatch table's pick where it has measured the case, else, on a GPU, the pick of a first-use tuning
     (ladder.first_use) that measures it now; chosen once per case."""
     case = dispatch.Case(M, N, K, layout, epilogue)
-    gpu = detect()
+    gpu, rule = detect(), rule_config(M, N, K)
     entry = dispatch.lookup(case)
     if entry is None and gpu is not None and first_use.enabled() and not dispatch.suspending:
         if _capturing():
             raise RuntimeError(f"ladder.ops.matmul: {case} has not been measured on this GPU, and a CUDA graph is "
                                "being captured, where nothing can be timed: run the model once before capturing it "
                                f"(or set {first_use.TUNE_ENV}=0 to run torch.matmul where nothing was measured)")
-        entry = first_use.tune(case, gpu, rule_config(M, N, K))
+        entry = first_use.tune(case, gpu, rule)
     if entry is None:
-        rule = rule_config(M, N, K)
         if gpu is None or dispatch.suspending:
             why = "Triton's interpreter" if gpu is None else "the op's own rule, timed by a sweep"
             return MatmulChoice(RUNG6, rule, f"rung 6 by the op's own rule: {why}", RUNG6)
@@ -319,9 +318,8 @@ def matmul_choice(M: int, N: int, K: int, layout: str = "row", epilogue: str | N
     kernel = entry.pick(dispatch.OP_CANDIDATES) or CUBLAS
     eager = entry.pick(dispatch.EAGER_CANDIDATES if _has_rung7() else dispatch.OP_CANDIDATES) or CUBLAS
     timed = entry.timings.get(RUNG6)
-    return MatmulChoice(kernel, timed.config if timed else rule_config(M, N, K),
-                        f"measured in this case on this GPU: {', '.join(f'{k} {t.ms:.3f} ms' for k, t in entry.timings.items())}",
-                        eager)
+    measured = ", ".join(f"{label} {t.ms:.3f} ms" for label, t in entry.timings.items())
+    return MatmulChoice(kernel, timed.config if timed else rule, f"measured in this case on this GPU: {measured}", eager)
 
 
 def _capturing() -> bool:
@@ -444,16 +442,6 @@ def _sizes(*sizes) -> tuple:
 
 # ------------------------------------------------------------- matmul
 
-def _epilogue(out: torch.Tensor, bias, activation) -> torch.Tensor:
-    """What rung 6 does not fuse (a bias alone, an activation alone; all of it on the torch path), as torch ops:
-    one more pass over C each."""
-    if bias is not None:
-        out = out.add_(bias)
-    if activation == "relu":
-        return out.relu_()
-    return F.gelu(out, approximate="tanh") if activation == "gelu" else out
-
-
 def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
     """ladder::matmul on checked operands."""
     fused = bias is not None and activation is not None
@@ -471,9 +459,9 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
         if picked == RUNG7 and not a.is_contiguous():   # rung 7's descriptors take a row-major A only
             picked = matmul_choice(M, N, K, layout, epilogue).kernel
     if picked == CUBLAS:
-        return _epilogue(torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b), None, activation)
+        return first_use.epilogue(torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b), None, activation)
     if picked == RUNG7:   # bias and activation as torch ops; K or N padded (a copy) where not a multiple of 8
-        return _epilogue(tm.tma_persistent(a, b), bias, activation)
+        return first_use.epilogue(tm.tma_persistent(a, b), bias, activation)
     (stride_am, stride_ak), (stride_bk, stride_bn) = a.stride(), b.stride()
     # rung 6 forms a row's offset in 64 bits, a column's and a k step's in 32 (as its row-major rungs do)
     if max(stride_ak, stride_bk) * 256 >= INT32 or (N - 1) * stride_bn >= INT32:
@@ -495,7 +483,7 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
         key = (a.get_device(), id(plan), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
                fused and bias.data_ptr() % 16 == 0)
         _MATMUL_LAUNCHES(key, plan, tensors, scalars)
-    return out if fused else _epilogue(out, bias, activation)
+    return out if fused else first_use.epilogue(out, bias, activation)
 
 
 def _matmul_impl(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
