@@ -300,15 +300,18 @@ def test_persistent_gain_reads_both_rungs_of_each_shape_and_skips_the_rest():
     assert lines[1].split()[-4:] == ["8", "0.1100", "0.1000", "1.100x"]   # 1024 keys in 128-key tiles
 
 
-def test_show_diff_can_stop_after_the_hunks_that_carry_the_idea(capsys):
-    """hunks=1: the first hunk only (rung 12's search knobs), then how much is left and the call that shows it."""
-    before, after = "kernels/cuda/matmul/11_tma_store.cu", "kernels/cuda/matmul/12_autotuned.cu"
-    source.show_diff(before, after)
+def test_show_diff_shows_at_most_40_lines_of_the_hunks_chosen_and_the_calls_for_the_rest(capsys):
+    """Never the whole file under a diff's name: hunks=[2] shows hunk 2 alone, cut at 40 lines, then a line naming
+    what was left out and the two calls that show it; lines=None shows every hunk."""
+    before, after = "kernels/cuda/matmul/4_tensor_core.cu", "kernels/cuda/matmul/5_pipelined.cu"
+    source.show_diff(before, after, lines=None)
     whole = capsys.readouterr().out.splitlines()
-    source.show_diff(before, after, hunks=1)
-    first = capsys.readouterr().out.splitlines()
-    assert sum(line.startswith("@@") for line in first) == 1 and "+#ifndef BOX_BY_BOX" in first
-    hunks_left = sum(line.startswith("@@") for line in whole) - 1
-    cut = first[-1]
-    assert cut.startswith(f"// ... {hunks_left} more hunks, ") and f"show_diff({before!r}, {after!r})" in cut
-    assert first[:-1] == whole[:len(first) - 1]
+    starts = [i for i, line in enumerate(whole) if line.startswith("@@")]
+    assert len(starts) == 2 and len(whole) - starts[1] > 40 and not whole[-1].startswith("// ...")
+    source.show_diff(before, after, hunks=[2])
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[:2] == whole[:2] and shown[2:42] == whole[starts[1]:starts[1] + 40] and len(shown) == 43
+    assert shown[-1].startswith(f"// ... {len(whole) - 42} more lines of 2 hunks (hunk 2 after its first 40 lines; hunk 1)")
+    assert f"show_diff({before!r}, {after!r}, lines=None)" in shown[-1] and f"show_source({after!r})" in shown[-1]
+
+

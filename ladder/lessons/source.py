@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import difflib
 import inspect
+import itertools
 import re
 import textwrap
 from pathlib import Path
@@ -55,24 +56,36 @@ def _unified_diff(old: list[str], new: list[str], before: str, after: str, conte
     return lines
 
 
-def show_diff(before: str, after: str, off: set[str] = frozenset(), hunks: int | None = None) -> None:
-    """The diff between two rungs' code (header comments left out): the one idea the second rung adds.
-    Where a rung rewrites more than it keeps, the diff would be longer than the file: the file instead (`off` as
-    show_source's). `hunks`: only the first so many hunks, and a line saying how much is left and how to see it."""
+DIFF_LINES = 40   # a diff a student reads on the main path: the hunks that carry the idea, not a second copy of the file
+
+
+def show_diff(before: str, after: str, off: set[str] = frozenset(), hunks: int | list[int] | None = None,
+              lines: int | None = DIFF_LINES) -> None:
+    """The diff between two rungs' code (header comments left out): the one idea the second rung adds. Never the
+    whole file under a diff's name: at most `lines` lines of hunks (None: no limit), then a line naming what was
+    left out and the calls that show it. `hunks`: the first so many hunks, or the numbers (from 1) of the hunks
+    that carry the idea; `off` as show_source's."""
     old, new = _header_and_body(before)[1], _folded(_header_and_body(after)[1], off, after)
     diff = _unified_diff(old, new, before, after)
     starts = [i for i, line in enumerate(diff) if line.startswith("@@")]
-    if len(diff) == 2:   # the two file names alone: no hunk
+    if not starts:   # the two file names alone: no hunk
         print(f"// {after}: the same code as {before}, line for line (its header comment aside)")
-    elif hunks is not None and hunks < len(starts):
-        left = len(diff) - starts[hunks]
-        print("\n".join(diff[:starts[hunks]]))
-        more = "more " if hunks else ""
-        print(f"// ... {len(starts) - hunks} {more}hunks, {left} lines: lessons.source.show_diff({before!r}, {after!r})")
-    elif len(diff) > len(new):
-        show_source(after, off)
-    else:
-        print("\n".join(diff))
+        return
+    blocks = [diff[a:b] for a, b in zip(starts, starts[1:] + [len(diff)])]
+    chosen = (range(len(blocks)) if hunks is None else range(min(hunks, len(blocks))) if isinstance(hunks, int)
+              else [n - 1 for n in hunks])
+    body = [line for i in chosen for line in blocks[i]]
+    shown = body if lines is None else body[:lines]
+    print("\n".join(diff[:2] + shown))
+    ends = dict(zip(chosen, itertools.accumulate(len(blocks[i]) for i in chosen)))   # a hunk's last line in body
+    unseen = [i + 1 for i in range(len(blocks)) if i not in ends or ends[i] - len(blocks[i]) >= len(shown)]
+    cut = next((i for i in chosen if ends[i] - len(blocks[i]) < len(shown) < ends[i]), None)
+    if unseen or cut is not None:
+        parts = [f"hunk {cut + 1} after its first {len(shown) - ends[cut] + len(blocks[cut])} lines"] if cut is not None else []
+        parts += [f"hunk{'s' if len(unseen) > 1 else ''} {', '.join(map(str, unseen))}"] if unseen else []
+        print(f"// ... {len(diff) - 2 - len(shown)} more lines of {len(blocks)} hunks ({'; '.join(parts)}): "
+              f"lessons.source.show_diff({before!r}, {after!r}, lines=None); "
+              f"the whole file: lessons.source.show_source({after!r})")
 
 
 def show_declarations(path: str) -> None:
@@ -376,9 +389,9 @@ _SHOWN_INCLUDES: set = set()   # the headers shown so far in this session (a not
 BUILDING_BLOCKS = {"tensor_core.cuh": "02a", "tma.cuh": "02b", "cluster.cuh": "02c"}
 
 
-def show_cuda_rung(problem, number: int) -> None:
-    """CUDA rung `number` of `problem`: its diff from the CUDA rung before when that is shorter than the file,
-    else the file; for a rung that #defines macros and includes an earlier rung's file, the lines those defines
+def show_cuda_rung(problem, number: int, hunks: int | list[int] | None = None) -> None:
+    """CUDA rung `number` of `problem`: its diff from the CUDA rung before (show_diff's: at most 40 lines, of the
+    `hunks` that carry the idea), or the file for a ladder's first rung; for a rung that #defines macros and includes an earlier rung's file, the lines those defines
     change there; then the headers beside it that it includes, each once per session."""
     cuda_rungs = [r for r in problem.rungs if r.backend == "cuda"]
     mine = [r for r in cuda_rungs if r.name.split("_")[0] == str(number)]
@@ -417,7 +430,7 @@ def show_cuda_rung(problem, number: int) -> None:
         off = switched_off(rung.source)   # later rungs' switches: their versions of this file's code are folded
         before = cuda_rungs[i - 1].source if i else None
         if before:
-            show_diff(before, rung.source, off)
+            show_diff(before, rung.source, off, hunks)
         else:
             show_source(rung.source, off)
         _show_switched_on(rung.source, before)

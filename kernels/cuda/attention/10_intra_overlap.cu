@@ -17,7 +17,7 @@
 //             turns, rung 12. Rung 9 with a ring of 3 at D128: 0.881 / 0.938, against 0.883 / 0.941 with its 2.
 // Signature:  as rung 9, with the products' code twice (the loop's, and the first S and last P·V outside it):
 //             3 WARPGROUP.ARRIVE fences and 4 WARPGROUP.DEPBAR waits (the loop's wait_group 1 and 0), where a
-//             serialized pipeline (ptxas note C7514) would have one of each per HGMMA; no LDL/STL.
+//             serialized pipeline (ptxas warns when it serializes) would have one of each per HGMMA; no LDL/STL.
 // Generated from hopper_overlays/10_intra_overlap.cu by `python -m ladder.flatten`: do not edit; edit there.
 #define CONSUMERS 2
 #define CONSUMER_REGISTERS 240   // 256 x 240 + 128 x 24 = 64,512 of the SM's 65,536
@@ -76,7 +76,7 @@ __device__ __forceinline__ void issue_pv(float (&acc)[1][DJ][4], const unsigned 
     wgmma_commit();
 }
 
-// P's A fragments, all of them before the next fence: one written between wgmmas would need its own (C7519).
+// P's A fragments, all of them before the next fence: one written between wgmmas would need its own fence.
 __device__ __forceinline__ void p_fragments(unsigned (&p)[NJ / 2][4], const float (&scores)[1][NJ][4]) {
 #pragma unroll
     for (int kj = 0; kj < NJ; kj += 2) FlashWarp::p_fragment(p[kj / 2], scores, 0, kj);

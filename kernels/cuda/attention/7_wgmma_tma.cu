@@ -78,7 +78,7 @@ __device__ __forceinline__ void issue_pv(float (&acc)[1][DJ][4], const unsigned 
     wgmma_commit();
 }
 
-// P's A fragments, all of them before the next fence: one written between wgmmas would need its own (C7519).
+// P's A fragments, all of them before the next fence: one written between wgmmas would need its own fence.
 __device__ __forceinline__ void p_fragments(unsigned (&p)[NJ / 2][4], const float (&scores)[1][NJ][4]) {
 #pragma unroll
     for (int kj = 0; kj < NJ; kj += 2) FlashWarp::p_fragment(p[kj / 2], scores, 0, kj);

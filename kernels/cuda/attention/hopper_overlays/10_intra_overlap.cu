@@ -17,6 +17,6 @@
 //             turns, rung 12. Rung 9 with a ring of 3 at D128: 0.881 / 0.938, against 0.883 / 0.941 with its 2.
 // Signature:  as rung 9, with the products' code twice (the loop's, and the first S and last P·V outside it):
 //             3 WARPGROUP.ARRIVE fences and 4 WARPGROUP.DEPBAR waits (the loop's wait_group 1 and 0), where a
-//             serialized pipeline (ptxas note C7514) would have one of each per HGMMA; no LDL/STL.
+//             serialized pipeline (ptxas warns when it serializes) would have one of each per HGMMA; no LDL/STL.
 #define INTRA_OVERLAP 1
 #include "9_pingpong.cu"
