@@ -175,16 +175,21 @@ def test_show_cuda_rung_shows_each_hopper_rung_as_a_diff_of_whole_kernels(capsys
     assert "+    if (group == LAST_GROUP) pass_turn(group);" in out and "+        wait_turn(group);" in out
     assert "setmaxnreg" not in out                 # rung 8's lines: not what rung 9 changes
     assert "wgmma_wait<1>" not in out and "INTRA_OVERLAP" not in out and "#if" not in out
-    source.show_cuda_rung(HOPPER, 10)
+    source.show_cuda_rung(HOPPER, 10)   # at most 40 lines of the diff, and the call that shows the rest
+    cut = capsys.readouterr().out
+    assert "+    for (int t = 1; t < tiles; ++t) {" in cut and "lines=None); the whole file: " in cut
+    assert len(cut.split("\n// ...")[0].splitlines()) == 42   # the two file names and 40 lines
+    source.show_cuda_rung(HOPPER, 10, lines=None)
     out = capsys.readouterr().out
-    assert "+    for (int t = 1; t < tiles; ++t) {" in out and "+        wgmma_wait<1>();" in out
+    assert "+        wgmma_wait<1>();" in out
     assert "+        issue_pv(warp.acc, p, Vs + (t0 + t - 1) % STAGES * KV_TILE);" in out
     assert "-        warp.softmax(scores, scale_log2);  // scores become P; acc rescaled" in out   # rungs 7-9's loop
     assert "SHORT_PATH" not in out and "#if" not in out   # rung 14's switch: resolved, off
     monkeypatch.setattr(source, "_SHOWN_INCLUDES", set())   # rung 9 named the headers it includes: the lesson's first
     source.show_cuda_rung(HOPPER, 7)
     out = capsys.readouterr().out
-    assert out.startswith("// kernels/cuda/attention/7_wgmma_tma.cu  (its ")   # the file, not a diff from rung 6
+    assert out.startswith("// kernels/cuda/attention/7_wgmma_tma.cu rewrites more of kernels/cuda/attention/6_autotuned.cu "
+                          "than it keeps: its whole file, not a diff\n// kernels/cuda/attention/7_wgmma_tma.cu  (its ")
     assert "warp.softmax(scores, scale_log2);" in out and "wgmma_wait<1>" not in out
     assert "wait_turn" not in out and "item_keys" not in out and "setmaxnreg.inc" not in out   # later rungs' code
     assert "#if PINGPONG" not in out and "#ifndef SHORT_PATH" not in out and "// ..." not in out   # nothing folded
@@ -302,9 +307,11 @@ def test_persistent_gain_reads_both_rungs_of_each_shape_and_skips_the_rest():
 
 def test_show_diff_shows_at_most_40_lines_of_the_hunks_chosen_and_the_calls_for_the_rest(capsys):
     """Never the whole file under a diff's name: hunks=[2] shows hunk 2 alone, cut at 40 lines, then a line naming
-    what was left out and the two calls that show it; lines=None shows every hunk."""
+    what was left out and the two calls that show it; lines=None shows every hunk chosen."""
     before, after = "kernels/cuda/matmul/4_tensor_core.cu", "kernels/cuda/matmul/5_pipelined.cu"
-    source.show_diff(before, after, lines=None)
+    source.show_diff(before, after)   # rung 5 rewrites more of rung 4 than it keeps: the file, and it says so
+    assert capsys.readouterr().out.startswith(f"// {after} rewrites more of {before} than it keeps: its whole file")
+    source.show_diff(before, after, hunks=2, lines=None)
     whole = capsys.readouterr().out.splitlines()
     starts = [i for i, line in enumerate(whole) if line.startswith("@@")]
     assert len(starts) == 2 and len(whole) - starts[1] > 40 and not whole[-1].startswith("// ...")

@@ -63,13 +63,18 @@ def show_diff(before: str, after: str, off: set[str] = frozenset(), hunks: int |
               lines: int | None = DIFF_LINES) -> None:
     """The diff between two rungs' code (header comments left out): the one idea the second rung adds. Never the
     whole file under a diff's name: at most `lines` lines of hunks (None: no limit), then a line naming what was
-    left out and the calls that show it. `hunks`: the first so many hunks, or the numbers (from 1) of the hunks
+    left out and the calls that show it. A rung that rewrites more than it keeps (its diff longer than its file,
+    no `hunks` chosen) is shown as its file, and says so. `hunks`: the first so many hunks, or the numbers (from 1) of the hunks
     that carry the idea; `off` as show_source's."""
     old, new = _header_and_body(before)[1], _folded(_header_and_body(after)[1], off, after)
     diff = _unified_diff(old, new, before, after)
     starts = [i for i, line in enumerate(diff) if line.startswith("@@")]
     if not starts:   # the two file names alone: no hunk
         print(f"// {after}: the same code as {before}, line for line (its header comment aside)")
+        return
+    if len(diff) > len(new) and hunks is None:   # a rewrite: the diff would be longer than the new file
+        print(f"// {after} rewrites more of {before} than it keeps: its whole file, not a diff")
+        show_source(after, off)
         return
     blocks = [diff[a:b] for a, b in zip(starts, starts[1:] + [len(diff)])]
     chosen = (range(len(blocks)) if hunks is None else range(min(hunks, len(blocks))) if isinstance(hunks, int)
@@ -389,7 +394,7 @@ _SHOWN_INCLUDES: set = set()   # the headers shown so far in this session (a not
 BUILDING_BLOCKS = {"tensor_core.cuh": "02a", "tma.cuh": "02b", "cluster.cuh": "02c"}
 
 
-def show_cuda_rung(problem, number: int, hunks: int | list[int] | None = None) -> None:
+def show_cuda_rung(problem, number: int, hunks: int | list[int] | None = None, lines: int | None = DIFF_LINES) -> None:
     """CUDA rung `number` of `problem`: its diff from the CUDA rung before (show_diff's: at most 40 lines, of the
     `hunks` that carry the idea), or the file for a ladder's first rung; for a rung that #defines macros and includes an earlier rung's file, the lines those defines
     change there; then the headers beside it that it includes, each once per session."""
@@ -430,7 +435,7 @@ def show_cuda_rung(problem, number: int, hunks: int | list[int] | None = None) -
         off = switched_off(rung.source)   # later rungs' switches: their versions of this file's code are folded
         before = cuda_rungs[i - 1].source if i else None
         if before:
-            show_diff(before, rung.source, off, hunks)
+            show_diff(before, rung.source, off, hunks, lines)
         else:
             show_source(rung.source, off)
         _show_switched_on(rung.source, before)
