@@ -1,7 +1,8 @@
 """Recorded GPU runs: results/<gpu-slug>.json, one file per GPU, with provenance.
 
 {"provenance": {gpu, driver, cuda, torch, triton, cupy, python, date, clocks},
- "gpu": {...}, "datasheet": {...}, "ceilings": {"copy_TBps", "fp32_TFLOPs", "fp16_tc_TFLOPs"},
+ "gpu": {...}, "datasheet": {...}, "ceilings": {"copy_TBps", "l2_TBps", "fp32_TFLOPs", "cublas_TFLOPs",
+     "mma_sync_TFLOPs", "wgmma_TFLOPs", "fp16_tc_TFLOPs" (the highest instruction roof)},
  "runs": [{"problem", "backend", "rung", "shape", "ms", "ms_p20", "ms_p80", "tflops", "tbps",
            "correct", "rel_error", "ptx_pass"?}] ("ptx_pass", Triton rows: the PTX pass of ours that compiled what was
            timed, {"name", "sha256", "dropped", "split"} (Rung.ptx_pass), or null; missing in rows recorded before the
@@ -37,6 +38,7 @@ from pathlib import Path
 import torch
 
 from ladder import ptx
+from ladder.roofline import with_tensor_core_roof
 from ladder.runtime import cache, hardware
 from ladder.runtime.errors import NotAvailable
 
@@ -168,7 +170,16 @@ def load(slug: str | None = None) -> Recording:
         path = path_for(slug)
     if path is None or not path.exists():
         raise NotAvailable(f"no recorded results {'for ' + slug + ' ' if slug else ''}in {RESULTS_DIR}")
-    return Recording(path, _mark_rung7_through_pass(json.loads(path.read_text())))
+    return Recording(path, _tensor_core_roofs(_mark_rung7_through_pass(json.loads(path.read_text()))))
+
+
+def _tensor_core_roofs(data):
+    """Every set of ceilings in a recording with the tensor-core roof an instruction's (roofline.with_tensor_core_roof):
+    recordings written when it held cuBLAS's speed are read as today's."""
+    if isinstance(data, dict):
+        return {k: with_tensor_core_roof(v) if k == "ceilings" and isinstance(v, dict) else _tensor_core_roofs(v)
+                for k, v in data.items()}
+    return [_tensor_core_roofs(v) for v in data] if isinstance(data, list) else data
 
 
 def _live_slug() -> str | None:
@@ -274,7 +285,8 @@ def merge(old: dict | None, new: dict) -> dict:
 
 
 CEILING_NAMES = {"copy_TBps": "copy, TB/s", "l2_TBps": "L2 read, TB/s", "fp32_TFLOPs": "fp32 FMA, TFLOP/s",
-                 "fp16_tc_TFLOPs": "fp16 tensor cores (cuBLAS), TFLOP/s"}
+                 "fp16_tc_TFLOPs": "tensor-core roof (highest instruction ceiling), TFLOP/s",
+                 "cublas_TFLOPs": "cuBLAS 8192³ (an anchor), TFLOP/s"}
 # the rows a side-by-side compares: the memory-bound vector add, each ladder's top rungs, beside their anchor
 HEADLINES = [("vector_add", "cuda:2_vectorized", (1000000000,), "torch:add"),
              ("matmul", "cuda:7_wgmma", (8192, 8192, 8192), "torch:cublas"),

@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TABLES = ROOT / "kernels" / "predictions"
 QUANTITIES = ("speedup", "pct_roof", "pct_anchor")
 ROOF_NAMES = {"copy_TBps": "copy", "fp32_TFLOPs": "fp32", "fp16_tc_TFLOPs": "tensor-core"}
+# A claimed gain's band starts here or above: above one timing's run-to-run spread (kernels/predictions/README.md)
+GAIN_FLOOR = 1.02
 
 
 # ---------------------------------------------------------------- the tables
@@ -80,6 +82,8 @@ class Prediction:
         hlo, hhi = self.hit_at(label) if label else self.hit
         if (hlo, hhi) != (lo, hi):
             text += f" (hit: {'>= ' + _num(hlo) if math.isinf(hhi) else _num(hlo) + '-' + _num(hhi)})"
+        if self.quantity == "speedup" and lo < 1:
+            text += " (break-even expected)" if hi > 1 else " (a loss expected)"
         return text
 
 
@@ -183,14 +187,15 @@ def _row(rows: list[dict], label: str, shape: tuple) -> dict | None:
     return next((r for r in rows if _label(r) == label and tuple(r["shape"]) == tuple(shape)), None)
 
 
-def _ceilings(row: dict, ceilings: dict | None, recording) -> tuple[dict | None, str]:
+def _ceilings(row: dict, ceilings: dict | None, recording, roof: str | None = None) -> tuple[dict | None, str]:
     """The ceilings a row is judged against: its own run's (a recorded row's session; a live row: those
-    given), else, for a recorded row whose run kept none, the recording's newest, marked '*'."""
+    given), else, for a recorded row whose run kept none (or not `roof`: a run before the instruction roofs were
+    measured has no tensor-core roof), the recording's newest, marked '*'."""
     if "recorded" not in row:
         return ceilings, ""
     rec = recording or results_mod.load()
     session = rec.session(row) or {}
-    if session.get("ceilings"):
+    if session.get("ceilings") and (roof is None or session["ceilings"].get(roof)):
         return session["ceilings"], ""
     return rec.ceilings, "*"
 
@@ -215,8 +220,8 @@ def judge(p: Prediction, shape: tuple, rows: list[dict], problem: str, ceilings:
             return Verdict(p, shape, label, None, f"no {p.over.split(':', 1)[1]}")
         value = before["ms"] / row["ms"]
     elif p.quantity == "pct_roof":
-        ceil, note = _ceilings(row, ceilings, recording)
-        if not ceil:
+        ceil, note = _ceilings(row, ceilings, recording, p.roof)
+        if not ceil or not ceil.get(p.roof):
             return Verdict(p, shape, label, None, "no ceilings")
         rate = row["tbps"] if p.roof == "copy_TBps" else row["tflops"]
         value = 100 * rate / ceil[p.roof]
@@ -374,7 +379,8 @@ class Ladder:
             if row is None:
                 out.append(f"  {tag:>11s}  not measured")
                 continue
-            ceil, note = _ceilings(row, self.ceilings, getattr(self, "recording", None))
+            ceil, note = _ceilings(row, self.ceilings, getattr(self, "recording", None), roof)
+            ceil = ceil if ceil and ceil.get(roof) else None
             rate = f"{row['tbps']:6.2f} TB/s" if roof == "copy_TBps" else f"{row['tflops']:7.2f} TFLOP/s"
             value = row["tbps"] if roof == "copy_TBps" else row["tflops"]
             pct = 100 * value / ceil[roof] if ceil else None
@@ -384,7 +390,7 @@ class Ladder:
             out.append(f"  {tag:>11s} {row['ms']:10.4f} ms {rate}  {pct}{step}"
                        + ("" if row.get("correct", True) else "  WRONG"))
         if any("*" in line for line in out[1:]):
-            out.append("  * the run that timed this rung kept no ceilings: the roof is the recording's newest")
+            out.append("  * the run that timed this rung kept no such roof: the roof is the recording's newest")
         return "\n".join(out)
 
     def step(self, name: str, anchor: str | None = None) -> None:

@@ -47,7 +47,18 @@ def test_bands_are_sane(p):
     assert lo <= p.band[0] and hi >= p.band[1] and lo > 0, "the hit range holds the band"
     if p.quantity == "speedup":
         assert p.over != p.rung
+        for lo, hi in [p.band, p.hit, *p.at.values()]:   # kernels/predictions/README.md: the rules a band follows
+            assert not 1 <= lo < verdicts.GAIN_FLOOR, f"a gain band from {lo} counts no change as a hit"
     assert p.basis, "each band says the model it comes from"
+
+
+def test_a_band_around_one_says_break_even_and_one_under_it_a_loss():
+    p = verdicts.Prediction("cuda:2_x", "speedup", (0.98, 1.05), (0.98, 1.05), "b", over="cuda:1_x")
+    assert p.describe().endswith("(break-even expected)")
+    assert verdicts.Prediction("cuda:2_x", "speedup", (1.02, 1.1), (1.02, 1.1), over="cuda:1_x").describe() == \
+        "1.02-1.1x over 1_x"
+    lossy = verdicts.Prediction("cuda:2_x", "speedup", (1.02, 1.1), (1.02, 1.1), over="cuda:1_x", at={"D64": (0.85, 1.0)})
+    assert lossy.describe("D64") == "0.85-1x over 1_x (a loss expected)"
 
 
 def _prediction_text(path) -> str:

@@ -3,6 +3,10 @@ meets, its SASS signatures per architecture, its search spaces and searches, and
 """
 from __future__ import annotations
 
+import inspect
+import re
+from pathlib import Path
+
 import kernels.matmul as mm
 from kernels.cuda import matmul as cm
 from kernels.triton import matmul as tm
@@ -13,18 +17,24 @@ from ladder.lessons.source import ROOT, code, lines_of_code
 
 
 def roofs_summary(problem, roofs: dict, label: str, shape: tuple) -> str:
-    """The roofs a matmul meets (copy, fp32, fp16 tensor cores), each compute roof's ridge point and the least
-    time `shape` can take under it; then the two tensor-core instructions' own ceilings where measured (lesson
-    00's microbenchmarks): what a rung on `mma.sync` or `wgmma` could reach at most."""
+    """The roofs a matmul meets (copy, fp32, fp16 tensor cores: the highest tensor-core instruction ceiling, lesson
+    00's microbenchmarks), each compute roof's ridge point and the least time `shape` can take under it; then both
+    instructions' ceilings, and cuBLAS's speed, an anchor under the roof."""
+    tc = roofs.get("fp16_tc_TFLOPs")
     lines = [f"roofs ({label}): copy {roofs['copy_TBps']:.2f} TB/s, fp32 {roofs['fp32_TFLOPs']:.0f} TFLOP/s, "
-             f"fp16 tensor cores {roofs['fp16_tc_TFLOPs']:.0f} TFLOP/s"]
+             + (f"fp16 tensor cores {tc:.0f} TFLOP/s" if tc else "fp16 tensor cores: no instruction ceiling measured")]
     for key in ("fp32_TFLOPs", "fp16_tc_TFLOPs"):
+        if not roofs.get(key):
+            continue
         best = problem.flops(shape) / (roofs[key] * 1e12) * 1e3
         lines.append(f"{roofline.ROOFS[key]:17s}: ridge point {roofline.ridge(roofs['copy_TBps'], roofs[key]):4.0f} "
                      f"FLOP/B; {'x'.join(map(str, shape))} at least {best:.3f} ms")
     if roofs.get("mma_sync_TFLOPs") and roofs.get("wgmma_TFLOPs"):
         lines.append(f"instruction ceilings: mma.sync {roofs['mma_sync_TFLOPs']:.0f} TFLOP/s, wgmma "
                      f"{roofs['wgmma_TFLOPs']:.0f} TFLOP/s ({roofs['wgmma_TFLOPs'] / roofs['mma_sync_TFLOPs']:.2f}x)")
+    if roofs.get("cublas_TFLOPs") and tc:
+        lines.append(f"cuBLAS at 8192³ (an anchor, not a roof): {roofs['cublas_TFLOPs']:.0f} TFLOP/s, "
+                     f"{100 * roofs['cublas_TFLOPs'] / tc:.0f}% of the tensor-core roof")
     return "\n".join(lines)
 
 
@@ -157,3 +167,106 @@ def matmul_lines_vs_speed(rows: list[dict], shape: tuple = (4096, 4096, 4096)) -
         lines.append(f"{c:28s} {cuda[c]:5d} {speed('cuda:' + c)}   {right}")
     lines.append(f"{'torch:cublas':28s} {'':5s} {speed('torch:cublas')}")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------- lesson 02b's Hopper primer
+
+HOPPER_RUNGS = {7: "kernels/cuda/matmul/7_wgmma.cu", 8: "kernels/cuda/matmul/8_tma_warp_specialized.cu",
+                9: "kernels/cuda/matmul/9_persistent.cu", 10: "kernels/cuda/matmul/10_cluster_multicast.cu"}
+_HEADERS = {"tma": "kernels/cuda/matmul/tma.cuh", "tensor_core": "kernels/cuda/matmul/tensor_core.cuh"}
+
+
+def _search(pattern: str, text: str, where: str) -> re.Match:
+    found = re.search(pattern, text)
+    if not found:
+        raise KeyError(f"{where} no longer has {pattern!r}: the primer's constants need it")
+    return found
+
+
+def hopper_primer_constants() -> dict:
+    """What the primer of lesson 02b draws, read from rungs 7-10's .cu files, their headers and launchers (no GPU):
+    the block tile, the ring, the warpgroups and their registers, the TMA boxes and swizzle, the wgmma shape and
+    the shared-memory matrix descriptors' fields, the cluster."""
+    from ladder.lessons.source import cu_define
+    from ladder.runtime import tma
+    rung8 = (ROOT / HOPPER_RUNGS[8]).read_text()
+    core = (ROOT / _HEADERS["tensor_core"]).read_text()
+    path8 = "matmul/" + Path(HOPPER_RUNGS[8]).name
+    threads, consumers = cu_define(path8, "THREADS"), cu_define(path8, "CONSUMERS")
+    maps = _search(r"tma\.encode\(a, \((\d+), (\d+)\)\), tma\.encode\(b, \((\d+), (\d+)\)\)",
+                   inspect.getsource(cm.tma_maps), "kernels/cuda/matmul.py's tma_maps")
+    wgmma = _search(r'wgmma\.mma_async\.sync\.aligned\.m(\d+)n" #N "k(\d+)', core, "tensor_core.cuh")
+    steps = _search(r"descriptor\(a \+ k \* 16, (\d+)\), descriptor\(b \+ k \* 16 \* 64, BK_ \* (\d+)\)", core,
+                    "tensor_core.cuh's wgmma_k_steps")
+    bk = cu_define(path8, "BK")
+    regs_per_sm = 65536                                   # an sm_90 SM's register file (glossary: SM)
+    return dict(
+        BM=cu_define(path8, "BM"), BN=cu_define(path8, "BN"), BK=bk, STAGES=cm.TMA_WS["STAGES"],
+        THREADS=threads, CONSUMERS=consumers, PRODUCERS=threads // 128 - consumers,
+        STAGE_BYTES=2 * (cu_define(path8, "BM") * bk + bk * cu_define(path8, "BN")),
+        producer_regs=int(_search(r"setmaxnreg\.dec\.sync\.aligned\.u32 (\d+)", rung8, HOPPER_RUNGS[8]).group(1)),
+        consumer_regs=int(_search(r"setmaxnreg\.inc\.sync\.aligned\.u32 (\d+)", rung8, HOPPER_RUNGS[8]).group(1)),
+        launch_regs=regs_per_sm // threads // 8 * 8,      # __launch_bounds__(THREADS, 1): registers come in 8s
+        regs_per_sm=regs_per_sm,
+        box_a=(int(maps.group(1)), int(maps.group(2))), box_b=(int(maps.group(3)), int(maps.group(4))),
+        swizzle=inspect.signature(tma.encode).parameters["swizzle"].default,
+        wgmma=(int(wgmma.group(1)), cu_define(path8, "BN"), int(wgmma.group(2))),
+        a_leading=int(steps.group(1)), b_leading=bk * int(steps.group(2)),
+        stride=int(_search(r"\(1024 >> 4\) << 32", core, "tensor_core.cuh's descriptor").group(0)[1:5]),
+        swizzle_mode=int(_search(r"(\d)ull << 62", core, "tensor_core.cuh's descriptor").group(1)),
+        CLUSTER=cu_define("matmul/" + Path(HOPPER_RUNGS[10]).name, "CLUSTER"))
+
+
+def kernel_lines(path: str, first: str, count: int = 10, after: str | None = None) -> str:
+    """`count` lines of a kernel file (path from the repository root) from the first line that contains `first`
+    (searching from the first line containing `after`, if given), under a comment naming the file and lines: a
+    quote the primer of lesson 02b prints, read from the file so that it stays true."""
+    lines = (ROOT / path).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if after in line) if after else 0
+    at = next((i for i in range(start, len(lines)) if first in lines[i]), None)
+    if at is None:
+        raise KeyError(f"{path} has no line containing {first!r}")
+    body = lines[at:at + count]
+    indent = min(len(line) - len(line.lstrip()) for line in body if line.strip() and not line.startswith("#"))
+    return "\n".join([f"// {path}, lines {at + 1}-{at + len(body)}"]
+                     + [line if line.startswith("#") else line[indent:] for line in body])
+
+
+def _statements(function, starts: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(line number, line) of each statement of `function` whose first line contains one of `starts`, to the line
+    that closes its brackets."""
+    lines, first = inspect.getsourcelines(function)
+    out = []
+    for start in starts:
+        at = next((i for i, line in enumerate(lines) if start in line), None)
+        if at is None:
+            raise KeyError(f"{function.__name__} no longer has {start!r}: the primer prints that line")
+        depth, i = 0, at
+        while True:
+            depth += sum(lines[i].count(c) for c in "([{") - sum(lines[i].count(c) for c in ")]}")
+            out.append((first + i, lines[i].rstrip()))
+            i += 1
+            if depth <= 0:
+                break
+    return out
+
+
+def hopper_host_side() -> str:
+    """The host's part of a Hopper rung, the lines a student does not see in the kernel: kernels/cuda/matmul.py
+    encodes A's and B's tensor maps (ladder/runtime/tma.py: what the driver's cuTensorMapEncodeTiled gets) and
+    launches rung 8, compiled for sm_90a, with its threads and dynamic shared memory."""
+    from ladder.runtime import tma
+    picks = [("kernels/cuda/matmul.py", cm.tma_maps, ("return tma.encode",)),
+             ("ladder/runtime/tma.py", tma.layout, ("spec = dict",)),
+             ("ladder/runtime/tma.py", tma._encoded, ("result = encode_tiled",)),
+             ("kernels/cuda/matmul.py", cm.tma_warp_specialized, ("return _tensor_core_launch",)),
+             ("kernels/cuda/matmul.py", cm._tensor_core_launch, ("module = cuda.load", "inputs = operands",
+                                                                "cuda.launch("))]
+    out = []
+    for path, function, starts in picks:
+        chosen = _statements(function, starts)
+        indent = min(len(line) - len(line.lstrip()) for _, line in chosen)
+        out.append(f"# {path}, in {function.__name__} (line{'s' * (len(chosen) > 1)} "
+                   f"{chosen[0][0]}{'-' + str(chosen[-1][0]) if len(chosen) > 1 else ''})")
+        out += [line[indent:] for _, line in chosen]
+    return "\n".join(out)

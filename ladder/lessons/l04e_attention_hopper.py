@@ -19,20 +19,20 @@ from ladder.verdicts import shape_label
 
 def hopper_attention_count(problem, shapes: list[tuple], roofs: dict, label: str) -> str:
     """Count first for the Hopper rungs: per shape the work, the fewest bytes, the intensity and the least time
-    under the tensor-core roof the measure lines use (a cuBLAS matmul) and under wgmma's own ceiling (lesson 00's
-    microbenchmark; that column left out where it was not measured)."""
-    tc, wgmma, mma = roofs["fp16_tc_TFLOPs"], roofs.get("wgmma_TFLOPs"), roofs.get("mma_sync_TFLOPs")
-    lines = [f"roofs ({label}): copy {roofs['copy_TBps']:.2f} TB/s; fp16 tensor cores {tc:.0f} TFLOP/s (a cuBLAS "
-             "matmul: the roof of the measure lines' %)",
-             "instruction ceilings: " + ", ".join(f"{name} {v:.0f} TFLOP/s" if v else f"{name} not measured"
-                                                  for name, v in (("mma.sync", mma), ("wgmma", wgmma))),
-             f"{'shape':>11s} {'GFLOP':>7s} {'Q,K,V,O MB':>11s} {'FLOP/B':>7s} {'least ms at ' + f'{tc:.0f}':>16s} "
-             + (f"{'at ' + f'{wgmma:.0f}':>8s}" if wgmma else "")]
+    under the tensor-core roof the measure lines use (the highest instruction ceiling: wgmma's on Hopper, lesson
+    00's microbenchmark)."""
+    tc, wgmma, mma = roofs.get("fp16_tc_TFLOPs"), roofs.get("wgmma_TFLOPs"), roofs.get("mma_sync_TFLOPs")
+    lines = [f"roofs ({label}): copy {roofs['copy_TBps']:.2f} TB/s; instruction ceilings: "
+             + ", ".join(f"{name} {v:.0f} TFLOP/s" if v else f"{name} not measured"
+                         for name, v in (("mma.sync", mma), ("wgmma", wgmma)))
+             + (f"; the tensor-core roof: {tc:.0f}" if tc else "; no tensor-core roof measured")]
+    if not tc:
+        return lines[0]
+    lines.append(f"{'shape':>11s} {'GFLOP':>7s} {'Q,K,V,O MB':>11s} {'FLOP/B':>7s} {'least ms at ' + f'{tc:.0f}':>16s}")
     for s in shapes:
         f = problem.flops(s)
         lines.append(f"{shape_label(problem, s):>11s} {f / 1e9:7.1f} {problem.min_bytes(s) / 1e6:11.0f} "
-                     f"{problem.intensity(s):7.0f} {f / tc / 1e9:16.3f} "
-                     + (f"{f / wgmma / 1e9:8.3f}" if wgmma else ""))
+                     f"{problem.intensity(s):7.0f} {f / tc / 1e9:16.3f}")
     return "\n".join(lines)
 
 

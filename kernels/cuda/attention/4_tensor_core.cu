@@ -7,7 +7,7 @@
 //             global -> registers -> shared memory, and the warps wait for them.
 // Prediction: rung 3 was bound by FFMA issue; the tensor cores do the same products at ~15x the rate
 //             (~990 vs ~67 TFLOP/s dense on an H100), so several times faster; then the loads, the barriers
-//             and the softmax's exponentials (MUFU) are exposed: still well below SDPA, 15-38% of the
+//             and the softmax's exponentials (MUFU) are exposed: still well below SDPA, 10-27% of the
 //             tensor-core roof (kernels/predictions/attention_cuda.toml).
 // Signature:  HMMA (mma.sync, also on sm_90: wgmma needs a whole warpgroup), LDSM (ldmatrix), MUFU.EX2,
 //             SHFL (the quad reductions), 128-bit LDG then STS; no LDGSTS.

@@ -15,7 +15,7 @@
 //             expects 4 arrivals. A cluster barrier after the mbarriers' init (no multicast or remote arrive
 //             before the partner's barriers exist) and one before the consumers exit (no block leaves while its
 //             partner may still arrive on its barriers). Rung 9's ring, warpgroups and tiles otherwise.
-// Prediction: 1.0-1.15x rung 9 (less from L2, but both blocks of a cluster now wait for the slower), about
+// Prediction: 1.02-1.15x rung 9 (less from L2, but both blocks of a cluster now wait for the slower), about
 //             0.9-1.0x cuBLAS at 4096^3 and 8192^3. What is left: the consumers still stop multiplying to
 //             store C from registers.
 // Signature:  as rung 9, but 3 UTMALDG (A, and 2 UTMALDG.2D.MULTICAST of B), remote arrives

@@ -13,7 +13,7 @@
 //             (cp.async.bulk.wait_group.read). The buffer (64 KB) comes out of the ring: 3 stages, which rung 10
 //             runs as fast as 4. Where C's rows cannot be a TMA's (N not a multiple of 8, or C not 16-byte
 //             aligned) the consumers store as rung 10's do. Rung 10's clusters, ring and order otherwise.
-// Prediction: 1.04-1.12x rung 10 at 4096^3 and 1.0-1.06x at 8192^3, where the epilogue is half the share of a
+// Prediction: 1.04-1.12x rung 10 at 4096^3 and 1.02-1.06x at 8192^3, where the epilogue is half the share of a
 //             tile's time; 95-105% of cuBLAS at both.
 // Signature:  as rung 10, plus 4 UTMASTG.2D (the stores) and UTMACMDFLUSH (their commit), DEPBAR.LE SB0 (the
 //             waits on them), a second FENCE.VIEW.ASYNC.S (the proxy fence) and 2 BAR.SYNC on a register id (the

@@ -16,7 +16,7 @@
 //             The producer needs few registers: setmaxnreg lowers its warpgroup to 40 a thread and raises
 //             the consumers to 232 (from 168 each at launch), room for 128 accumulators and the rest.
 //             Same 128 x 256 x 64 tiles, swizzle, wgmma and one-tile lag as rung 7.
-// Prediction: about 1.1x rung 7 (band 1.0-1.25x): ~600 TFLOP/s on the H100, 0.85x cuBLAS (band 0.8-0.95x)
+// Prediction: about 1.1x rung 7 (band 1.02-1.25x): ~600 TFLOP/s on the H100, 0.85x cuBLAS (band 0.8-0.95x)
 //             at 4096^3 and 8192^3 (rung 7: 0.79x/0.83x). What is left to cuBLAS: its 2-CTA clusters
 //             (TMA multicast halves L2 -> SM traffic), a persistent grid whose epilogue overlaps the next
 //             tile's loads, a rasterized tile order; here the epilogue still stores from registers.

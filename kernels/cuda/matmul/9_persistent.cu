@@ -16,7 +16,7 @@
 //             and the next tile's first wgmma finds its data waiting (rung 8: a new block starts cold).
 //             Tiles, warpgroups, ring and setmaxnreg are rung 8's.
 // Prediction: at 8192^3, where rung 8 waited on DRAM, 1.2-1.45x rung 8; at 4096^3, where it did not, only the
-//             overlapped epilogue and the warm ring: 1.0-1.1x. Both near 0.85-0.95x cuBLAS (~610-640 TFLOP/s
+//             overlapped epilogue and the warm ring: 1.02-1.1x. Both near 0.85-0.95x cuBLAS (~610-640 TFLOP/s
 //             on the H100). What is left: the consumers still stop multiplying while they store (cuBLAS
 //             stores through shared memory with the TMA, or ping-pongs two tiles), and 2-CTA clusters.
 // Signature:  as rung 8: UTMALDG (5, in the producer's k loop), SYNCS (mbarrier arrive / try-wait), HGMMA,

@@ -8,7 +8,7 @@
 //             (FlashWarp::softmax<false>, then rescale), and a K/V stage is released a tile later, so the ring
 //             is 3 deep at both head sizes. Registers: S of tile t, P of tile t - 1 and O live at once. The
 //             first S and the last P·V are issued outside the loop, so that ptxas sees every wait.
-// Prediction: 1.0-1.15x rung 9 (FlashAttention-3's ablation credits this overlap with its second ~10%); the
+// Prediction: 1.02-1.15x rung 9 (FlashAttention-3's ablation credits this overlap with its second ~10%); the
 //             issue's goal is >= 1.0x SDPA's cuDNN kernel at D128.
 // Measured on the way (H100, one run, 3 interleaved rounds; x SDPA at S 4096, D64 / D64 causal / D128 / D128
 //             causal): this rung 0.898 / 0.899 / 0.985 / 1.010. Without the turns (INTRA_OVERLAP on rung 8)

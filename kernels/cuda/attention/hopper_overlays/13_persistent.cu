@@ -10,7 +10,7 @@
 //             that S, do the last P·V and store O. Causal blocks keep one item each: their lengths differ, and the
 //             hardware's block scheduler hands the next one to whichever SM is free, where a fixed stride would
 //             not balance them (kernels/attention.py, persistent_grid).
-// Prediction: 1.01-1.05x rung 12 without a mask (kernels/predictions/attention_cuda.toml); causal 0.97-1.03x (rung 12's
+// Prediction: 1.02-1.05x rung 12 without a mask (kernels/predictions/attention_cuda.toml); causal 0.97-1.03x (rung 12's
 //             kernel, its loop run once).
 // Measured on the way (H100, one run, 5 interleaved rounds, x SDPA; S 4096 D128 / D64 / GPT-2's B8 H12 S1024 D64, no
 //             mask): Q released after the item's last softmax, not its last S, 0.986 / 1.065 / 0.834 against this

@@ -8,7 +8,7 @@
 //             wgmma, between its issue and P·V's (FlashAttention-3's order: O is rescaled by tile t - 1's alpha
 //             just before the P·V that adds tile t - 1 to it); the zeroing goes, the first wgmma of S told not to
 //             add (wgmma's accumulate flag).
-// Prediction: 1.00-1.04x rung 13 (kernels/predictions/attention_cuda.toml): the instructions leave the path, not the
+// Prediction: 1.02-1.04x rung 13 (kernels/predictions/attention_cuda.toml): the instructions leave the path, not the
 //             kernel (the rescale still runs, under a wgmma), so the step is at most the path's share of the tile.
 // Measured on the way (H100, one run, 5 interleaved rounds, x SDPA at S 4096, D128 / D128 causal / D64 / D64
 //             causal): the rescale moved alone 1.009 / 1.010 / 1.085 / 0.983, the zeroing gone alone 0.992 / 1.010
