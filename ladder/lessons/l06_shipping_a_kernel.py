@@ -1,9 +1,10 @@
-"""Lesson 06, shipping a kernel as a PyTorch operator: its host cost per call, the shape sweep against cuBLAS and what
-the dispatch table launches where, why rung 6 loses where it does (its tiles, its loads), rung 12's search at the
-goal shapes, and a stale dispatch table refused.
+"""Lesson 06, shipping a kernel as a PyTorch operator: the operator's template as ladder/ops.py writes it, its host
+cost per call, the shape sweep against cuBLAS and what the dispatch table launches where, why rung 6 loses where it
+does (its tiles, its loads), rung 12's search at the goal shapes, and a stale dispatch table refused.
 """
 from __future__ import annotations
 
+import ast
 import collections
 import math
 import re
@@ -18,6 +19,54 @@ from kernels.triton import matmul as tm
 from ladder import autotune, dispatch, sass
 from ladder.runtime import hardware
 from ladder.roofline import datasheet_gpu
+
+OPS = Path(__file__).resolve().parents[1] / "ops.py"
+
+
+def _excerpt(lines: list[str], node: ast.stmt, keep: list[str]) -> list[str]:
+    """Function `node`'s first and last lines and, between them, the runs of lines from each `keep` marker (a line
+    that starts with it, stripped) to the next line that does not indent deeper, with "..." for what is left out."""
+    body = lines[node.lineno - 1:node.end_lineno]
+    indent = lambda line: len(line) - len(line.lstrip())  # noqa: E731
+    kept = {0, len(body) - 1}
+    for marker in keep:
+        start = next(i for i, line in enumerate(body) if line.strip().startswith(marker))
+        end = start + 1
+        while end < len(body) and (not body[end].strip() or indent(body[end]) > indent(body[start])):
+            end += 1
+        kept.update(range(start, end))
+    out = []
+    for i, line in enumerate(body):
+        if i in kept:
+            out.append(line)
+        elif i - 1 in kept:
+            out.append(" " * indent(body[min(j for j in kept if j > i)]) + "...")
+    return out
+
+
+def show_op_template(op: str = "matmul") -> None:
+    """The pieces of ladder/ops.py that make a Triton kernel the operator ladder::`op`, printed from the file itself
+    in the order a student writes them: the body that launches the kernel through wrap_triton, the fake, the
+    registration (triton_op on a GPU, custom_op with the fake in the interpreter), and the backward with
+    register_autograd and its setup_context. Reads the file, imports nothing: the same text in every world."""
+    lines = OPS.read_text().splitlines()
+    functions = {n.name: n for n in ast.parse("\n".join(lines)).body if isinstance(n, ast.FunctionDef)}
+    def function(name: str) -> list[str]:
+        return lines[functions[name].lineno - 1:functions[name].end_lineno]
+    def statement(start: str) -> list[str]:
+        return [next(line for line in lines if line.startswith(start))]
+    parts = [
+        ("1. the body: where torch traces the call (fake tensors), it launches the kernel through wrap_triton",
+         function(f"_{op}_impl") + [""] + _excerpt(lines, functions[f"_{op}_run"],
+                                                   ["out = ", "if traced:", "elif out.numel():"])),
+        ("2. the fake: the output's shape, dtype and device, no launch", function(f"_{op}_fake")),
+        ("3. the operator: a triton_op on a GPU, a custom_op with the fake in Triton's interpreter",
+         function("_register") + statement(f'_register("{op}"')),
+        ("4. the backward: what to save (setup_context), the gradients, and their registration",
+         function(f"_{op}_setup") + [""] + function(f"_{op}_backward")
+         + statement(f'torch.library.register_autograd("ladder::{op}"')),
+    ]
+    print("\n\n".join(f"# ladder/ops.py, {title}\n" + "\n".join(body) for title, body in parts))
 
 
 def host_cost_table(rows: list[dict]) -> str:
