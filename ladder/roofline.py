@@ -198,10 +198,23 @@ def _roof_segments(sheet: dict, tag: str, lo: float, hi: float):
         yield f"{names[key]} {sheet[key]:.0f} TFLOP/s", xs[keep], np.full(keep.sum(), sheet[key]), ROOF_COLORS[key]
 
 
+CROWDED = 0.08   # a datasheet roof this close (relative) to a measured flat roof is named in the key, not drawn on it
+
+
+def crowded_datasheet_roofs(ceilings: dict, datasheet: dict | None) -> dict[str, float]:
+    """The datasheet's flat roofs within CROWDED of a measured one: drawn, the two lines and labels would overlap."""
+    measured = [ceilings[k] for k in (*ROOFS, *INSTRUCTION_ROOFS) if ceilings.get(k) and k in ROOF_NAMES["measured"]]
+    return {k: v for k, v in (datasheet or {}).items() if k in ROOFS and v
+            and any(abs(v - m) <= CROWDED * m for m in measured)}
+
+
 def _draw_roofs(ax, ceilings, datasheet, lo, hi):
+    crowded = crowded_datasheet_roofs(ceilings, datasheet)
     for sheet, style, tag in ((ceilings, "-", "measured"), (datasheet, "--", "datasheet")):
         if not sheet:
             continue
+        if tag == "datasheet":
+            sheet = {k: v for k, v in sheet.items() if k not in crowded}
         for name, xs, ys, color in _roof_segments(sheet, tag, lo, hi):
             if len(xs):
                 ax.plot(xs, ys, style, color=color, lw=1.6 if tag == "measured" else 1,
@@ -424,6 +437,10 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     key.append(Line2D([], [], ls="-", color="0.3", label="roofs measured on this GPU (solid), datasheet (dashed)"))
     for name, line in unlabelled.items():   # roofs too close to others for their name to fit on them in any panel
         key.append(Line2D([], [], ls=line.get_linestyle(), color=line.get_color(), label=name))
+    for roof, value in crowded_datasheet_roofs(ceilings, datasheet).items():
+        key.append(Line2D([], [], ls="--", color=ROOF_COLORS.get(roof, "k"), alpha=0.55,
+                          label=f"{ROOF_NAMES['datasheet'][roof]} {value:.0f} TFLOP/s: within {CROWDED:.0%} of a "
+                                "measured roof, not drawn"))
     if not ceilings.get("l2_TBps"):   # recorded before L2 was measured (ladder.ceilings.l2_TBps): no roof to draw
         key.append(Line2D([], [], ls="", label="no L2 roof: these ceilings have no measured L2 bandwidth"))
     if any(p.unit for p in pts):
