@@ -182,11 +182,13 @@ def measured_points(runs: list[dict], profiles: list[dict], problem, shape: tupl
     return pts
 
 
-def _roof_segments(sheet: dict, tag: str, lo: float, hi: float):
-    """(label, xs, ys, color) for each roof of one sheet of ceilings, over intensities lo..hi."""
+def _roof_segments(sheet: dict, tag: str, lo: float, hi: float, skip=()):
+    """(label, xs, ys, color) for each roof of one sheet of ceilings, over intensities lo..hi; the flat roofs in
+    `skip` are not drawn (the slopes still rise to the highest)."""
     xs = np.geomspace(lo, hi, 400)
     flat = [k for k in (*ROOFS, *INSTRUCTION_ROOFS) if sheet.get(k) and k in ROOF_NAMES[tag]]
     top = max(sheet[k] for k in flat)
+    flat = [k for k in flat if k not in skip]
     names = ROOF_NAMES[tag]
     for key in BANDWIDTHS:
         if sheet.get(key) and key in names:
@@ -213,9 +215,7 @@ def _draw_roofs(ax, ceilings, datasheet, lo, hi):
     for sheet, style, tag in ((ceilings, "-", "measured"), (datasheet, "--", "datasheet")):
         if not sheet:
             continue
-        if tag == "datasheet":
-            sheet = {k: v for k, v in sheet.items() if k not in crowded}
-        for name, xs, ys, color in _roof_segments(sheet, tag, lo, hi):
+        for name, xs, ys, color in _roof_segments(sheet, tag, lo, hi, crowded if tag == "datasheet" else ()):
             if len(xs):
                 ax.plot(xs, ys, style, color=color, lw=1.6 if tag == "measured" else 1,
                         alpha=1 if tag == "measured" else 0.55, zorder=1, gid=name)
