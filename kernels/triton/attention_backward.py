@@ -56,6 +56,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.triton.attention import TILES as FORWARD_TILES, flash_kernel, key_passes, launch_flash
 from ladder.runtime import validate
+from ladder.runtime.direct_launch import DirectLaunches
 from ladder.runtime.hardware import detect
 from ladder.runtime.world import WORLD, device
 
@@ -342,13 +343,22 @@ def strides(*tensors: torch.Tensor) -> tuple:
     return tuple(n for t in tensors for n in t.stride())
 
 
+_DIRECT = DirectLaunches()
+
+
 def _launch(kernel, grid: tuple, args: tuple, config: dict, **constexprs) -> None:
     """kernel[grid](*args) with config's tiles, warps and stages. On a GPU ladder.ops runs this launcher as a
     triton_op (ladder::attention_backward): traced (validate.traced), the launch goes through wrap_triton, the
-    only way torch.compile sees it. Eagerly the kernel is called itself: through wrap_triton an eager launch keeps
-    its non-tensor arguments in torch's kernel side table, an entry per launch for the life of the process
-    (measured on the H100: with a tensor descriptor among them, and the tensor it holds, 128 MiB a call)."""
-    (wrap_triton(kernel) if validate.traced(*args) else kernel)[grid](*args, **config, **constexprs)
+    only way torch.compile sees it. Eagerly on a GPU the compiled kernel's own launcher runs it after the first
+    launch of each specialization (ladder.runtime.direct_launch: Triton's binding costs tens of µs a launch); an
+    eager launch through wrap_triton would keep its non-tensor arguments in torch's kernel side table, an entry per
+    launch for the life of the process (128 MiB a call with a tensor descriptor among them)."""
+    if validate.traced(*args):
+        wrap_triton(kernel)[grid](*args, **config, **constexprs)
+    elif WORLD.gpu:
+        _DIRECT(kernel, grid, args, {**config, **constexprs})
+    else:
+        kernel[grid](*args, **config, **constexprs)
 
 
 def prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None) -> tuple:
