@@ -67,16 +67,20 @@ def tensor_map_box(rows: int, cols: int, box: tuple[int, int], element_bytes: in
     chunks = row_bytes // 16
     fig = _figure(12.5, 5.8)
     left, right = fig.add_axes((0.01, 0.08, 0.4, 0.74)), fig.add_axes((0.47, 0.08, 0.52, 0.74))
-    # global memory: 4 x 6 boxes of the matrix drawn, one copied
-    gx, gy = 6, 4
+    # global memory: the matrix's top-left corner, boxes to scale (a box is box_cols wide, box_rows tall)
+    bh = box_rows / box_cols                              # a box's height in box widths
+    gx = 4
+    gy = min(4, max(2, round(gx * rows / cols / bh)))       # a square matrix: a square corner
     cells = _fill((gy, gx))
     cells[1, 2] = _shade(TENSOR_CORES, 0.7)
-    _cells(left, cells, 0, 0, 1, 1, grid="white", lw=1.5)
-    _box(left, 0, 0, gx, gy, MEMORY, lw=1)
-    left.text(2.5, 1.5, f"box at\nx = {2 * box_cols},\ny = {box_rows}", ha="center", va="center", fontsize=8)
+    _cells(left, cells, 0, 0, 1, bh, grid="white", lw=1.5)
+    _box(left, 0, 0, gx, gy * bh, MEMORY, lw=1)
+    left.text(2.5, 1.5 * bh, f"box at\nx = {2 * box_cols},\ny = {box_rows}",
+              ha="center", va="center", fontsize=8)
     left.text(gx / 2, -0.15, f"{cols} columns ({cols * element_bytes} B a row) …", ha="center", va="bottom",
               fontsize=9)
-    left.text(-0.15, gy / 2, f"{rows} rows …", ha="right", va="center", fontsize=9, rotation=90)
+    left.text(-0.15, gy * bh / 2, f"{rows} rows …", ha="right", va="center", fontsize=9, rotation=90)
+    gy = gy * bh                                          # the drawn corner's height, in the same units
     fields = (f"tensor map (encoded by the host, 128 bytes):\n"
               f"  sizes, innermost first: {cols}, {rows}\n"
               f"  row stride: {cols * element_bytes} bytes\n"
@@ -84,8 +88,8 @@ def tensor_map_box(rows: int, cols: int, box: tuple[int, int], element_bytes: in
               f"  swizzle: {swizzle} bytes; outside the matrix: zeros")
     left.text(0, gy + 0.3, fields, ha="left", va="top", fontsize=9, family="monospace")
     _bare(left, -0.8, gx + 0.2, -0.9, gy + 2.4)
-    left.set_title("global memory: one thread issues tma_load(map, x, y);\nthe copy engine moves the whole box",
-                   fontsize=10)
+    left.set_title("global memory, the matrix's top-left corner, boxes to scale:\none thread issues "
+                   "tma_load(map, x, y),\nthe copy engine moves the whole box", fontsize=10)
     # shared memory: rows 0-7 of the box, 16-byte chunks after the swizzle
     show = 8
     grid = _fill((show, chunks), _shade(TENSOR_CORES, 0.12))

@@ -93,12 +93,14 @@ def tma_tile_copy(backend: str = "cuda", element_bytes: int = FP16_BYTES, swizzl
     mbarrier, whose phase flips when all arrived. The box: A's k-tile, BM x BK of CUDA rung 8 (its #defines),
     or BLOCK_M x BLOCK_K of Triton rung 7 (TMA_PERSISTENT)."""
     if backend == "cuda":
-        rows, cols = cu_define(TMA_RUNG, "BM"), cu_define(TMA_RUNG, "BK")
+        rows, cols, width = cu_define(TMA_RUNG, "BM"), cu_define(TMA_RUNG, "BK"), cu_define(TMA_RUNG, "BN")
     else:
         rows, cols = tm.TMA_PERSISTENT["BLOCK_M"], tm.TMA_PERSISTENT["BLOCK_K"]
+        width = tm.TMA_PERSISTENT["BLOCK_N"]
     row_bytes = cols * element_bytes
     chunks = row_bytes // 16
     nbytes = rows * row_bytes
+    stage_bytes = nbytes + cols * width * element_bytes   # what full[s] expects: this A box and B's k-tile
     fig = _figure(12, 6.2)
     left, right = fig.add_axes((0.02, 0.1, 0.42, 0.72)), fig.add_axes((0.52, 0.1, 0.46, 0.72))
     # global memory: a matrix of 3.5 x 3 boxes, the box at (2, 1) crosses the bottom edge (rows past M)
@@ -110,8 +112,8 @@ def tma_tile_copy(backend: str = "cuda", element_bytes: int = FP16_BYTES, swizzl
     _box(left, cols, 2 * rows, cols, M - 2 * rows, TENSOR_CORES, fill=True)
     left.plot([0, K], [M, M], color="k", lw=1.2, ls="--")
     left.text(K + 0.03 * K, M, "row M: A ends", ha="left", va="center", fontsize=8)
-    left.text(1.27 * K, 2.2 * rows - 0.08 * rows, "cp.async.bulk.tensor\n(box at m0, k0)", ha="center", va="bottom",
-              fontsize=8)
+    left.text(1.265 * K, 2.2 * rows - 0.08 * rows, "cp.async.bulk\n.tensor (box\nat m0, k0)", ha="center",
+              va="bottom", fontsize=8)
     left.text(cols * 1.5, M + (3 * rows - M) / 2, "zero-filled", ha="center", va="center", fontsize=8)
     _bare(left, -0.05 * K, 1.5 * K, -0.05 * rows, 3 * rows + 0.05 * rows)
     left.set_title(f"global memory: the tensor map holds A's address, sizes and row stride,\n"
@@ -126,10 +128,11 @@ def tma_tile_copy(backend: str = "cuda", element_bytes: int = FP16_BYTES, swizzl
                        va="center", fontsize=9)
         right.text(-0.15, r + 0.5, f"row {r}", ha="right", va="center", fontsize=8)
     bar_y = show + 1.2
-    _box(right, -1.5, bar_y, chunks + 1.6, 1.4, "0.3", lw=1.2)
-    right.text((chunks - 1.4) / 2, bar_y + 0.7, f"mbarrier: expects {nbytes} bytes, counts them as they land;\n"
-               f"then its phase flips and the waiting warps run", ha="center", va="center", fontsize=9)
-    _bare(right, -1.6, chunks + 0.2, -0.2, bar_y + 1.6)
+    _box(right, -1.5, bar_y, chunks + 1.6, 2.6, "0.3", lw=1.2)
+    right.text((chunks - 1.4) / 2, bar_y + 1.3, f"mbarrier full[s] expects {nbytes} bytes from this box\nand {stage_bytes - nbytes} "
+               f"from B's: {stage_bytes} a stage. It counts them\nas they land; then its phase completes "
+               f"\nand the waiting warps run", ha="center", va="center", fontsize=9)
+    _bare(right, -1.6, chunks + 0.2, -0.2, bar_y + 2.8)
     right.set_title(f"shared memory, rows 0–{show - 1} of {rows}: which 16-byte chunk of the row lands where\n"
                     f"({swizzle_bytes}-byte swizzle: chunk c of row r at c XOR r mod 8; the banks spread)", fontsize=10)
     who = "CUDA rung 8" if backend == "cuda" else "Triton rung 7"
