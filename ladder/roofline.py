@@ -83,6 +83,7 @@ class Point:
     tflops: float      # achieved
     backend: str = "cuda"
     l2_intensity: float | None = None   # FLOP per byte moved between L2 and the SMs (ncu), when profiled
+    l2_counter: str = "l2_to_sm_bytes"  # which ncu count of L2 bytes l2_intensity divides by (L2_COUNTERS)
     unit: str | None = None   # what does its math: "CUDA cores", "mma.sync", "wgmma" (see `unit`), said in the key
 
     @property
@@ -159,12 +160,18 @@ def points(rows: list[dict], problem, shape: tuple | None = None) -> list[Point]
             for r in rows if r["problem"] == problem.name and r["shape"] == shape]
 
 
+# The two counts of L2 bytes a profile may hold, as the roofline's key names them: what the SMs read from L2
+# (TMA included), and the L2's whole traffic, reads and writes (the tables' "L2 GB"); older profiles have only the second
+L2_COUNTERS = {"l2_to_sm_bytes": "per byte the SMs read from L2", "l2_bytes": "per L2 byte, the tables' L2 GB"}
+
+
 def measured_points(runs: list[dict], profiles: list[dict], problem, shape: tuple) -> list[Point]:
     """Roofline points whose intensity counts the DRAM bytes ncu measured for each rung (read + written)
     instead of the problem's minimum, and the L2 bytes beside it (what the SMs received from L2, else all
-    L2 traffic): where each rung really sits at each level. Rungs with no profile at `shape` are left out."""
+    L2 traffic, each point naming its count): where each rung really sits at each level. Rungs with no profile at
+    `shape` are left out."""
     def l2_bytes(metrics):
-        return metrics.get("l2_to_sm_bytes") or metrics.get("l2_bytes")
+        return next(((metrics[k], k) for k in L2_COUNTERS if metrics.get(k)), (None, None))
 
     profiled = {f"{p['backend']}:{p['rung']}": p["metrics"] for p in profiles
                 if p["problem"] == problem.name and tuple(p["shape"]) == tuple(shape)}
@@ -177,8 +184,9 @@ def measured_points(runs: list[dict], profiles: list[dict], problem, shape: tupl
             continue
         dram = (metrics.get("dram_bytes_read") or 0) + (metrics.get("dram_bytes_write") or 0)
         if dram:
-            l2 = l2_bytes(metrics)
-            pts.append(Point(label, flops / dram, r["tflops"], r["backend"], flops / l2 if l2 else None))
+            l2, counter = l2_bytes(metrics)
+            pts.append(Point(label, flops / dram, r["tflops"], r["backend"], flops / l2 if l2 else None,
+                             counter or "l2_to_sm_bytes"))
     return pts
 
 
@@ -420,7 +428,7 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     ax.set_ylabel("TFLOP/s")
     ax.set_title(title or "Roofline" + (f" — {source}" if source else ""), fontsize=10, wrap=True)
     if zoom_ax is not None:
-        zoom_ax.set_title("the top decade (the grey box), zoomed", fontsize=9)
+        zoom_ax.set_title("the fastest rungs (the grey box), zoomed", fontsize=9)
         (x0, x1), (y0, y1) = zoom_ax.get_xlim(), zoom_ax.get_ylim()
         ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, color="0.85", zorder=0))   # no edge to cross a label
     fig.canvas.draw()
@@ -428,12 +436,12 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     unlabelled = {line.get_gid(): line for line in ax.get_lines() if line.get_gid() and line.get_gid() not in placed}
     key = [Line2D([], [], ls="", marker=BACKEND_MARKERS.get(p.backend, "o"), ms=11, color=BACKEND_COLORS.get(p.backend, "k"),
                   label=f"{p.glyph:>3s}  {p.label}: {p.tflops:.3g} TFLOP/s at {p.intensity:.3g} FLOP/B"
-                  + (f" (per L2-to-SM byte: {p.l2_intensity:.3g})" if p.l2_intensity else "") + (f" [{p.unit}]" if p.unit else ""))
+                  + (f" ({L2_COUNTERS[p.l2_counter]}: {p.l2_intensity:.3g})" if p.l2_intensity else "") + (f" [{p.unit}]" if p.unit else ""))
            for p in pts]
     if any(p.l2_intensity for p in pts):
         key.append(Line2D([], [], ls="", marker="o", ms=11, mfc="white", color="0.3",
-                          label="filled: FLOP per DRAM byte (ncu dram__bytes); hollow: FLOP per byte the SMs read "
-                                "from L2 (ncu l1tex__m_xbar2l1tex_read_bytes)"))
+                          label="filled: FLOP per DRAM byte (ncu dram__bytes); hollow: FLOP per L2 byte, as each entry "
+                                "says (ncu l1tex__m_xbar2l1tex_read_bytes, or lts__t_bytes)"))
     key.append(Line2D([], [], ls="-", color="0.3", label="roofs measured on this GPU (solid), datasheet (dashed)"))
     for name, line in unlabelled.items():   # roofs too close to others for their name to fit on them in any panel
         key.append(Line2D([], [], ls=line.get_linestyle(), color=line.get_color(), label=name))
