@@ -175,6 +175,9 @@ class Verdict:
             return self.outcome
         unit = "x" if self.prediction.quantity == "speedup" else "%"
         digits = 2 if unit == "x" or self.value < 10 else 1
+        edges = self.prediction.hit_at(self.label)
+        if any(round(self.value, digits) == round(e, digits) for e in edges):   # rounded onto the edge: show which side
+            digits += 1
         mark = {"below": " ↓", "above": " ↑"}.get(self.direction, "")
         return f"{self.value:.{digits}f}{unit}{self.note} {self.outcome}{mark}"
 

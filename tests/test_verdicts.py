@@ -307,3 +307,10 @@ def test_a_narrowed_ladder_is_judged_on_its_own_rungs():
     assert ("cuda:6_autotuned", "cuda:5_pipelined") not in rungs
     everything = verdicts.verdicts("attention", "cuda", rec.runs("attention"), recording=rec)
     assert {v.prediction.rung for v in everything} >= {"cuda:1_naive", "cuda:5_pipelined"}
+
+
+def test_a_value_that_rounds_onto_a_band_edge_prints_the_digit_that_decides():
+    """1.0187x against a band from 1.02 is a miss; printed as "1.02x miss" it would read as a hit: one more digit."""
+    p = verdicts.Prediction("cuda:2_x", "speedup", (1.02, 1.1), (1.02, 1.1), over="cuda:1_x")
+    assert verdicts.Verdict(p, (1,), "4096³", 1.0187, "miss").text() == "1.019x miss ↓"
+    assert verdicts.Verdict(p, (1,), "4096³", 1.05, "hit").text() == "1.05x hit"
