@@ -112,8 +112,8 @@ def tma_tile_copy(backend: str = "cuda", element_bytes: int = FP16_BYTES, swizzl
     _box(left, cols, 2 * rows, cols, M - 2 * rows, TENSOR_CORES, fill=True)
     left.plot([0, K], [M, M], color="k", lw=1.2, ls="--")
     left.text(K + 0.03 * K, M, "row M: A ends", ha="left", va="center", fontsize=8)
-    left.text(1.265 * K, 2.2 * rows - 0.08 * rows, "cp.async.bulk\n.tensor (box\nat m0, k0)", ha="center",
-              va="bottom", fontsize=8)
+    left.text(1.265 * K, 2.2 * rows - 0.08 * rows, "cp.async.bulk\n.tensor, box at\nx = k0, y = m0", ha="center",
+              va="bottom", fontsize=8)   # the map's coordinates, innermost first: tma_load(..., k0, m0, ...)
     left.text(cols * 1.5, M + (3 * rows - M) / 2, "zero-filled", ha="center", va="center", fontsize=8)
     _bare(left, -0.05 * K, 1.5 * K, -0.05 * rows, 3 * rows + 0.05 * rows)
     left.set_title(f"global memory: the tensor map holds A's address, sizes and row stride,\n"
