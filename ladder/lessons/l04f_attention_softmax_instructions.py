@@ -130,3 +130,13 @@ def search_steps(tuner: str = "cuda:15_autotuned") -> str:
                      f"{own / r.best_ms:5.3f}x")
     lines.append("(one search each: every configuration timed on the same inputs, L2 flushed; rung 14's is one of them)")
     return "\n".join(lines)
+
+
+def softmax_sass_lines(name: str = "10_intra_overlap", head_dim: int = 64, around: int = 8, lines: int = 10) -> str:
+    """Lesson 04f's SASS excerpt: `lines` instructions of CUDA rung `name`'s SASS (sm_90a, the launcher's tiles) from a
+    few before its `around`-th MUFU.EX2, addresses and opcodes, the encodings left out: where exp2f's fix-up sits."""
+    text = attention_sass(at.PROBLEM.rung("cuda", name), "sm_90a", head_dim).text
+    ins = [m.group(1).strip() + " " + m.group(2).strip() + ";"
+           for m in re.finditer(r"(/\*[0-9a-f]{4,}\*/)\s+([^;]*);", text)]
+    i = [k for k, x in enumerate(ins) if " MUFU.EX2 " in x][around]
+    return "\n".join(ins[i - lines // 2: i - lines // 2 + lines]) + f"\n(rung {name}, D{head_dim}: SASS for sm_90a)"
