@@ -296,7 +296,8 @@ def tile_order(tiles_m: int, tiles_n: int, group_m: int) -> list[tuple[int, int]
 
 
 def _order_panel(ax, tiles_m: int, tiles_n: int, group_m: int, in_flight: int, color: str, walk: int | None,
-                 bm: int, bn: int):
+                 bm: int, bn: int, line: bool = True, outlines: bool = True):
+    """One order's panel; `line`: the order drawn through the tiles in flight, `outlines`: the walked tiles boxed."""
     order = tile_order(tiles_m, tiles_n, group_m)
     w = bn / bm   # a tile's width in tile heights: C keeps its shape
     cells = _fill((tiles_m, tiles_n))
@@ -312,11 +313,13 @@ def _order_panel(ax, tiles_m: int, tiles_n: int, group_m: int, in_flight: int, c
     _cells(ax, strip_b, 0, -1.6, w=w, grid="white")
     ax.text(-1.1, tiles_m + 0.3, "A", ha="center", va="top", fontsize=10, fontweight="bold")
     ax.text(tiles_n * w + 0.3, -1.1, "B", ha="left", va="center", fontsize=10, fontweight="bold")
-    path = np.array(order[:in_flight], dtype=float) + 0.5
-    ax.plot(path[:, 1] * w, path[:, 0], color="k", lw=0.6, alpha=0.6, zorder=3)
+    if line:
+        path = np.array(order[:in_flight], dtype=float) + 0.5
+        ax.plot(path[:, 1] * w, path[:, 0], color="k", lw=0.6, alpha=0.6, zorder=3)
     if walk is not None:  # the persistent walk of program 0: tiles 0, P, 2P, ...
         for i, (r, c) in enumerate(order[::walk]):
-            _box(ax, c * w, r, w, 1, "k", lw=1.5, z=4)
+            if outlines:
+                _box(ax, c * w, r, w, 1, "k", lw=1.5, z=4)
             ax.text((c + 0.5) * w, r + 0.5, str(i + 1), ha="center", va="center", fontsize=8, fontweight="bold",
                     zorder=5, bbox=dict(facecolor="white", edgecolor="none", pad=0.5))
     _bare(ax, -1.8, tiles_n * w + 1.4, -1.8, tiles_m + 1.4)
@@ -361,15 +364,11 @@ def matmul_tile_order(backend: str = "triton", shape: tuple[int, int, int] = (40
         raise ValueError(f"no tile-order picture for CUDA rung {rung!r} (6_autotuned or 9_persistent)")
     fig = _figure(11, 1.5 + 5 * (M / N))
     axes = fig.subplots(1, 2)
+    bare = rung == "9_persistent"   # 02b: no zigzag over the thin row-major strip, and numbers without outlines
     for ax, g in zip(axes, (1, group_m)):
-        _order_panel(ax, tiles_m, tiles_n, g, in_flight, color, walk, bm, bn)
-    line = "line: the order tiles are taken"
-    if rung == "9_persistent":   # 02b: no zigzag over the thin row-major strip; each number inside its tile's outline
-        next(ln for ln in axes[0].lines if len(ln.get_xdata()) == in_flight).remove()
-        for ax in axes:   # the tiles' black outlines cut through the numbers at this scale: the numbers alone
-            for patch in [p for p in ax.patches if p.get_zorder() == 4]:
-                patch.remove()
-        line = "right, line: the order tiles are taken"
+        _order_panel(ax, tiles_m, tiles_n, g, in_flight, color, walk, bm, bn, line=not (bare and g == 1),
+                     outlines=not bare)
+    line = ("right, " if bare else "") + "line: the order tiles are taken"
     fig.suptitle(f"{who}\nC {M}×{N} in {bm}×{bn} tiles; {line}", fontsize=11)
     _key(fig, [("tiles in flight", _shade(color, 0.55)), ("A rows / B columns they read", MEMORY)], y=0.0)
     fig.tight_layout(rect=(0, 0.05, 1, 0.92))
