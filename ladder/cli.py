@@ -33,6 +33,7 @@
 from __future__ import annotations
 
 import argparse
+from concurrent.futures import ThreadPoolExecutor
 import os
 import re
 import sys
@@ -153,17 +154,22 @@ def cmd_record(args) -> None:
         res, record = runner.measure_live(chosen)
     if profile.available() and not args.no_profile:
         torch.cuda.empty_cache()   # what the timing cached goes back: each profile runs in a process of its own
-        jobs = [(p, r, p.bench_shapes[0]) for p in chosen for r in p.rungs if not runner.unavailable(r)]
-        kinds = {"warp_states": profile.warp_states} if args.warp_states_only else \
-            {"profiles": profile.profile, "warp_states": profile.warp_states}
-        for kind, measure in kinds.items():
-            todo = [(p, r, s) for p, r, _ in jobs for s in p.bench_shapes] if args.every_shape else jobs
+        jobs = [(p, r, s) for p in chosen for r in p.rungs if not runner.unavailable(r)
+                for s in (p.bench_shapes if args.every_shape else p.bench_shapes[:1])]
+        measure = (lambda *job: (None, profile.warp_states(*job))) if args.warp_states_only else \
+            profile.profile_and_warp_states
+        with ThreadPoolExecutor(args.jobs) as pool:  # each job is an ncu process; ncu profiles one kernel at a time
+            found = list(tqdm(pool.map(lambda job: measure(job[0].name, job[1].backend, job[1].name, job[2]), jobs),
+                              total=len(jobs), desc="ncu"))
+        profiled = {p.name: list(p.bench_shapes[0]) for p in chosen}
+        for kind, index in (("profiles", 0), ("warp_states", 1)):
             rows = [{"problem": p.name, "backend": r.backend, "rung": r.name, "shape": list(shape),
-                     "metrics": measure(p.name, r.backend, r.name, shape),
+                     "metrics": metrics[index],
                      **runner.pass_field(r)}   # profiled in a process of its own: the pass, not what it changed there
-                    for p, r, shape in tqdm(todo, desc=f"ncu {kind}")]
+                    for (p, r, shape), metrics in zip(jobs, found) if metrics[index] is not None]
             if kind == "profiles":  # one a rung at its problem's profiled shape; the other shapes' apart
-                profiled = {p.name: list(p.bench_shapes[0]) for p in chosen}
+                if args.warp_states_only:
+                    continue
                 record["shape_profiles"] = [x for x in rows if x["shape"] != profiled[x["problem"]]]
                 rows = [x for x in rows if x["shape"] == profiled[x["problem"]]]
             record[kind] = rows
@@ -333,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-time", action="store_true", help="profiles only, added to the recording")
     p.add_argument("--warp-states-only", action="store_true",
                    help="ncu's warp states (stall reasons, occupancy) only, added to the recording")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="ncu processes at once (their start-ups overlap; ncu profiles one kernel at a time)")
     p.add_argument("--every-shape", action="store_true",
                    help="profiles and warp states at every headline shape, not only the profiled one (choose the "
                         "rungs with --backends)")

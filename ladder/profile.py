@@ -67,10 +67,10 @@ def _table(problem: str, backend: str, rung: str, shape: tuple, metrics: dict) -
     """ncu's raw page for one rung run once: a row per kernel launched, each metric a column."""
     if not available():
         raise NotAvailable("Nsight Compute (ncu) is not on PATH here.")
-    out = _ncu(problem, backend, rung, shape, metrics.values())
+    out = _ncu(problem, backend, rung, shape, list(dict.fromkeys(metrics.values())))
     unknown = {m for m in metrics.values() if f"Failed to find metric regex:^{m}" in out.stdout + out.stderr}
     if out.returncode and unknown:  # a counter this GPU or ncu version lacks: the others still count
-        out = _ncu(problem, backend, rung, shape, [m for m in metrics.values() if m not in unknown])
+        out = _ncu(problem, backend, rung, shape, [m for m in dict.fromkeys(metrics.values()) if m not in unknown])
     rows = [line for line in out.stdout.splitlines() if line.startswith('"')]
     if out.returncode or len(rows) < 3:
         raise RuntimeError(f"ncu failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
@@ -86,7 +86,23 @@ def profile(problem: str, backend: str, rung: str, shape: tuple, metrics: dict |
     """`metrics` (default METRICS) of one rung, each summed over the kernels it launches; a percentage of a peak
     (a share of each kernel's own time) is averaged over the kernels, weighted by their durations."""
     metrics = metrics or METRICS
-    table = _table(problem, backend, rung, shape, metrics)
+    return _summed(_table(problem, backend, rung, shape, metrics), metrics)
+
+
+def warp_states(problem: str, backend: str, rung: str, shape: tuple) -> dict:
+    """WARP_STATE of one rung: stall reasons, issue activity, occupancy and launch of the kernel that takes most of
+    its time (a ratio or a launch setting does not add up over kernels), with that kernel's name and share."""
+    return _main_kernel(_table(problem, backend, rung, shape, WARP_STATE))
+
+
+def profile_and_warp_states(problem: str, backend: str, rung: str, shape: tuple) -> tuple[dict, dict]:
+    """`profile` and `warp_states` of one rung from a single ncu run: its start-up, not the kernel's replays,
+    is most of a run's time."""
+    table = _table(problem, backend, rung, shape, {**METRICS, **WARP_STATE})
+    return _summed(table, METRICS), _main_kernel(table)
+
+
+def _summed(table: list[dict], metrics: dict) -> dict:
     times = [_number(r, METRICS["duration_ns"]) or 0.0 for r in table]
     result = {"kernels": [r.get("Kernel Name", "") for r in table], "kernel_ns": times}
     for name, metric in metrics.items():
@@ -100,10 +116,7 @@ def profile(problem: str, backend: str, rung: str, shape: tuple, metrics: dict |
     return result
 
 
-def warp_states(problem: str, backend: str, rung: str, shape: tuple) -> dict:
-    """WARP_STATE of one rung: stall reasons, issue activity, occupancy and launch of the kernel that takes most of
-    its time (a ratio or a launch setting does not add up over kernels), with that kernel's name and share."""
-    table = _table(problem, backend, rung, shape, WARP_STATE)
+def _main_kernel(table: list[dict]) -> dict:
     times = [_number(r, WARP_STATE["duration_ns"]) or 0.0 for r in table]
     main = max(range(len(table)), key=times.__getitem__)
     result = {"kernel": table[main].get("Kernel Name", ""), "kernels": len(table),
