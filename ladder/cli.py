@@ -10,6 +10,8 @@
   record [PROBLEM..]   check and time every rung on this GPU, profile with ncu if present,
                        write results/<gpu>.json (rows of the rungs not run this time are kept);
                        `record capstone`: lesson 05's model, profiled and timed end to end
+                       `record models`: lesson 05's model and one of its blocks, forward and training step,
+                       six ways (eager, compile, CUDA graph; each with and without ladder.ops)
   notebooks [PATH..]   execute notebooks in place, outputs saved (default: every lesson,
                        exercise and solution); outputs recorded on a GPU are kept from a
                        CPU run unless --force
@@ -46,7 +48,7 @@ from tqdm import tqdm
 from ladder import autotune, ceilings, colab, dispatch, problems as problems_mod, profile
 from ladder.runtime import hardware
 from ladder import results as results_mod, runner, sweep
-from ladder.capstone import decision, endtoend
+from ladder.capstone import decision, endtoend, whole_model
 from ladder.runtime.errors import NotAvailable
 from ladder.exercises import notebooks as exercise_notebooks
 from ladder.exercises.notebooks import execute
@@ -97,6 +99,7 @@ def cmd_lab(args) -> None:
 
 
 CAPSTONE = "capstone"   # `record capstone`: lesson 05's model, not a problem with rungs
+MODELS = "models"       # `record models`: whole models six ways, forward and training (ladder.capstone.whole_model)
 
 
 def record_capstone(model: str = "gpt2-small") -> Path:
@@ -119,17 +122,38 @@ def record_capstone(model: str = "gpt2-small") -> Path:
     return results_mod.save(results_mod.merge(old, record))
 
 
+def record_models() -> Path:
+    """The "model" rows: each of whole_model.MODELS, forward and training step, six ways, in one run on this GPU;
+    merged into the recording (rows of the same model, variant and step replaced)."""
+    require_gpu("`record models` (it times whole models six ways)")
+    hardware.require_real("Recording")
+    gpu = hardware.detect()
+    path = results_mod.path_for(gpu.slug)
+    if not path.exists():
+        raise SystemExit("`record models` adds to this GPU's recording: `python -m ladder record` first")
+    old = results_mod.load(gpu.slug).data
+    record = results_mod.fresh_record(old, gpu)
+    record["model"] = []
+    for name in whole_model.MODELS:
+        for step in whole_model.STEPS:
+            rows = whole_model.measure(name, step)
+            print(f"{name}, {step}:\n{whole_model.table(rows)}")
+            record["model"] += [{**r, "recorded": record["provenance"]["date"]} for r in rows]
+    return results_mod.save(results_mod.merge(old, record))
+
+
 DEFAULT_BACKENDS = ("cuda", "triton", "torch")
 
 
 def cmd_record(args) -> None:
-    if CAPSTONE in args.problems:
-        if len(args.problems) > 1:
-            raise problems_mod.UnknownName(f"record {CAPSTONE} runs alone (it is a model, not a problem); "
-                                           f"record {' '.join(n for n in args.problems if n != CAPSTONE)} separately")
-        start = time.time()
-        print(f"wrote {record_capstone()} in {time.time() - start:.0f} s")
-        return
+    for alone, record_it in ((CAPSTONE, record_capstone), (MODELS, record_models)):
+        if alone in args.problems:
+            if len(args.problems) > 1:
+                raise problems_mod.UnknownName(f"record {alone} runs alone (it is a model, not a problem); record "
+                                               f"{' '.join(n for n in args.problems if n != alone)} separately")
+            start = time.time()
+            print(f"wrote {record_it()} in {time.time() - start:.0f} s")
+            return
     chosen = [problems_mod.get(n) for n in args.problems] if args.problems else list(problems_mod.problems().values())
     known = {name for p in chosen for r in p.rungs for name in (r.backend, r.label)}
     # the default names every backend: a problem without CUDA rungs (attention_backward) is no mistake

@@ -18,6 +18,8 @@
    ladder.dispatch at the model's shapes and a grid, cuBLAS timed in the same run: `python -m ladder sweep`),
  "memory": [{"problem", "backend", "rung", "shape", "peak_bytes", ...}] (peak bytes allocated by a call, e.g.
    attention_backward's forward + backward per rung: Problem.measure),
+ "model": [{"model", "variant", "step", "ms", "ms_p20", "ms_p80", "first_call_s", "rel_error", ...}] (a whole model
+   six ways, forward and training step, in one run: `python -m ladder record models`, ladder.capstone.whole_model),
  "sessions": [{"date", "ceilings", "anchors": [runs rows of the torch backend], "note"?}]}
 
 Every row says when it was recorded ("recorded": the date of its run). Each timed run is a session: the
@@ -213,12 +215,15 @@ def _key(kind: str, row: dict) -> tuple:
         return (row["model"],)
     if kind == "launch":
         return (row["op"], row["call"])
+    if kind == "model":
+        return (row["model"], row["variant"], row["step"])
     if kind in ("warp_states", "shape_profiles", "shape_sweep", "memory"):  # more than one shape per rung
         return (row["problem"], row["backend"], row["rung"], tuple(row["shape"]))
     return (row["problem"], row["tuner"]) if kind == "autotune" else (row["problem"], row["backend"], row["rung"])
 
 
-ROW_KINDS = ("runs", "profiles", "shape_profiles", "warp_states", "autotune", "power", "capstone", "launch", "shape_sweep", "memory")
+ROW_KINDS = ("runs", "profiles", "shape_profiles", "warp_states", "autotune", "power", "capstone", "launch", "shape_sweep",
+             "memory", "model")
 ANCHOR_BACKEND = "torch"   # the library rungs a run times beside ours: cuBLAS, SDPA, torch.add
 
 

@@ -9,6 +9,8 @@ any model can call (torch.compile sees into their Triton kernels):
                         q, k, v views of the qkv projection in place
   ladder.ops.matmul     rung 6's matmul with its bias + GELU epilogue fused, reading nn.Linear's weight as
                         stored (weight.t() is a view)
+`use_our_kernels(model, every_linear=True)` sends every other linear through ladder.ops.matmul too (the qkv and
+output projections, the MLP's second layer, the vocabulary projection): the whole model on the ops.
 """
 from __future__ import annotations
 
@@ -28,17 +30,19 @@ class CausalSelfAttention(nn.Module):
         self.cfg = cfg
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
-        self.ours = False
+        self.ours = self.every_linear = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, S, d = x.shape
         # (B, S, 3, H, D) -> three (B, H, S, D) views of one buffer: no copy for SDPA
-        q, k, v = self.qkv(x).view(B, S, 3, self.cfg.heads, self.cfg.head_dim).permute(2, 0, 3, 1, 4)
+        qkv = linear(self.qkv, x) if self.every_linear else self.qkv(x)
+        q, k, v = qkv.view(B, S, 3, self.cfg.heads, self.cfg.head_dim).permute(2, 0, 3, 1, 4)
         if self.ours:
             o = ops.attention(q, k, v, causal=True)   # laid out as q: (B, S, H, D) in memory
         else:
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(o.transpose(1, 2).reshape(B, S, d))
+        o = o.transpose(1, 2).reshape(B, S, d)
+        return linear(self.proj, o) if self.every_linear else self.proj(o)
 
 
 class MLP(nn.Module):
@@ -46,15 +50,11 @@ class MLP(nn.Module):
         super().__init__()
         self.fc = nn.Linear(cfg.d_model, 4 * cfg.d_model)
         self.proj = nn.Linear(4 * cfg.d_model, cfg.d_model)
-        self.ours = False
+        self.ours = self.every_linear = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.ours:
-            B, S, d = x.shape
-            h = ops.matmul(x.reshape(B * S, d), self.fc.weight.t(), self.fc.bias, "gelu").view(B, S, -1)
-        else:
-            h = F.gelu(self.fc(x), approximate="tanh")
-        return self.proj(h)
+        h = linear(self.fc, x, "gelu") if self.ours else F.gelu(self.fc(x), approximate="tanh")
+        return linear(self.proj, h) if self.every_linear else self.proj(h)
 
 
 class Block(nn.Module):
@@ -76,13 +76,22 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
+        self.every_linear = False
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(tokens.shape[1], device=tokens.device)
         x = self.wte(tokens) + self.wpe(positions)
         for block in self.blocks:
             x = block(x)
-        return self.lm_head(self.ln_f(x))
+        x = self.ln_f(x)
+        return linear(self.lm_head, x) if self.every_linear else self.lm_head(x)
+
+
+def linear(layer: nn.Linear, x: torch.Tensor, activation: str | None = None) -> torch.Tensor:
+    """layer(x), then `activation`, through ladder.ops.matmul: the weight read as stored (weight.t() is a view),
+    the bias and activation in its epilogue, x's leading dimensions flattened into the rows."""
+    out = ops.matmul(x.reshape(-1, x.shape[-1]), layer.weight.t(), layer.bias, activation)
+    return out.view(*x.shape[:-1], out.shape[-1])
 
 
 def build(cfg: Config | str, device: str, dtype: torch.dtype = torch.float16, seed: int = 0) -> GPT:
@@ -103,10 +112,13 @@ def tokens(cfg: Config, device: str, seed: int = 0) -> torch.Tensor:
     return torch.randint(0, cfg.vocab, (cfg.batch, cfg.seq), generator=gen, device=device)
 
 
-def use_our_kernels(model: GPT, on: bool = True) -> GPT:
-    """Swap our Triton kernels in (or out): every block's attention, and its MLP's first layer + GELU."""
+def use_our_kernels(model: GPT, on: bool = True, every_linear: bool = False) -> GPT:
+    """Swap our Triton kernels in (or out): every block's attention, and its MLP's first layer + GELU; with
+    `every_linear`, every other linear too."""
     for block in model.blocks:
         block.attn.ours = block.mlp.ours = on
+        block.attn.every_linear = block.mlp.every_linear = on and every_linear
+    model.every_linear = on and every_linear
     return model
 
 
