@@ -188,9 +188,8 @@ PERSISTENT = {"13_persistent", "14_critical_path", "15_autotuned"}
 
 def persistent_grid(items: int, causal: bool, sm_count: int) -> int:
     """Rungs 13-14's blocks: one an SM (its shared memory allows no second) for all `items`; causal, one an item: a
-    fixed stride of unequal items leaves SMs idle (H100, S 4096, causal: 0.62x rung 12 at D = 64, where 132 SMs
-    are 6 heads of 22 query blocks, so that each block took the same query block of every head; 0.93x at D = 128),
-    while the hardware's block scheduler gives the next item to whichever SM is free."""
+    fixed stride of unequal items leaves SMs idle (kernels/NOTES.md, rung 13), while the hardware's block scheduler
+    gives the next item to whichever SM is free."""
     return items if causal else min(items, sm_count)
 
 

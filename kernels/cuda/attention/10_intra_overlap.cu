@@ -10,11 +10,7 @@
 //             first S and the last P·V are issued outside the loop, so that ptxas sees every wait.
 // Prediction: 1.02-1.15x rung 9 (FlashAttention-3's ablation credits this overlap with its second ~10%); the
 //             issue's goal is >= 1.0x SDPA's cuDNN kernel at D128.
-// Measured on the way (H100, one run, 3 interleaved rounds; x SDPA at S 4096, D64 / D64 causal / D128 / D128
-//             causal): this rung 0.898 / 0.899 / 0.985 / 1.010. Without the turns (INTRA_OVERLAP on rung 8)
-//             0.806 / 0.809 / 0.843 / 0.889: the overlap pays only with them. A ring of 2 at D128: 0.759 / 0.775.
-//             Three consumer warpgroups at D64 without turns (160 registers a thread): 0.829 / 0.787 at best; with
-//             turns, rung 12. Rung 9 with a ring of 3 at D128: 0.881 / 0.938, against 0.883 / 0.941 with its 2.
+// Variants measured on the way: kernels/NOTES.md, CUDA attention rung 10.
 // Signature:  as rung 9, with the products' code twice (the loop's, and the first S and last P·V outside it):
 //             3 WARPGROUP.ARRIVE fences and 4 WARPGROUP.DEPBAR waits (the loop's wait_group 1 and 0), where a
 //             serialized pipeline (ptxas warns when it serializes) would have one of each per HGMMA; no LDL/STL.

@@ -10,13 +10,7 @@
 //             add (wgmma's accumulate flag).
 // Prediction: 1.02-1.04x rung 13 (kernels/predictions/attention_cuda.toml): the instructions leave the path, not the
 //             kernel (the rescale still runs, under a wgmma), so the step is at most the path's share of the tile.
-// Measured on the way (H100, one run, 5 interleaved rounds, x SDPA at S 4096, D128 / D128 causal / D64 / D64
-//             causal): the rescale moved alone 1.009 / 1.010 / 1.085 / 0.983, the zeroing gone alone 0.992 / 1.010
-//             / 1.080 / 0.980, both (this rung) 1.002 / 1.013 / 1.091 / 0.988, rung 13 0.989 / 1.012 / 1.075 / 0.967.
-//             FlashAttention-3's D128 tile, 176 keys in a ring of 2 with K and V on barriers of their own (K
-//             released once S lands, V once P·V does), on top of this rung: 1.000 / 0.975. Rung 13 with a ring of
-//             2 and one barrier for K and V: 0.75x to 0.78x SDPA at every key tile tried (128-192), the next copy
-//             waiting for the last tile's P·V.
+// Variants measured on the way: kernels/NOTES.md, CUDA attention rung 14.
 // Signature:  as rung 13; HGMMA as many, one more WARPGROUP.ARRIVE (the fence before P·V); no LDL/STL.
 // Generated from hopper_overlays/14_critical_path.cu by `python -m ladder.flatten`: do not edit; edit there.
 #define SHORT_PATH 1

@@ -11,9 +11,7 @@
 //             schedulers pick (rung 9 orders them).
 // Prediction: 1.05-1.2x rung 7 (FlashAttention-3's ablation credits warp specialization with about 13%), still
 //             short of cuDNN's kernel, which also orders its consumers and overlaps within each.
-// Measured on the way (H100, 3 interleaved rounds, S 4096, ms at D128 / D128 causal): rung 7 2.70 / 1.42; this
-//             rung with 64-key tiles (the sharing alone) 2.48 / 1.33, with its 128-key tiles 2.14 / 1.16. At D128
-//             the wider tiles gave more of the step (1.16x and 1.14x) than the sharing (1.09x and 1.07x).
+// Variants measured on the way: kernels/NOTES.md, CUDA attention rung 8.
 // Signature:  as rung 7, plus USETMAXREG (setmaxnreg: the producer's decrease, the consumers' increase); HGMMA
 //             on 128-key tiles at D = 128; no LDL/STL.
 // Generated from hopper_overlays/8_warp_specialized.cu by `python -m ladder.flatten`: do not edit; edit there.

@@ -8,8 +8,8 @@
 //             in rung 5; wgmma runs one tile behind its issue (wait_group 1).
 // Prediction: well above rung 6, 1.5-2.5x (kernels/predictions/matmul_cuda.toml), toward cuBLAS
 //             (which adds TMA copies, warp specialization and thread-block clusters).
-//             Measured on the way: the same kernel with unswizzled 8x8 core matrices and wait_group 0
-//             ran at 179 TFLOP/s, slower than rung 6; the swizzle and the one-tile lag tripled it.
+//             Variants measured on the way (unswizzled tiles, wait_group 0): kernels/NOTES.md,
+//             CUDA matmul rung 7.
 // Signature:  HGMMA in the sm_90a SASS (no HMMA); LDGSTS for the copies.
 #include "tensor_core.cuh"
 

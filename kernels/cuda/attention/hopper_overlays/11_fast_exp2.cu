@@ -8,12 +8,7 @@
 //             it flushes to 0 round to 0 in fp16 P anyway (flash_mma.cuh, exp2_softmax).
 // Prediction: 1.03-1.15x rung 10 (kernels/predictions/attention_cuda.toml), more at D = 64, whose tile has half
 //             the tensor-core work of D = 128's for the same softmax.
-// Measured on the way (H100, one run, 5 interleaved rounds, x SDPA at S 4096, D64 / D64 causal / D128 / D128
-//             causal): rung 10 0.864 / 0.842 / 0.944 / 0.955, this rung 0.956 / 0.929 / 0.975 / 0.990. Two more
-//             cuts of the softmax, each on top of this rung, lost: every 4th (8th) 8-key fragment exponentiated
-//             by a cubic on the FMA pipes, to unload MUFU: 0.884 / 0.883 / 0.909 / 0.924 (0.952 / 0.941 / 0.958
-//             / 0.972); a stale row max, kept unless the new one is 8 (log2) larger, with O's rescale skipped
-//             by a warp vote when no row's max moved: 0.868 / 0.839 / 0.977 / 0.991.
+// Variants measured on the way: kernels/NOTES.md, CUDA attention rung 11.
 // Signature:  as rung 10, with one MUFU.EX2 per exponential and no FSETP.GEU beside it; no LDL/STL.
 #define FAST_EXP2 1
 #include "10_intra_overlap.cu"

@@ -9,11 +9,7 @@
 //             128 x 24 = 64,512 of 65,536): rung 11's loop fits 160 at D = 64 (64 scores, 32 registers of P and 32
 //             accumulators a thread), not at D = 128 (64 accumulators), which keeps rung 11's two warpgroups.
 // Prediction: 1.05-1.2x rung 11 at D = 64; at D = 128 rung 11 itself (0.97-1.03x: the same kernel).
-// Measured on the way (H100, one run, 5 interleaved rounds, x SDPA at S 4096, D64 / D64 causal): rung 11 0.919 /
-//             0.899; this rung 1.061 / 0.981; with a ring of 2 (128-key tiles) 0.705 / 0.679; with 64-key tiles
-//             (3 or 4 stages) 0.918-0.929 / 0.867-0.878. Rung 10's earlier three warpgroups, without turns or the
-//             overlap inside a warpgroup: 0.829 / 0.787. At D128 three warpgroups fit 160 registers only with 64-key
-//             tiles: 0.916-0.925 / 0.916-0.918 (4 or 5 stages) against rung 11's 0.970 / 1.004 (D128 / causal).
+// Variants measured on the way: kernels/NOTES.md, CUDA attention rung 12.
 // Signature:  at D = 64 as rung 11, with the consumers' setmaxnreg to 160 (not 240) and three turn barriers (named
 //             barriers 1-3); no LDL/STL. At D = 128 rung 11's SASS, instruction for instruction.
 #if HEAD_DIM == 64 && !defined(CONSUMERS)  // rung 15 passes its searched count

@@ -12,9 +12,7 @@
 //             not balance them (kernels/attention.py, persistent_grid).
 // Prediction: 1.02-1.05x rung 12 without a mask (kernels/predictions/attention_cuda.toml); causal 0.97-1.03x (rung 12's
 //             kernel, its loop run once).
-// Measured on the way (H100, one run, 5 interleaved rounds, x SDPA; S 4096 D128 / D64 / GPT-2's B8 H12 S1024 D64, no
-//             mask): Q released after the item's last softmax, not its last S, 0.986 / 1.065 / 0.834 against this
-//             rung's 0.992 / 1.073 / 0.880; the next item's Q prefetched into L2 as well, 0.985 / 1.058 / 0.815.
+// Variants measured on the way: kernels/NOTES.md, CUDA attention rung 13.
 // Signature:  as rung 12, plus the q_empty barrier (SYNCS) and the loop over items; no LDL/STL.
 #define PERSISTENT 1
 #include "12_three_consumers.cu"

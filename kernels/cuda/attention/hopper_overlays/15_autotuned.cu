@@ -12,9 +12,7 @@
 // Prediction: 0.98-1.05x rung 14 at S 4096 (kernels/predictions/attention_cuda.toml: its configuration is in the
 //             space, so the search can only match it or find better, up to the timing's spread); more at the
 //             model shapes the search also covers, GPT-2's S 1024 above all.
-// Measured on the way (H100, one run, 5 interleaved rounds, x SDPA, D64): rung 14's kernel with two consumer
-//             warpgroups against its three: GPT-2 (B8 H12 S1024) 0.945 against 0.871 without a mask, 0.822 against
-//             0.762 causal; S 4096 0.971 against 1.087 without a mask, 0.923 against 0.984 causal.
+// Variants measured on the way: kernels/NOTES.md, CUDA attention rung 15.
 // Signature:  as rung 14 with the chosen configuration: two or three consumer warpgroups' setmaxnreg (240 or
 //             160) and turn barriers; no LDL/STL.
 #include "14_critical_path.cu"

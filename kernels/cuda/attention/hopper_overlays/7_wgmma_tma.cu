@@ -15,11 +15,7 @@
 // Prediction: 1.2-1.8x rung 6 (kernels/predictions/attention_cuda.toml); short of cuDNN's Hopper kernel
 //             (SDPA's default, ~1.9x rung 6 at D128), whose two consumer warpgroups take turns between the
 //             softmax and the tensor cores and overlap the next S with this P·V inside each warpgroup.
-//             Measured on the way (one H200 run, non-causal, TFLOP/s): that overlap inside the warpgroup (the
-//             next tile's S issued before this tile's P·V, the softmax between them) ran slower here, 335 vs 398
-//             at D=64 and 407 vs 434 at D=128: its second set of scores and P leaves fewer blocks per SM to
-//             overlap one another; so did 128-key tiles at D=128 (one block per SM: 398) and a third stage at
-//             D=64 (two blocks: 374).
+//             Variants measured on the way: kernels/NOTES.md, CUDA attention rung 7.
 // Signature:  HGMMA for both products (no HMMA, no LDSM), UTMALDG (TMA loads), SYNCS (mbarrier arrive and
 //             try-wait), MUFU.EX2 and SHFL for the softmax; no LDGSTS, no LDL/STL.
 // HEAD_DIM (64 or 128), BLOCK_N (keys a tile: 64 or 128) and STAGES are defines. Dynamic shared memory: the Q tile
