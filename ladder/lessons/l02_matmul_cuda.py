@@ -217,21 +217,6 @@ def hopper_primer_constants() -> dict:
         CLUSTER=cu_define("matmul/" + Path(HOPPER_RUNGS[10]).name, "CLUSTER"))
 
 
-def kernel_lines(path: str, first: str, count: int = 10, after: str | None = None) -> str:
-    """`count` lines of a kernel file (path from the repository root) from the first line that contains `first`
-    (searching from the first line containing `after`, if given), under a comment naming the file and lines: a
-    quote the primer of lesson 02b prints, read from the file so that it stays true."""
-    lines = (ROOT / path).read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if after in line) if after else 0
-    at = next((i for i in range(start, len(lines)) if first in lines[i]), None)
-    if at is None:
-        raise KeyError(f"{path} has no line containing {first!r}")
-    body = lines[at:at + count]
-    indent = min(len(line) - len(line.lstrip()) for line in body if line.strip() and not line.startswith("#"))
-    return "\n".join([f"// {path}, lines {at + 1}-{at + len(body)}"]
-                     + [line if line.startswith("#") else line[indent:] for line in body])
-
-
 def _statements(function, starts: tuple[str, ...]) -> list[tuple[int, str]]:
     """(line number, line) of each statement of `function` whose first line contains one of `starts`, to the line
     that closes its brackets."""

@@ -15,7 +15,7 @@ PROSE_WPM, CODE_WPM, FIGURE_MINUTES = 200, 100, 0.5
 # The viewer's calls that print kernel text (a source, a diff, a header's declarations): a cell that calls one is
 # read at the code pace.
 KERNEL_TEXT = tuple(f.__name__ for f in (source.show_source, source.show_diff, source.show_declarations,
-                                         source.show_cuda_rung, source.show_code)) + ("kernel_lines", "hopper_host_side")
+                                         source.show_cuda_rung, source.show_code, source.kernel_lines)) + ("hopper_host_side",)
 
 
 def reading_minutes(notebook) -> dict[str, float]:

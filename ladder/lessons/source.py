@@ -440,3 +440,18 @@ def show_cuda_rung(problem, number: int, hunks: int | list[int] | None = None, l
             show_source(rung.source, off)
         _show_switched_on(rung.source, before)
         includes(rung.source)
+
+
+def kernel_lines(path: str, first: str, count: int = 10, after: str | None = None) -> str:
+    """`count` lines of a kernel file (path from the repository root) from the first line that contains `first`
+    (searching from the first line containing `after`, if given), under a comment naming the file and lines: a
+    quote a lesson prints, read from the file so that it stays true."""
+    lines = (ROOT / path).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if after in line) if after else 0
+    at = next((i for i in range(start, len(lines)) if first in lines[i]), None)
+    if at is None:
+        raise KeyError(f"{path} has no line containing {first!r}")
+    body = lines[at:at + count]
+    indent = min(len(line) - len(line.lstrip()) for line in body if line.strip() and not line.startswith("#"))
+    return "\n".join([f"// {path}, lines {at + 1}-{at + len(body)}"]
+                     + [line if line.startswith("#") else line[indent:] for line in body])
