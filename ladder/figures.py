@@ -10,11 +10,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 from ladder import profile, results, roofline, verdicts
 from ladder.runtime import hardware
-
-LINE_STYLES = {"cuda": "--", "triton": "-", "torch": ":"}
 
 
 def _label(row: dict) -> str:
@@ -110,14 +109,19 @@ def speed_bars(rows: list[dict], shapes: list[tuple], source: str, anchor: str =
 
 
 SWEEP_MARK = 110   # points² of a rung's mark on a size sweep
+# A rung's line on a size sweep: its backend's colour, and its own dash pattern among that backend's rungs (a
+# seventh rung of one backend repeats the first's pattern, thinner).
+SWEEP_DASHES = ["-", "--", "-.", ":", (0, (7, 2, 1, 2, 1, 2)), (0, (10, 3))]
+SWEEP_END = 0.45   # how far outside a line's first and last size its marks stand, in octaves
 
 
 def size_sweep(rows: list[dict], size_of, xlabel: str, source: str, unavailable_from: float | None = None,
                note: str = ""):
-    """TFLOP/s against problem size, one line per rung, log-log. Each line is marked at both ends (colour and
-    shape: backend, number: rung); where the best rungs end within a few % of each other, their marks stand
-    in a row at that height, fastest on the line's end, the rest ranked outwards, so no mark hides another.
-    Sizes from `unavailable_from` on shaded, `note` in the legend."""
+    """TFLOP/s against problem size, log-log: one line per rung through the sizes it was timed at (the ticks),
+    in its backend's colour and a dash pattern of its own. Each line is named at both ends by its rung's mark
+    (colour and shape: backend, number: rung), set a little outside the line's first and last size; where
+    marks would touch, they stand one above the other in the order of their lines, each joined to its line's
+    end by a leader. Sizes from `unavailable_from` on shaded, `note` in the legend."""
     fig, ax = plt.subplots(figsize=(9, 4.5))
     sizes = sorted({size_of(r["shape"]) for r in rows})
     series = {label: sorted((size_of(r["shape"]), r["tflops"]) for r in rows if _label(r) == label)
@@ -126,41 +130,81 @@ def size_sweep(rows: list[dict], size_of, xlabel: str, source: str, unavailable_
     speeds = [tf for pts in series.values() for _, tf in pts]
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    # room beside the first and the last size for the rows of marks
-    ax.set(xlim=(sizes[0] / 2**1.2, sizes[-1] * 2**1.2), ylim=(min(speeds) / 1.5, max(speeds) * 1.5))
-    handles = []
+    # room beside the first and the last size for the columns of marks
+    ax.set(xlim=(sizes[0] / 2**(2 * SWEEP_END), sizes[-1] * 2**(2 * SWEEP_END)),
+           ylim=(min(speeds) / 1.5, max(speeds) * 1.5))
+    handles, per_backend = [], {}
     for label, pts in series.items():
         backend = label.split(":")[0]
-        style = dict(ls=LINE_STYLES.get(backend, "-"), color=roofline.BACKEND_COLORS.get(backend, "k"))
-        ax.plot(*zip(*pts), lw=1.2, zorder=2, **style)
+        k = per_backend[backend] = per_backend.get(backend, -1) + 1
+        style = dict(ls=SWEEP_DASHES[k % len(SWEEP_DASHES)], color=roofline.BACKEND_COLORS.get(backend, "k"),
+                     lw=1.5 if k < len(SWEEP_DASHES) else 0.9)
+        ax.plot(*zip(*pts), zorder=1.9 if backend == "torch" else 2, **style)   # ours over the library's
         handles.append(Line2D([], [], marker=roofline.BACKEND_MARKERS.get(backend, "o"), ms=8,
                               label=f"{roofline.Point(label, 1, 1).glyph:>3s}  {label}", **style))
     for end, side in ((0, -1), (-1, 1)):
-        _mark_row(ax, {label: pts[end] for label, pts in series.items()}, side)
+        _end_marks(ax, {label: pts[end] for label, pts in series.items()}, side)
     if unavailable_from:
         handles.append(ax.axvspan(unavailable_from, ax.get_xlim()[1], color="tab:red", alpha=0.08, label=note))
     ax.set_xticks(sizes, [str(s) for s in sizes])
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.minorticks_off()
     ax.set_xlabel(xlabel)
     ax.set_ylabel("TFLOP/s")
     ax.set_title(source, fontsize=9)
-    ax.grid(True, which="both", alpha=0.2)
-    _legend_outside(ax, handles=handles)
+    ax.grid(True, which="major", alpha=0.25)
+    _legend_outside(ax, handles=handles, handlelength=4)
     return fig
 
 
-def _mark_row(ax, ends: dict[str, tuple[float, float]], side: int):
-    """Each rung's mark at its line's end (label -> (size, TFLOP/s)), fastest first; one that would hide a mark
-    already drawn moves outwards (`side`: -1 left, 1 right) at its own height, with a leader back to its end, or,
-    where the row outwards is full, inwards over the lines."""
-    ranked = sorted(ends, key=lambda label: -ends[label][1])
-    glyphs = {label: roofline.Point(label, 1, 1).glyph for label in ranked}
-    extents = [roofline.mark_extent(ax, glyphs[label], label.split(":")[0], SWEEP_MARK) for label in ranked]
-    for label, x in zip(ranked, roofline.spread(ax, [ends[label] for label in ranked], extents, (side, -side))):
-        backend = label.split(":")[0]
-        end_x, y = ends[label]
-        if x != end_x:
-            ax.plot([end_x, x], [y, y], color=roofline.BACKEND_COLORS.get(backend, "k"), lw=0.6, zorder=2)
-        roofline.draw_mark(ax, x, y, glyphs[label], backend, SWEEP_MARK, label)
+def _end_marks(ax, ends: dict[str, tuple[float, float]], side: int):
+    """Each rung's mark beside its line's end (label -> (size, TFLOP/s)), SWEEP_END octaves outwards (`side`: -1
+    left, 1 right). The marks of the lines that end at one size form a column: in the order of their ends' heights,
+    and where two would touch, spread up and down around their ends (_stack), each with a leader to its end."""
+    columns: dict[float, list[str]] = {}
+    for label, (size, _) in ends.items():
+        columns.setdefault(size, []).append(label)
+    for size, labels in columns.items():
+        x = size * 2**(side * SWEEP_END)
+        glyphs = {label: roofline.Point(label, 1, 1).glyph for label in labels}
+        heights = [roofline.mark_extent(ax, glyphs[label], label.split(":")[0], SWEEP_MARK)[1] for label in labels]
+        pixels = [ax.transData.transform(ends[label])[1] for label in labels]
+        placed = _stack(pixels, heights, roofline.MARK_GAP, ax.bbox.y0, ax.bbox.y1)
+        for label, py in zip(labels, placed):
+            backend = label.split(":")[0]
+            y = ax.transData.inverted().transform((ax.transData.transform((x, 1.0))[0], py))[1]
+            ax.plot([ends[label][0], x], [ends[label][1], y], color=roofline.BACKEND_COLORS.get(backend, "k"),
+                    lw=0.6, zorder=2)
+            roofline.draw_mark(ax, x, y, glyphs[label], backend, SWEEP_MARK, label)
+
+
+def _stack(ys: list[float], heights: list[float], gap: float, low: float, high: float) -> list[float]:
+    """Centres (pixels) for boxes of `heights` wanted at `ys`, in one column between `low` and `high`: in the order
+    of ys, none touching the next; a run of boxes that would touch stands as one block centred on its ys' mean."""
+    order = sorted(range(len(ys)), key=lambda i: ys[i])
+    blocks = [[i] for i in order]
+
+    def bottom(block):   # where a block starts: centred on its ys, inside the column
+        size = sum(heights[i] for i in block) + gap * (len(block) - 1)
+        return min(max(np.mean([ys[i] for i in block]) - size / 2, low), high - size), size
+
+    merged = True
+    while merged:
+        merged = False
+        for a in range(len(blocks) - 1):
+            (b0, size), (b1, _) = bottom(blocks[a]), bottom(blocks[a + 1])
+            if b0 + size + gap > b1:
+                blocks[a:a + 2] = [blocks[a] + blocks[a + 1]]
+                merged = True
+                break
+    centres = {}
+    for block in blocks:
+        at, _ = bottom(block)
+        for i in block:
+            centres[i] = at + heights[i] / 2
+            at += heights[i] + gap
+    return [centres[i] for i in range(len(ys))]
 
 
 def memory_needed(curves: dict[str, list[float]], sizes: list[int], memories: dict[str, float], xlabel: str):
@@ -192,24 +236,31 @@ def modelled_roofline(rows: list[dict], problem, shape: tuple, model_bytes, ceil
                          title=f"{what}, by modelled bytes\n{source}").figure
 
 
-def stall_mix(warp_states: list[dict], labels: list[str], source: str, top: int = 8):
+# A stall reason's colour, the same in every stall figure: tab10's for the ten reasons the ladders lead with
+# (its grey, which "other" would be confused with, replaced), tab20b's for the rarer ones.
+STALL_COLORS = dict(zip(profile.STALL_REASONS, [*(c if i != 7 else "#393b79" for i, c in
+                                                  enumerate(plt.get_cmap("tab10").colors)),
+                                                *plt.get_cmap("tab20b").colors[2::4], *plt.get_cmap("tab20b").colors[1::4]]))
+
+
+def stall_mix(warp_states: list[dict], labels: list[str], source: str, top: int = 3):
     """Why each rung's warps waited, rung by rung: one bar per rung, split into the stall reasons (ncu's warp
-    states), each as a share of the warp cycles an issued instruction spent waiting; the reasons that lead
-    anywhere on the ladder get their own colour, the rest are "other". The total (warp cycles per issued
-    instruction) is written after each bar: a short bar of the same mix is a faster rung."""
+    states), each as a share of the warp cycles an issued instruction spent waiting. Every reason among some
+    rung's `top` largest gets its own colour (STALL_COLORS), so the reasons a lesson argues about show; the rest
+    are "other". The total (warp cycles per issued instruction) is written after each bar: a short bar of the
+    same mix is a faster rung."""
     found = {_label(w): w["metrics"] for w in warp_states}
     shown = [label for label in labels if label in found]
     totals = {label: {r: found[label].get(f"stall_{r}") or 0.0 for r in profile.STALL_REASONS} for label in shown}
-    lead = sorted({r for t in totals.values() for r, _ in sorted(t.items(), key=lambda x: -x[1])[:2]},
-                  key=lambda r: -max(t[r] / max(sum(t.values()), 1e-9) for t in totals.values()))[:top]
-    colors = plt.get_cmap("tab10").colors
+    lead = sorted({r for t in totals.values() for r, _ in sorted(t.items(), key=lambda x: -x[1])[:top]},
+                  key=lambda r: -max(t[r] / max(sum(t.values()), 1e-9) for t in totals.values()))
     fig, ax = plt.subplots(figsize=(8.5, 0.42 * len(shown) + 1.4))
     for y, label in enumerate(shown):
         t, left = totals[label], 0.0
         whole = sum(t.values()) or 1.0
-        for i, r in enumerate([*lead, "other"]):
+        for r in [*lead, "other"]:
             share = (whole - sum(t[x] for x in lead)) / whole if r == "other" else t[r] / whole
-            ax.barh(y, share, left=left, color="0.8" if r == "other" else colors[i % 10],
+            ax.barh(y, share, left=left, color="0.8" if r == "other" else STALL_COLORS[r],
                     label=("other" if r == "other" else verdicts.STALL_NAMES[r]) if y == 0 else None)
             left += share
         ax.text(1.01, y, f"{found[label]['cycles_per_issue']:.3g}", va="center", fontsize=8)

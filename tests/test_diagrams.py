@@ -394,6 +394,7 @@ def test_attention_tile_follows_the_constants(monkeypatch):
     assert "BLOCK_M = 64 queries on 4 warps, 16 rows each" in joined(attention.attention_tensor_core_tile())
     t = ta.GPU_TILES["4_tensor_core"]
     assert f"BLOCK_M = {t['BLOCK_M']} queries on {t['num_warps']} warps" in joined(attention.attention_tensor_core_tile("triton"))
+    assert "loaded once, kept in shared memory" in joined(attention.attention_tensor_core_tile())   # Q, with K and V
     monkeypatch.setattr(cuda_attention, "TENSOR_CORE", dict(cuda_attention.TENSOR_CORE, WARPS=2))
     assert "on 2 warps, 32 rows each" in joined(attention.attention_tensor_core_tile())
 
@@ -404,8 +405,9 @@ def test_attention_ring_follows_stages_and_the_compilers_buffers(monkeypatch, ca
     assert {int(m) for m in re.findall(r"ttg.local_alloc : \(\) -> !ttg.memdesc<(\d+)x", ir)} == {buffers}
     assert f"{buffers} of each on sm_80" in joined(attention.attention_kv_ring()) if capability == 80 else \
         f"{buffers} K and {buffers} V buffers on sm_90" in joined(attention.attention_kv_ring())
-    monkeypatch.setattr(cuda_attention, "PIPELINED", dict(cuda_attention.PIPELINED, STAGES=3))
-    assert "cp.async 2 key blocks ahead" in joined(attention.attention_kv_ring())
+    assert "BLOCK_M = 64 queries, BLOCK_N = 64 keys a block" in joined(attention.attention_kv_ring())
+    monkeypatch.setattr(cuda_attention, "PIPELINED", dict(cuda_attention.PIPELINED, STAGES=3, BLOCK_M=128))
+    assert "cp.async 2 key blocks ahead; BLOCK_M = 128 queries" in joined(attention.attention_kv_ring())
 
 
 def test_attention_search_marks_the_recorded_winner():

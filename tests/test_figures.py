@@ -72,11 +72,11 @@ def _attention_memory():
 
 
 def _attention_sweep():
-    sweep = {tuple(s) for s in LESSON_LADDERS["04b"][0].sweep_shapes} | {at.HEADLINE[0]}
-    rows = [r for r in rec.runs("attention") if tuple(r["shape"]) in sweep and r["backend"] in ("cuda", "torch")]
-    limit = np.sqrt(rec.data["gpu"]["memory_bytes"] / (4 * 4 * 32))
-    return figures.size_sweep(rows, lambda shape: shape[2], "S (B=4, H=32, D=64, not causal)", rec.label,
-                              unavailable_from=limit, note="rungs 1-2: N/A (S×S fp32 > memory)")
+    problem = LESSON_LADDERS["04b"][0]
+    sweep = {tuple(s) for s in problem.sweep_shapes} | {at.HEADLINE[0]}
+    taught = {r.label for r in problem.rungs}
+    rows = [r for r in rec.runs("attention") if tuple(r["shape"]) in sweep and f"{r['backend']}:{r['rung']}" in taught]
+    return figures.size_sweep(rows, lambda shape: shape[2], "S (B=4, H=32, D=64, not causal)", rec.label)
 
 
 def _stall_mix(lesson: str):
@@ -221,3 +221,35 @@ def test_a_crowded_top_decade_is_spread_at_its_own_heights():
         assert not ax.collections   # the main panel leaves the top decade to the zoom
     finally:
         plt.close(ax.figure)
+
+
+def test_a_size_sweep_draws_each_rung_at_its_timed_sizes_in_a_style_of_its_own():
+    """Each line runs through the sizes timed, in a style no other line has, and is named by one mark in the column
+    beside each of its ends."""
+    fig = _attention_sweep()
+    try:
+        ax = fig.axes[0]
+        sizes = {s[2] for s in at.HEADLINE} | {s[2] for s in LESSON_LADDERS["04b"][0].sweep_shapes}
+        lines = [line for line in ax.get_lines() if len(line.get_xdata()) > 2]
+        assert lines and all(set(line.get_xdata()) <= sizes for line in lines)
+        styles = {(line.get_color(), str(line.get_linestyle()), line.get_linewidth()) for line in lines}
+        assert len(styles) == len(lines)
+        for column in (min(sizes) * 2**-figures.SWEEP_END, max(sizes) * 2**figures.SWEEP_END):
+            marks = {c.get_gid(): c.get_offsets()[0] for c in ax.collections
+                     if np.isclose(c.get_offsets()[0][0], column)}
+            assert len(marks) == len(lines)
+    finally:
+        plt.close(fig)
+
+
+def test_the_stall_picture_colours_every_rungs_top_three_reasons():
+    from ladder import profile
+    states = [w for w in rec.warp_states("attention") if tuple(w["shape"]) == at.HEADLINE[0]]
+    fig = _stall_mix("04b")
+    try:
+        shown = {t.get_text() for t in fig.axes[0].get_legend().get_texts()}
+        for w in states:
+            if f"{w['backend']}:{w['rung']}" in {r.label for r in LESSON_LADDERS["04b"][0].rungs}:
+                assert {verdicts.STALL_NAMES[r] for r, _ in profile.top_stalls(w["metrics"], 3)} <= shown
+    finally:
+        plt.close(fig)

@@ -147,9 +147,10 @@ def attention_tensor_core_tile(backend: str = "cuda", head_dim: int = 64):
     v0 = (D + 2 * gap + bn, D - bn) if bn <= D else (D + 2 * gap + bn, 0)  # V: bn x D
     o0 = (D + 2 * gap + bn, D + gap)         # O acc: bm x D
     st0 = (o0[0] + D + 0.4 * gap, D + gap)   # m, ℓ
+    q_color = MEMORY if backend == "cuda" else color   # CUDA keeps Q in shared memory, as K and V
     strips = _fill((warps, 1))
-    strips[::2, 0] = _shade(color, 0.45)
-    strips[1::2, 0] = _shade(color, 0.3)
+    strips[::2, 0] = _shade(q_color, 0.5)
+    strips[1::2, 0] = _shade(q_color, 0.3)
     _cells(ax, strips, *q0, D, rows, grid="white", lw=1)
     frag = _fill((bm // fm, bn // fn), _shade(TENSOR_CORES, 0.3))
     frag[: rows // fm, :] = _shade(TENSOR_CORES, 0.6)
@@ -165,7 +166,8 @@ def attention_tensor_core_tile(backend: str = "cuda", head_dim: int = 64):
     _cells(ax, state, *st0, 0.12 * D, rows, grid="white", lw=1)
     for w in range(warps):
         ax.text(q0[0] + D / 2, q0[1] + w * rows + rows / 2, f"warp {w}", ha="center", va="center", fontsize=8)
-    labels = [((q0[0] + D / 2, q0[1] - 0.03 * gap), f"Q {bm}×{D}\nloaded once, kept on chip", "bottom"),
+    kept = "in shared memory" if backend == "cuda" else "on chip"
+    labels = [((q0[0] + D / 2, q0[1] - 0.03 * gap), f"Q {bm}×{D}\nloaded once, kept {kept}", "bottom"),
               ((kt0[0] + bn / 2, kt0[1] - 0.03 * gap), f"Kᵀ {D}×{bn}\nkey block j, then j+1, …", "bottom"),
               ((s0[0] + bn / 2, s0[1] + bm + 0.05 * gap), f"S = Q·Kᵀ {bm}×{bn}\nin accumulators", "top"),
               ((v0[0] + D / 2, v0[1] - 0.03 * gap), f"V {bn}×{D}\nkey block j", "bottom"),
@@ -182,9 +184,10 @@ def attention_tensor_core_tile(backend: str = "cuda", head_dim: int = 64):
             if backend == "cuda" else "tl.dot: mma.sync on sm_80, wgmma on sm_90")
     fig.suptitle(f"{who} attention rung 4 (D = {D}): BLOCK_M = {bm} queries on {warps} warps, {rows} rows each; "
                  f"K and V sweep in blocks of BLOCK_N = {bn}", fontsize=11)
-    fig.text(0.5, 0.02, f"dark: what warp 0 holds in registers. {inst}. The scores never leave the registers: the online "
-             f"softmax rescales m, ℓ and acc there,\nand P rounded to fp16 is already the A operand of P·V", ha="center",
-             fontsize=9)
+    where = "grey: shared memory; " if backend == "cuda" else ""
+    fig.text(0.5, 0.015, f"{where}Q's two shades tell the warps' slices apart; dark: what warp 0 holds in registers (its row "
+             f"of S, acc, m and ℓ).\n{inst}. The scores never leave the registers: the online softmax rescales m, ℓ "
+             f"and acc there,\nand P rounded to fp16 is already the A operand of P·V", ha="center", fontsize=9)
     return fig
 
 
@@ -193,9 +196,11 @@ def attention_kv_ring(tiles: int = 6):
     GPU_TILES["5_pipelined"] num_stages): the K and V blocks in each shared-memory buffer at each step of the key
     loop, computed on or still in flight."""
     stages = cuda_attention.PIPELINED["STAGES"]
+    bm, bn, _ = _flash_constants("cuda", "5_pipelined")
     triton_stages = ta.GPU_TILES["5_pipelined"]["num_stages"]
     fig = _rings([([f"buffer {b}" for b in range(stages)], cp_async_ring(stages, tiles),
-                   f"CUDA: STAGES = {stages} K and V buffers, cp.async {_count(stages - 1, 'key block')} ahead"),
+                   f"CUDA: STAGES = {stages} K and V buffers, cp.async {_count(stages - 1, 'key block')} ahead; "
+                   f"BLOCK_M = {bm} queries, BLOCK_N = {bn} keys a block"),
                   (["buffer 0"], [{"buffer 0": (t // 2, "math" if t % 2 else "copy")} for t in range(tiles)],
                    "rung 4 (and sm_75): one buffer; the tensor cores wait while each block loads")],
                  f"Attention rung 5: the K and V blocks each buffer holds at each step of the key loop\n(kv2: the 3rd block of keys)",
