@@ -68,10 +68,15 @@ def rungs() -> list[str]:
                   key=lambda name: int(name.split("_")[0]))
 
 
+# The op's switch: hopper_overlays/op_attention.cu (ladder.ops' launch of rung 15, not a rung) #defines it; every
+# rung leaves it off, so its #if blocks leave the rungs' files.
+OP_SWITCHES = frozenset({"OP_LAYOUT"})
+
+
 def switches() -> frozenset[str]:
-    """The rung-picking macros: every macro a rung file after the kernel's #defines."""
-    return frozenset(m.group(1) for name in rungs()[1:]
-                     for line in (SOURCE_DIR / f"{name}.cu").read_text().splitlines() if (m := _DEFINE.match(line)))
+    """The rung-picking macros: every macro a rung file after the kernel's #defines, and OP_SWITCHES."""
+    return OP_SWITCHES | frozenset(m.group(1) for name in rungs()[1:] for line in
+                                   (SOURCE_DIR / f"{name}.cu").read_text().splitlines() if (m := _DEFINE.match(line)))
 
 
 def configurations(rung: str) -> list[dict]:

@@ -71,6 +71,7 @@ from kernels.triton import matmul as tm
 from kernels import matmul_triton_search as triton_search
 from kernels.matmul import CUDA_CORE_DOT
 from kernels import attention as attention_problem
+from kernels.cuda import attention as cuda_attention
 from kernels.attention_backward_search import autotuned_backward
 
 INT32 = 2**31
@@ -591,6 +592,29 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     return ATTENTION_OP(q, k, v, causal, scale)[0]
 
 
+# ------------------------------------------------------------- attention through CUDA rung 15 (Hopper)
+
+def _attention_hopper_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                           scale: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """CUDA rung 15 (kernels/cuda/attention.py, hopper_op) in the configuration its search found fastest at the
+    nearest shape on this GPU (rung 14's where none was): (O, LSE) as ladder::attention returns them. fp16, on a
+    GPU with wgmma (sm_90a); a custom op: torch.compile calls it as it is, CUDA graphs capture it."""
+    B, H, S, D, scale = _check_attention(q, k, v, causal, scale)
+    gpu = detect()
+    if q.dtype is not F16 or gpu is None or not gpu.has("wgmma"):
+        raise ValueError(f"ladder attention_hopper: CUDA rung 15 takes fp16 on a GPU with wgmma (sm_90a), got "
+                         f"{q.dtype} on {gpu.name if gpu else 'no GPU'}")
+    out, lse = _attention_outputs(q)
+    if out.numel():
+        config = attention_problem.HOPPER_TUNERS[D].best((B, H, S, D, int(causal)))
+        cuda_attention.hopper_op(q, k, v, causal, scale, out, lse, config)
+    return out, lse
+
+
+torch.library.custom_op("ladder::attention_hopper", _attention_hopper_impl, mutates_args=()).register_fake(
+    lambda q, k, v, causal=False, scale=None: (_check_attention(q, k, v, causal, scale), _attention_outputs(q))[1])
+
+
 # ------------------------------------------------------------- matmul's backward
 
 def _matmul_setup(ctx, inputs, output) -> None:
@@ -651,3 +675,4 @@ def _attention_backward(ctx, grad_out, grad_lse):
 
 
 torch.library.register_autograd("ladder::attention", _attention_backward, setup_context=_attention_setup)
+torch.library.register_autograd("ladder::attention_hopper", _attention_backward, setup_context=_attention_setup)

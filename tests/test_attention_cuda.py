@@ -389,3 +389,33 @@ def test_hopper_search_holds_rung_14_and_prunes_what_does_not_fit():
         rung15 = sass.cuda_sass("attention/15_autotuned.cu", "sm_90a",
                                 dict(HEAD_DIM=D, **cuda_attention.autotuned_launch(at.rung14_config(D))[0]))
         assert rung15.opcodes() == compiled("14_critical_path", "sm_90a", D).opcodes()
+
+
+# ------------------------------------------------------------- rung 15 as ladder.ops launches it
+
+def test_the_ops_heads_map_takes_a_models_views_in_the_order_of_their_strides():
+    """(D, H, S, B) for the views of one (B, S, 3, H, D) projection, (D, S, H, B) for contiguous heads; a box of
+    rows of one head either way, so the kernel's tiles land in shared memory alike."""
+    packed = torch.empty(2, 100, 3, 4, 64).half().permute(2, 0, 3, 1, 4)[0]   # q's view: (B, H, S, D)
+    spec = tma.heads_layout(packed, 128)
+    assert spec["heads_inner"] and spec["dims"] == (64, 4, 100, 2) and spec["box"] == (64, 1, 128)
+    assert spec["strides"] == (64 * 2, 3 * 4 * 64 * 2, 100 * 3 * 4 * 64 * 2)
+    contiguous = torch.empty(2, 4, 100, 128).half()
+    spec = tma.heads_layout(contiguous, 64)
+    assert not spec["heads_inner"] and spec["dims"] == (128, 100, 4, 2) and spec["box"] == (64, 64)
+    with pytest.raises(ValueError, match="D contiguous"):
+        tma.heads_layout(contiguous.transpose(2, 3), 64)
+    with pytest.raises(ValueError, match="multiples of 16 bytes"):
+        tma.heads_layout(torch.empty(1, 2, 10, 68).half()[..., :64], 64)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_the_ops_kernel_is_rung_15_with_strided_maps_and_the_log_sum_exp(head_dim):
+    """op_attention.cu compiles without spills, loads through 4-D maps, stores the log-sum-exp; rung 15's own file
+    (what the lessons show) has none of it."""
+    defines = dict(HEAD_DIM=head_dim, **cuda_attention.autotuned_launch(at.rung14_config(head_dim))[0])
+    op = sass.cuda_sass("attention/hopper_overlays/op_attention.cu", "sm_90a", defines)
+    assert op.count("LDL") == op.count("STL") == 0 and op.count("UTMALDG") > 0
+    source = cuda.source("attention/hopper_overlays/op_attention.cu")
+    assert "cp.async.bulk.tensor.4d" in source and "store_lse" in source
+    assert "OP_LAYOUT" not in cuda.resolve("attention/15_autotuned.cu").read_text()

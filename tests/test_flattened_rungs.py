@@ -32,7 +32,8 @@ def test_the_family_is_rungs_7_to_15_and_its_switches_are_the_rung_files_defines
     assert RUNGS == ["7_wgmma_tma", "8_warp_specialized", "9_pingpong", "10_intra_overlap", "11_fast_exp2",
                      "12_three_consumers", "13_persistent", "14_critical_path", "15_autotuned"]
     assert flatten.switches() == {"CONSUMERS", "CONSUMER_REGISTERS", "PRODUCER_THREADS", "PRODUCER_REGISTERS",
-                                  "MIN_BLOCKS", "PINGPONG", "INTRA_OVERLAP", "FAST_EXP2", "PERSISTENT", "SHORT_PATH"}
+                                  "MIN_BLOCKS", "PINGPONG", "INTRA_OVERLAP", "FAST_EXP2", "PERSISTENT", "SHORT_PATH",
+                                  "OP_LAYOUT"}   # the op's switch, off in every rung
     assert [len(flatten.configurations(r)) for r in RUNGS] == [2] * 8 + [2 + 2 * 12]   # rung 15: its search too
 
 

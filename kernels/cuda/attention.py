@@ -289,6 +289,27 @@ def hopper_autotuned(q, k, v, causal: bool, out: torch.Tensor | None = None, con
                              config_for and (lambda shape: autotuned_launch(config_for(shape))))
 
 
+def hopper_op(q, k, v, causal: bool, scale: float, out: torch.Tensor, lse: torch.Tensor, config: dict) -> None:
+    """Rung 15's kernel as ladder.ops launches it (hopper_overlays/op_attention.cu), in configuration `config` (a
+    point of its search: CONSUMERS, BLOCK_N, STAGES): q, k, v fp16 (B, H, S, D) views with contiguous rows (their
+    heads and rows read through 4-D tensor maps, tma.encode_heads), O written into `out` (any layout whose rows are
+    contiguous), each query's log-sum-exp (natural log) into `lse` (B, H, S) fp32 contiguous. On torch's stream."""
+    B, H, S, D = q.shape
+    defines, rows, threads = autotuned_launch(config)
+    (map_q, inner_q), (map_k, inner_k), (map_v, inner_v) = (tma.encode_heads(t, box) for t, box in (
+        (q, rows), (k, config["BLOCK_N"]), (v, config["BLOCK_N"])))
+    if not inner_q == inner_k == inner_v:
+        raise ValueError("q, k and v must order their heads and rows alike (all views of one projection, or none)")
+    _grid_fits(BH=B * H)
+    module = cuda.load("attention/hopper_overlays/op_attention.cu", dict(HEAD_DIM=D, **defines), arch="sm_90a")
+    grid = persistent_grid(cuda.cdiv(S, rows) * B * H, causal, detect().sm_count)
+    cuda.launch(module, "attention", grid, threads,
+                (map_q, map_k, map_v, out) + cuda.int32s(S) + (np.float32(scale * triton_attention.LOG2E),)
+                + cuda.int32s(causal, B * H) + (lse,) + cuda.int32s(H, inner_q)
+                + (np.int64(out.stride(0)), np.int64(out.stride(1))) + cuda.int32s(out.stride(2)),
+                wgmma_tma_shared_bytes(D, defines, rows))
+
+
 # ------------------------------------------------------------- run alone: python -m kernels.cuda.attention
 
 # Each rung's launcher by its name (kernels/attention.py registers them as the rungs cuda:<name>)

@@ -96,9 +96,9 @@ def encode(t: torch.Tensor, box: tuple[int, int], swizzle: int | None = 128) -> 
 
 @functools.lru_cache(maxsize=256)  # launchers encode their maps on every call: the same ones give the same map
 def _encoded(address: int, data_type: int, dims: tuple, strides: tuple, box: tuple, swizzle: int) -> np.ndarray:
-    """A map of len(dims) dimensions: strides (bytes) of all but the innermost; boxes one matrix deep."""
+    """A map of len(dims) dimensions: strides (bytes) of all but the innermost; the box 1 deep past the sizes given."""
     libcuda, encode_tiled = _encoder()
-    rank, box = len(dims), box + (1,) * (len(dims) - 2)
+    rank, box = len(dims), box + (1,) * (len(dims) - len(box))
     raw = np.zeros(2 * MAP_BYTES, dtype=np.uint8)  # the map aligned to 128 bytes, as CUtensorMap is
     start = -raw.ctypes.data % MAP_BYTES
     out = raw[start:start + MAP_BYTES]
@@ -109,3 +109,41 @@ def _encoded(address: int, data_type: int, dims: tuple, strides: tuple, box: tup
     if result:
         raise RuntimeError(f"cuTensorMapEncodeTiled({dims[::-1]}, box {box[::-1]}): {_error_text(libcuda, result)}")
     return out.view(np.dtype((np.void, MAP_BYTES)))
+
+
+def heads_layout(t: torch.Tensor, box_rows: int, swizzle: int | None = 128) -> dict:
+    """What `cuTensorMapEncodeTiled` gets for a (B, H, S, D) view whose rows are contiguous (D's stride 1), for
+    boxes of `box_rows` rows of one head and 64 columns: a 4-D map, sizes innermost first, the head and row
+    dimensions in the order of their strides, which the TMA wants growing: (D, S, H, B), or (D, H, S, B) where a
+    head's rows lie further apart than its heads (`heads_inner`: the views of one (B, S, 3, H, D) projection).
+    Past a head's last row the TMA reads zeros. Raises a ValueError that names the broken rule."""
+    if t.dim() != 4 or t.stride(3) != 1:
+        raise ValueError(f"a heads map needs a (B, H, S, D) view with D contiguous, got shape {tuple(t.shape)}, "
+                         f"strides {t.stride()}")
+    if t.dtype not in _DATA_TYPES:
+        raise ValueError(f"tensor maps here take {', '.join(map(str, _DATA_TYPES))}, got {t.dtype}")
+    B, H, S, D = t.shape
+    size = t.element_size()
+    if t.numel() == 0:
+        raise ValueError(f"a tensor map needs a non-empty tensor, got shape {tuple(t.shape)}")
+    if t.data_ptr() % 16 or any(t.stride(i) * size % 16 for i in range(3)):
+        raise ValueError(f"the TMA needs a 16-byte aligned start and strides that are multiples of 16 bytes: "
+                         f"address % 16 = {t.data_ptr() % 16}, strides {t.stride()} x {size} bytes")
+    if not 0 < box_rows <= 256 or D % 64:
+        raise ValueError(f"a box of 1 to 256 rows and 64 columns of D, a multiple of 64: box_rows {box_rows}, D {D}")
+    heads_inner = t.stride(1) < t.stride(2)
+    (n1, s1), (n2, s2) = ((H, t.stride(1)), (S, t.stride(2)))[::1 if heads_inner else -1]
+    if not (D <= s1 and n1 * s1 <= s2 and (B == 1 or n2 * s2 <= t.stride(0))):
+        raise ValueError(f"a heads map needs strides that grow (D, then {'heads, rows' if heads_inner else 'rows, heads'}"
+                         f", then the batch) without overlap: shape {tuple(t.shape)}, strides {t.stride()}")
+    return dict(data_type=_DATA_TYPES[t.dtype], dims=(D, n1, n2, B), strides=(s1 * size, s2 * size, t.stride(0) * size),
+                box=(64, 1, box_rows) if heads_inner else (64, box_rows), swizzle=SWIZZLE_BYTES[swizzle],
+                heads_inner=heads_inner)
+
+
+def encode_heads(t: torch.Tensor, box_rows: int, swizzle: int | None = 128) -> tuple[np.ndarray, bool]:
+    """The 4-D tensor map of `heads_layout` for the (B, H, S, D) view `t` (on the GPU), and whether it runs heads
+    before rows (heads_inner). The map holds `t`'s address: `t` must stay alive until the kernel has run."""
+    spec = heads_layout(t, box_rows, swizzle)
+    return (_encoded(t.data_ptr(), spec["data_type"], spec["dims"], spec["strides"], spec["box"], spec["swizzle"]),
+            spec["heads_inner"])

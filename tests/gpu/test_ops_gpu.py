@@ -229,3 +229,46 @@ def test_first_use_tunes_a_case_from_a_cold_cache_eager_and_under_compile(tmp_pa
     assert all(t.entry is not None and t.seconds < 30 for t in first_use.LOG), first_use.report()
     assert set(dispatch.load(hardware.detect()).table.entries) == {t.case for t in first_use.LOG}
     ops.forget_choices()
+
+
+hopper = pytest.mark.skipif(not (hardware.detect() and hardware.detect().has("wgmma")), reason="CUDA rung 15 needs sm_90a")
+
+
+@hopper
+@pytest.mark.parametrize("shape", [(1, 2, 1, 64, 0), (1, 2, 100, 64, 1), (2, 3, 1000, 64, 1), (2, 3, 129, 128, 0),
+                                   (1, 1, 257, 128, 1), (8, 12, 1024, 64, 1)])
+@pytest.mark.parametrize("packed", [True, False])
+def test_attention_hopper_and_its_log_sum_exp_against_float64(shape, packed):
+    B, H, S, D, causal = shape
+    q, k, v = (randn(B, S, 3, H, D).permute(2, 0, 3, 1, 4) if packed else (randn(B, H, S, D) for _ in range(3)))
+    out, lse = torch.ops.ladder.attention_hopper(q, k, v, bool(causal))
+    assert out.stride() == torch.ops.ladder.attention(q, k, v, bool(causal))[0].stride()
+    assert compare(out, attention_problem.reference(q.contiguous(), k.contiguous(), v.contiguous(), bool(causal))).ok
+    scores = q.double() @ k.double().transpose(-1, -2) / D ** 0.5
+    if causal:
+        scores.masked_fill_(torch.ones(S, S, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+    assert compare(lse, torch.logsumexp(scores, -1)).ok
+
+
+@hopper
+def test_attention_hopper_opcheck_backward_and_a_cuda_graph():
+    q, k, v = (t.clone().requires_grad_() for t in randn(2, 65, 3, 2, 64).permute(2, 0, 3, 1, 4))
+    for args in [(q, k, v, True, None), (q.detach().contiguous(), k.detach().contiguous(), v.detach().contiguous(),
+                                         False, 0.2)]:
+        assert set(torch.library.opcheck(torch.ops.ladder.attention_hopper, args).values()) == {"SUCCESS"}
+    out = torch.ops.ladder.attention_hopper(q, k, v, True)[0]
+    out.float().square().sum().backward()
+    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+    torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=True).square().sum().backward()
+    for got, want in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
+        assert compare(got, want).ok
+    static = randn(2, 3, 300, 64)
+    torch.ops.ladder.attention_hopper(static, static, static, True)   # compiled before capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = torch.ops.ladder.attention_hopper(static, static, static, True)[0]
+    static.copy_(randn(2, 3, 300, 64))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert compare(captured, attention_problem.reference(static, static, static, True)).ok

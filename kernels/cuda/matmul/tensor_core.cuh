@@ -114,11 +114,11 @@ __device__ __forceinline__ void warp_tile_mma(float (&acc)[WM / 16][WN / 8][4], 
     }
 }
 
-// Accumulators -> C (M x N, row stride N). Fragment element (i, j) of lane l: row l/4 (+8 for
-// c[2], c[3]), columns 2*(l%4) and +1. (row0, col0): the warp's corner in C.
+// Accumulators -> C (M x N, row stride N, or row_stride elements where one is given: an even number). Fragment
+// element (i, j) of lane l: row l/4 (+8 for c[2], c[3]), columns 2*(l%4) and +1. (row0, col0): the warp's corner in C.
 template <int WM, int WN>
 __device__ __forceinline__ void store_accumulators(const float (&acc)[WM / 16][WN / 8][4], half* C, int M, int N,
-                                                   int row0, int col0) {
+                                                   int row0, int col0, int row_stride = -1) {
     const int lane = threadIdx.x % 32;
     const bool pairs = N % 2 == 0;  // then two neighbours are one aligned 4-byte store
 #pragma unroll
@@ -130,7 +130,7 @@ __device__ __forceinline__ void store_accumulators(const float (&acc)[WM / 16][W
                 const int row = row0 + mi * 16 + lane / 4 + half_ * 8, col = col0 + ni * 8 + lane % 4 * 2;
                 if (row >= M || col >= N) continue;
                 const float x = acc[mi][ni][2 * half_], y = acc[mi][ni][2 * half_ + 1];
-                half* dst = C + (size_t)row * N + col;
+                half* dst = C + (size_t)row * (row_stride < 0 ? N : row_stride) + col;
                 if (pairs) {
                     *reinterpret_cast<half2*>(dst) = __floats2half2_rn(x, y);
                 } else {

@@ -49,6 +49,15 @@ __device__ __forceinline__ void tma_load(half* dst, const TensorMap& map, int x,
                  :: "r"(smem_address(dst)), "l"(&map), "r"(x), "r"(y), "r"(z), "r"(smem_address(bar)) : "memory");
 }
 
+// And from a 4-D map (ladder/runtime/tma.py's encode_heads: a (B, H, S, D) view's heads and rows in the order of their
+// strides, ladder.ops' attention).
+__device__ __forceinline__ void tma_load(half* dst, const TensorMap& map, int x, int y, int z, int w,
+                                         unsigned long long* bar) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+                 :: "r"(smem_address(dst)), "l"(&map), "r"(x), "r"(y), "r"(z), "r"(w), "r"(smem_address(bar))
+                 : "memory");
+}
+
 // ---------------------------------------------------------------- the ring
 // Its barriers, set up by thread 0: full[s] completes on the producer's arrive plus the TMA's bytes, empty[s]
 // on `releases` consumer arrives. The fence makes them visible to the TMA unit (and to a cluster partner).

@@ -76,11 +76,26 @@ __device__ __forceinline__ void pass_turn(int g) {
 constexpr int LAST_GROUP = CONSUMERS - 1;
 #endif
 
+#if OP_LAYOUT
+// ladder.ops' launch (hopper_overlays/op_attention.cu): q, k and v any views of (B, H, S, D) whose rows are
+// contiguous, O laid out as q, and each query's log-sum-exp. The tensor maps are 4-D, (D, S, H, B), or (D, H, S, B)
+// where a head's rows lie further apart than its heads (the views of one (B, S, 3, H, D) projection): the TMA
+// takes strides that grow. Thread 0 sets these from the arguments before the block's first barrier.
+__shared__ int op_heads, op_heads_inner;
+#endif
+
 // A tile of ROWS rows from row y of head z, one TMA box per 64-column block.
 template <int ROWS>
 __device__ __forceinline__ void load_tile(half* dst, const TensorMap& map, int y, int z, unsigned long long* bar) {
+#if OP_LAYOUT
+    const int h = z % op_heads, b = z / op_heads;
+#pragma unroll
+    for (int c = 0; c < HEAD_DIM / 64; ++c)
+        tma_load(dst + c * ROWS * 64, map, c * 64, op_heads_inner ? h : y, op_heads_inner ? y : h, b, bar);
+#else
 #pragma unroll
     for (int c = 0; c < HEAD_DIM / 64; ++c) tma_load(dst + c * ROWS * 64, map, c * 64, y, z, bar);
+#endif
 }
 
 // S = Q·Kᵀ of one key tile (k: its K-major tile), 16 dimensions a wgmma, committed as one group, not waited for.
@@ -110,6 +125,9 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
 #if PERSISTENT
           , int heads  // B·H: rung 13's blocks take the (query block, head) items gridDim.x apart
 #endif
+#if OP_LAYOUT
+          , float* lse, int heads_per_batch, int heads_inner, long long o_batch, long long o_head, int o_row
+#endif
           ) {
     extern __shared__ __align__(128) half smem_raw[];
     __shared__ unsigned long long q_full, full[STAGES], empty[STAGES];
@@ -128,6 +146,9 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
     constexpr int t0 = 0, round = 0, rounds = 1;  // one item: the ring from tile 0, Q's barrier in phase 0
 #endif
     if (threadIdx.x == 0) mbarrier_init(&q_full, 1);
+#if OP_LAYOUT
+    if (threadIdx.x == 0) op_heads = heads_per_batch, op_heads_inner = heads_inner;
+#endif
     ring_init(full, empty, STAGES, WARPS);  // empty[s]: one arrive per consumer warp (and the fence for q_full too)
     __syncthreads();
 
@@ -275,7 +296,12 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
         if (threadIdx.x % 32 == 0) mbarrier_arrive(&empty[s]);  // this warp has read the stage
     }
 #endif
+#if OP_LAYOUT
+    warp.store(O + head / op_heads * o_batch + head % op_heads * o_head, S, row0, o_row);
+    warp.store_lse(lse + (size_t)head * S, S, row0);
+#else
     warp.store(O + (size_t)head * S * HEAD_DIM, S, row0);
+#endif
 #if PERSISTENT
     t0 += tiles;
     }
