@@ -417,5 +417,5 @@ def test_the_ops_kernel_is_rung_15_with_strided_maps_and_the_log_sum_exp(head_di
     op = sass.cuda_sass("attention/hopper_overlays/op_attention.cu", "sm_90a", defines)
     assert op.count("LDL") == op.count("STL") == 0 and op.count("UTMALDG") > 0
     source = cuda.source("attention/hopper_overlays/op_attention.cu")
-    assert "cp.async.bulk.tensor.4d" in source and "store_lse" in source
+    assert "cp.async.bulk.tensor.4d" in source and "lse + (size_t)head * S" in source
     assert "OP_LAYOUT" not in cuda.resolve("attention/15_autotuned.cu").read_text()

@@ -212,8 +212,9 @@ struct FlashWarp {
     }
 
     // O = acc / l for the warp's rows (the quad's partial sums added first), rows past S not stored; O's rows
-    // row_stride halves apart.
-    __device__ void store(half* O, int S, int row0, int row_stride = HEAD_DIM) {
+    // row_stride halves apart. Given `lse`, each row's log-sum-exp of its scaled scores too, natural log (m is in
+    // base 2): ln Σ exp(s·scale) = m · ln 2 + ln l, what a backward pass recomputes the probabilities from.
+    __device__ void store(half* O, int S, int row0, int row_stride = HEAD_DIM, float* lse = nullptr) {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -224,24 +225,10 @@ struct FlashWarp {
                 const float inv = 1.0f / total;
 #pragma unroll
                 for (int dj = 0; dj < DJ; ++dj) acc[mi][dj][2 * h] *= inv, acc[mi][dj][2 * h + 1] *= inv;
+                const int row = row0 + mi * 16 + threadIdx.x % 32 / 4 + h * 8;
+                if (lse && threadIdx.x % 4 == 0 && row < S) lse[row] = m[mi][h] * 0.6931471805599453f + logf(total);
             }
         store_accumulators<WM, HEAD_DIM>(acc, O, S, HEAD_DIM, row0, 0, row_stride);
-    }
-
-    // Each of the warp's rows' log-sum-exp of its scaled scores, natural log (m is in base 2): ln Σ exp(s·scale)
-    // = m · ln 2 + ln l, what a backward pass recomputes the probabilities from; rows past S not stored.
-    __device__ void store_lse(float* lse, int S, int row0) const {
-        const int lane = threadIdx.x % 32;
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                float total = l[mi][h];
-                total += __shfl_xor_sync(0xffffffffu, total, 1);
-                total += __shfl_xor_sync(0xffffffffu, total, 2);
-                const int row = row0 + mi * 16 + lane / 4 + h * 8;
-                if (lane % 4 == 0 && row < S) lse[row] = m[mi][h] * 0.6931471805599453f + logf(total);
-            }
     }
 };
 

@@ -297,8 +297,7 @@ attention(const __grid_constant__ TensorMap map_q, const __grid_constant__ Tenso
     }
 #endif
 #if OP_LAYOUT
-    warp.store(O + head / op_heads * o_batch + head % op_heads * o_head, S, row0, o_row);
-    warp.store_lse(lse + (size_t)head * S, S, row0);
+    warp.store(O + head / op_heads * o_batch + head % op_heads * o_head, S, row0, o_row, lse + (size_t)head * S);
 #else
     warp.store(O + (size_t)head * S * HEAD_DIM, S, row0);
 #endif
