@@ -227,6 +227,60 @@ def search_attention(shape: tuple, gpu) -> None:
                      "rung 6's search ran at this (S, D, causal) in this process with another B and H: its winner"))
 
 
+# ------------------------------------------------------------- attention: which kernel, on first use
+
+ATTENTION_CHOICE = "ops:attention"   # the tuner name its reports are kept under (ladder.autotune's cache)
+RUNG15 = "cuda:15_autotuned"
+CHECK_HEADS = 2                      # heads of each output checked against fp32 attention
+
+
+def attention_kernel(shape: tuple, gpu, candidates: dict) -> str | None:
+    """The faster of `candidates` ({label: run(q, k, v, causal) -> O}) at `shape` = (B, H, S, D, causal) on `gpu`,
+    as measured there once: each run on random views of one (B, S, 3, H, D) projection (what a model hands the op),
+    its first heads checked against fp32 attention, then timed; the winner kept as a report in the search cache,
+    read from then on, in this process and the next. None where nothing measured it and none may be now (tuning off,
+    or a CUDA graph being captured: the caller says so)."""
+    key = tuple(shape)
+    found = [r for r in autotune.cached_reports(gpu.slug, "attention", ATTENTION_CHOICE) if tuple(r.shape) == key]
+    if found:
+        return found[0].best["kernel"]
+    if not enabled() or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
+        return None
+    start = time.perf_counter()
+    B, H, S, D, causal = shape
+    with _disable_current_modes():
+        if RUNG15 in candidates and not any(tuple(r.shape) == key for r in autotune.cached_reports(
+                gpu.slug, "attention", RUNG15)):
+            for r in attention_problem.tune_cuda([key], attention_problem.HOPPER_TUNERS):
+                autotune.store(gpu.slug, r)
+        gen = torch.Generator(device()).manual_seed(0)
+        q, k, v = torch.randn(B, S, 3, H, D, generator=gen, device=device()).half().permute(2, 0, 3, 1, 4)
+        heads = slice(0, min(CHECK_HEADS, H))
+        want = attention_problem.reference(q[:1, heads].contiguous(), k[:1, heads].contiguous(),
+                                           v[:1, heads].contiguous(), bool(causal))
+        timed, failed = [], []
+        for label, run in candidates.items():
+            try:
+                verdict = compare(run(q, k, v, bool(causal))[:1, heads], want)
+            except Exception as e:   # a kernel that does not compile or launch here: not a candidate
+                failed.append({"config": {"kernel": label}, "reason": f"{type(e).__name__}: {e}"})
+                continue
+            if not verdict.ok:
+                failed.append({"config": {"kernel": label}, "reason": f"wrong result: {verdict}"})
+                continue
+            ms = bench(lambda: run(q, k, v, bool(causal)), warmup_ms=WARMUP_MS, rep_ms=REP_MS, warmed=True).median_ms
+            timed.append({"config": {"kernel": label}, "ms": ms})
+    if not timed:
+        LOG.append(Tuned(key, time.perf_counter() - start, None, f"no kernel ran correctly: {failed}"))
+        return None
+    timed.sort(key=lambda t: t["ms"])
+    report = autotune.Report("attention", ATTENTION_CHOICE, key, gpu.name, timed[0]["config"], timed[0]["ms"],
+                             time.perf_counter() - start, timed, [], failed)
+    autotune.store(gpu.slug, report)
+    LOG.append(Tuned(key, report.seconds, None, ", ".join(f"{t['config']['kernel']} {t['ms']:.3f} ms" for t in timed)))
+    return report.best["kernel"]
+
+
 def _compile_ahead(a, b, bias, activation, configs: list[dict]) -> None:
     """Rung 6 compiled in `configs` at once, in threads (autotune.compile_ahead), before the first is run: a case's
     tuning is mostly compiling. (The interpreter compiles nothing.)"""

@@ -338,7 +338,7 @@ def _has_rung7() -> bool:
 def forget_choices() -> None:
     """Choose again at every shape (ladder.dispatch calls it when the table in effect changes: on_reload): the choices, the
     plans and `backend`'s note made from them, and the kernels compiled for those plans (keyed without them)."""
-    for cached in (matmul_choice, matmul_plan, backend):
+    for cached in (matmul_choice, matmul_plan, backend, _attention_kernel):
         cached.cache_clear()
     _MATMUL_LAUNCHES.compiled.clear()
 
@@ -587,9 +587,40 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     torch.ops.ladder.attention also returns each query's log-sum-exp, which the backward (FlashAttention-2's,
     rung 4 of kernels/attention_backward.py: rung 2 or 3, as searched on this GPU) recomputes P from."""
     shape = _check_attention(q, k, v, causal, scale)
+    if q.dtype is F16 and attention_kernel(*_sizes(*shape[:4]), causal) == first_use.RUNG15:
+        if _direct(q, k, v):
+            return _attention_hopper_impl(q, k, v, causal, scale)[0]
+        return HOPPER_OP(q, k, v, causal, scale)[0]
     if _direct(q, k, v):
         return _attention_run(q, k, v, causal, *shape)[0]
     return ATTENTION_OP(q, k, v, causal, scale)[0]
+
+
+@torch.compiler.assume_constant_result   # Dynamo calls it when it traces, and bakes the answer into the graph
+def attention_kernel(B: int, H: int, S: int, D: int, causal: bool) -> str:
+    """The kernel ops.attention runs in fp16 at (B, H, S, D, causal) on this GPU: CUDA rung 15 where it runs (a GPU
+    with wgmma) and was measured faster than rung 6 at this shape, else rung 6 — on first use (and under
+    torch.compile, when the graph is traced) both checked and timed (first_use.attention_kernel: seconds, the
+    choice kept on disk); unless KERNEL_LADDER_TUNE=0, or below a size worth a search (rung 6 then)."""
+    return _attention_kernel(B, H, S, D, causal)
+
+
+@functools.lru_cache(maxsize=None)
+def _attention_kernel(B: int, H: int, S: int, D: int, causal: bool) -> str:
+    gpu = detect()
+    shape = (B, H, S, D, int(causal))
+    if (gpu is None or not gpu.has("wgmma") or dispatch.suspending
+            or attention_problem.TRITON_SEARCHES.flops("attention", shape) < autotune.SEARCH_MIN_FLOP):
+        return RUNG6
+    scale = 1 / math.sqrt(D)
+    found = first_use.attention_kernel(shape, gpu, {
+        RUNG6: lambda q, k, v, causal: _attention_run(q, k, v, causal, B, H, S, D, scale)[0],
+        first_use.RUNG15: lambda q, k, v, causal: _attention_hopper_impl(q, k, v, causal, scale)[0]})
+    if found is None and _capturing():
+        raise RuntimeError(f"ladder.ops.attention: which kernel runs at {shape} was never measured on this GPU, and a "
+                           "CUDA graph is being captured, where nothing can be timed: run the model once before "
+                           f"capturing it (or set {first_use.TUNE_ENV}=0 to run rung 6)")
+    return found or RUNG6
 
 
 # ------------------------------------------------------------- attention through CUDA rung 15 (Hopper)
@@ -613,6 +644,7 @@ def _attention_hopper_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
 
 torch.library.custom_op("ladder::attention_hopper", _attention_hopper_impl, mutates_args=()).register_fake(
     lambda q, k, v, causal=False, scale=None: (_check_attention(q, k, v, causal, scale), _attention_outputs(q))[1])
+HOPPER_OP = torch.ops.ladder.attention_hopper.default
 
 
 # ------------------------------------------------------------- matmul's backward

@@ -182,3 +182,37 @@ def test_the_fresh_gpu_switch_hides_this_gpus_recording_and_cache(monkeypatch):
     mine, child = __import__("subprocess").run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                                                check=True).stdout.split()
     assert mine == child and "kernel-ladder-fresh-" in mine and not any(__import__("pathlib").Path(mine).iterdir())
+
+
+def test_attention_kernel_is_checked_then_timed_once_and_kept(monkeypatch, tmp_path):
+    """The faster correct kernel wins; a wrong one is never timed; rung 15's search runs first where it has none
+    at the shape; the second call reads the kept report instead of measuring."""
+    from kernels import attention as attention_problem
+    from ladder import autotune
+    monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
+    searched = []
+    monkeypatch.setattr(attention_problem, "tune_cuda", lambda shapes, tuners: searched.append(shapes) or [])
+    monkeypatch.setattr(first_use, "bench", fake_bench([2.0, 1.5]))
+    right = lambda q, k, v, causal: attention_problem.reference(q, k, v, causal)   # noqa: E731
+    candidates = {RUNG6: right, "wrong": lambda q, k, v, causal: torch.zeros_like(right(q, k, v, causal)),
+                  first_use.RUNG15: right}
+    shape = (1, 3, 40, 64, 1)
+    assert first_use.attention_kernel(shape, H100, candidates) == first_use.RUNG15
+    assert searched == [[shape]]
+    (report,) = autotune.cached_reports(H100.slug, "attention", first_use.ATTENTION_CHOICE)
+    assert [t["ms"] for t in report.timed] == [1.5, 2.0] and "wrong result" in report.failed[0]["reason"]
+    monkeypatch.setattr(first_use, "bench", fake_bench([]))   # measured once: read back
+    assert first_use.attention_kernel(shape, H100, candidates) == first_use.RUNG15
+
+
+def test_ops_attention_runs_rung_15_where_it_was_measured_faster(on_an_h100, monkeypatch):
+    ran = []
+    monkeypatch.setattr(ops, "_attention_hopper_impl", lambda q, k, v, causal, scale: ran.append("15") or (q, None))
+    monkeypatch.setattr(first_use, "attention_kernel", lambda shape, gpu, candidates: first_use.RUNG15)
+    q = torch.randn(8, 12, 1024, 64).half()
+    assert ops.attention(q, q, q, causal=True) is q and ran == ["15"]
+    monkeypatch.setattr(first_use, "attention_kernel", lambda shape, gpu, candidates: None)
+    ops.forget_choices()
+    monkeypatch.setattr(ops, "_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match="run the model once before capturing it"):
+        ops.attention_kernel(8, 12, 1024, 64, True)
