@@ -214,13 +214,13 @@ def test_switched_on_keeps_whole_blocks_and_leaves_out_the_defaults():
     generated files only the shared softmax's switch is left (flash_mma.cuh's FAST_EXP2, off before rung 11)."""
     family = "kernels/cuda/attention/hopper_overlays"
     rung7, rung9 = f"{family}/7_wgmma_tma.cu", f"{family}/9_pingpong.cu"
-    later = {"PERSISTENT", "SHORT_PATH"}   # rungs 13 and 14 (SHORT_PATH defined 0 first: off too)
+    later = {"PERSISTENT", "SHORT_PATH", "OP_LAYOUT"}   # rungs 13 and 14 (SHORT_PATH defined 0 first: off too), the op
     assert source.switched_off(rung9) == {"INTRA_OVERLAP", "FAST_EXP2"} | later   # FAST_EXP2: in flash_mma.cuh
     assert source.switched_off(rung7) == {"INTRA_OVERLAP", "PINGPONG", "FAST_EXP2"} | later
     assert source.switched_off(f"{family}/10_intra_overlap.cu") == {"FAST_EXP2"} | later
     assert source.switched_off(f"{family}/11_fast_exp2.cu") == later
-    assert source.switched_off(f"{family}/13_persistent.cu") == {"SHORT_PATH"}
-    assert source.switched_off(f"{family}/14_critical_path.cu") == set()
+    assert source.switched_off(f"{family}/13_persistent.cu") == {"SHORT_PATH", "OP_LAYOUT"}
+    assert source.switched_off(f"{family}/14_critical_path.cu") == {"OP_LAYOUT"}
     assert source.switched_off("kernels/cuda/attention/9_pingpong.cu") == {"FAST_EXP2"}
     assert source.switched_off("kernels/cuda/attention/11_fast_exp2.cu") == set()
     lines = source.switched_on(rung7, {"PINGPONG"}, context=0, off={"INTRA_OVERLAP"})
