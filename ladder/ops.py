@@ -63,7 +63,7 @@ from triton.runtime.autotuner import Heuristics
 
 from ladder import autotune, dispatch, first_use
 from ladder.runtime import validate
-from ladder.runtime.direct_launch import hook
+from ladder.runtime.direct_launch import run_compiled
 from ladder.runtime.hardware import detect
 from ladder.runtime.world import WORLD
 from kernels.triton import attention as ta
@@ -412,12 +412,8 @@ class Launches:
             return
         # Given a tensor, Triton's launcher calls its data_ptr() and asks the driver (cuPointerGetAttribute) whether
         # the address is on the GPU, which the checks made sure of; given an int, it takes it as the address
-        args = (*[None if t is None else t.data_ptr() for t in tensors], *scalars, *plan.constexprs)
-        stream = torch._C._cuda_getCurrentRawStream(device)
-        grid, enter, leave = plan.grid, hook(triton.knobs.runtime.launch_enter_hook), hook(
-            triton.knobs.runtime.launch_exit_hook)
-        compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
-                     None if enter is None else compiled.launch_metadata(grid, stream, *args), enter, leave, *args)
+        run_compiled(compiled, plan.grid, (*[None if t is None else t.data_ptr() for t in tensors], *scalars,
+                                           *plan.constexprs), device)
 
 
 _MATMUL_LAUNCHES = Launches(_MATMUL_JIT)

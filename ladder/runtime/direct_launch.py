@@ -58,9 +58,13 @@ class DirectLaunches:
             self.compiled[key] = compiled, tuple(keywords.get(n, defaults[n]) for n in named)
             return
         compiled, constexprs = found
-        full = (*map(_address, args), *constexprs)
-        grid = (*grid, 1, 1)[:3]
-        stream = torch._C._cuda_getCurrentRawStream(device)
-        enter, leave = hook(triton.knobs.runtime.launch_enter_hook), hook(triton.knobs.runtime.launch_exit_hook)
-        compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
-                     None if enter is None else compiled.launch_metadata(grid, stream, *full), enter, leave, *full)
+        run_compiled(compiled, (*grid, 1, 1)[:3], (*map(_address, args), *constexprs), device)
+
+
+def run_compiled(compiled, grid: tuple, args: tuple, device: int) -> None:
+    """A compiled Triton kernel launched through its own launcher on torch's current stream of `device`: `grid`
+    three sizes, `args` all of its parameters in order (tensors by address), the launch hooks Triton has set."""
+    stream = torch._C._cuda_getCurrentRawStream(device)
+    enter, leave = hook(triton.knobs.runtime.launch_enter_hook), hook(triton.knobs.runtime.launch_exit_hook)
+    compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
+                 None if enter is None else compiled.launch_metadata(grid, stream, *args), enter, leave, *args)
