@@ -24,7 +24,10 @@ Which kernel runs: `backend(op)` says, and why (`describe()` for both; `matmul_c
              sm_75) torch.matmul: Triton's tl.dot runs on CUDA cores there and cuBLAS has the tensor cores. CPU:
              rung 6 in Triton's interpreter.
   attention  Triton rung 6 (kernels/triton/attention.py, flash_kernel) on every GPU (on sm_75 its tl.dot runs on
-             CUDA cores: SDPA would be faster, but it returns no log-sum-exp). CPU: the interpreter.
+             CUDA cores: SDPA would be faster, but it returns no log-sum-exp); in fp16 on a GPU with wgmma (sm_90a),
+             CUDA rung 15 (`ladder::attention_hopper`, a custom op: hopper_overlays/op_attention.cu) at a shape where
+             this GPU measured it faster (`attention_kernel`: on first use, both checked then timed, kept on disk;
+             under torch.compile when the graph is traced). CPU: the interpreter.
 Under torch.compile the op picks between rung 6 and torch.matmul only (rung 7's host-side TMA descriptors are not
 traced), measuring a case on real tensors of the traced shape when the graph is traced. Rung 12 is timed by the
 sweep, not launched by the op: CUDA C++ launched through CuPy, with no fused epilogue. Under KERNEL_LADDER_EMULATE the
@@ -581,7 +584,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     GPU from sm_80 on, (B, H, S, D) of one shape and dtype, D 64 or 128, any strides (the (B, S, 3, H, D)
     projection's views are read in place). O is laid out as q is (see _attention_outputs).
     torch.ops.ladder.attention also returns each query's log-sum-exp, which the backward (FlashAttention-2's,
-    rung 4 of kernels/attention_backward.py: rung 2 or 3, as searched on this GPU) recomputes P from."""
+    rung 4 of kernels/attention_backward.py: rung 2 or 3, as searched on this GPU) recomputes P from. In fp16 on a
+    GPU with wgmma it runs CUDA rung 15 where this GPU measured that faster at the shape (`attention_kernel`)."""
     shape = _check_attention(q, k, v, causal, scale)
     if q.dtype is F16 and attention_kernel(*_sizes(*shape[:4]), causal) == first_use.RUNG15:
         if _direct(q, k, v):
