@@ -92,7 +92,7 @@ def autotuned_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = 
     there, else rung 2 in its. Rung 2 also where torch.use_deterministic_algorithms asks for results that repeat
     bit for bit (rung 3's sums do not), and where rung 3's tiles add dQ through the TMA and this launch has none
     (a traced one, or operands a tensor map does not take: tab.qdo_by_tma)."""
-    B, H, S, D = q.shape
+    S, D = int(q.shape[2]), int(q.shape[3])   # tiles are chosen per shape: a traced one specializes here
     tiles = tuned_tiles(S, D, causal) if D in tab.TILES else None
     one = tiles and tiles["one_kernel"]
     if one and not torch.are_deterministic_algorithms_enabled() and (not one.get("DQ_BY_TMA") or tab.qdo_by_tma(q, do)):

@@ -63,8 +63,12 @@ def example_input(name: str, cfg: model_mod.Config, device: str) -> torch.Tensor
     return model_mod.tokens(cfg, device)
 
 
+LOSS_SCALE = 2.0 ** 16   # torch.amp.GradScaler's first scale: without it the fp16 gradients of a mean over millions
+                         # of outputs underflow (to zero in GPT-2's logits), and the check compares zeros
+
+
 def _loss(out: torch.Tensor) -> torch.Tensor:
-    return out.float().square().mean()
+    return out.float().square().mean() * LOSS_SCALE
 
 
 def training_step(net: nn.Module, x: torch.Tensor) -> Callable[[], torch.Tensor]:
@@ -86,21 +90,24 @@ def forward_step(net: nn.Module, x: torch.Tensor) -> Callable[[], torch.Tensor]:
 
 
 def graphed(step: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
-    """`step` captured in a CUDA graph (after warm-up calls on a side stream, which also tune on first use) and
-    replayed: its output (and the gradients, in training) are the graph's own buffers, rewritten each replay."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):   # the step sets gradients to None: capture allocates them in the graph's pool
-        out = step()
+    """`step` in a CUDA graph, replayed: captured at the first call (after warm-up calls on a side stream, which
+    also tune on first use, so the first call's time holds them); its output (and the gradients, in training) are
+    the graph's own buffers, rewritten each replay."""
+    captured = {}
 
     def replay():
-        graph.replay()
-        return out
+        if not captured:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    step()
+            torch.cuda.current_stream().wait_stream(side)
+            captured["graph"] = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(captured["graph"]):   # the step sets gradients to None: capture allocates them
+                captured["out"] = step()                 # in the graph's pool
+        captured["graph"].replay()   # reads the step's input in place: the closure keeps it alive
+        return captured["out"]
     return replay
 
 
