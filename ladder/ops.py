@@ -589,7 +589,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     shape = _check_attention(q, k, v, causal, scale)
     if q.dtype is F16 and attention_kernel(*_sizes(*shape[:4]), causal) == first_use.RUNG15:
         if _direct(q, k, v):
-            return _attention_hopper_impl(q, k, v, causal, scale)[0]
+            return _hopper_run(q, k, v, causal, *shape)[0]
         return HOPPER_OP(q, k, v, causal, scale)[0]
     if _direct(q, k, v):
         return _attention_run(q, k, v, causal, *shape)[0]
@@ -630,7 +630,11 @@ def _attention_hopper_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
     """CUDA rung 15 (kernels/cuda/attention.py, hopper_op) in the configuration its search found fastest at the
     nearest shape on this GPU (rung 14's where none was): (O, LSE) as ladder::attention returns them. fp16, on a
     GPU with wgmma (sm_90a); a custom op: torch.compile calls it as it is, CUDA graphs capture it."""
-    B, H, S, D, scale = _check_attention(q, k, v, causal, scale)
+    return _hopper_run(q, k, v, causal, *_check_attention(q, k, v, causal, scale))
+
+
+def _hopper_run(q, k, v, causal: bool, B: int, H: int, S: int, D: int, scale: float) -> tuple:
+    """ladder::attention_hopper on checked operands: (O, LSE)."""
     gpu = detect()
     if q.dtype is not F16 or gpu is None or not gpu.has("wgmma"):
         raise ValueError(f"ladder attention_hopper: CUDA rung 15 takes fp16 on a GPU with wgmma (sm_90a), got "

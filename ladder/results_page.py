@@ -102,6 +102,19 @@ def capstone_section(rec: results_mod.Recording) -> str | None:
             f"```\n{endtoend.variant_table(row)}\n```")
 
 
+def models_section(rec: results_mod.Recording) -> str | None:
+    """`record models`' rows: each model and step, six ways, × the torch variant each "+ ops" one replaces."""
+    from ladder.capstone import whole_model   # deferred, as the capstone's
+    rows = rec.data.get("model", [])
+    if not rows:
+        return None
+    tables = [f"{name}, {step}:\n{whole_model.table([r for r in rows if (r['model'], r['step']) == (name, step)])}"
+              for name, step in dict.fromkeys((r["model"], r["step"]) for r in rows)]
+    return ("Whole models six ways, with and without `ladder.ops` (`python -m ladder record models`; ms per call as a "
+            "loop pays it, host included; \"x torch\": the torch variant the row replaces):\n\n```\n"
+            + "\n\n".join(tables) + "\n```")
+
+
 def gpu_section(rec: results_mod.Recording) -> str:
     parts = [f"## {rec.gpu}", provenance_line(rec), ceilings_line(rec)]
     for problem in problems_mod.problems().values():
@@ -112,6 +125,9 @@ def gpu_section(rec: results_mod.Recording) -> str:
     capstone = capstone_section(rec)
     if capstone:
         parts += ["### capstone", capstone]
+    models = models_section(rec)
+    if models:
+        parts += ["### models", models]
     return "\n\n".join(parts)
 
 

@@ -207,7 +207,7 @@ def test_attention_kernel_is_checked_then_timed_once_and_kept(monkeypatch, tmp_p
 
 def test_ops_attention_runs_rung_15_where_it_was_measured_faster(on_an_h100, monkeypatch):
     ran = []
-    monkeypatch.setattr(ops, "_attention_hopper_impl", lambda q, k, v, causal, scale: ran.append("15") or (q, None))
+    monkeypatch.setattr(ops, "_hopper_run", lambda q, k, v, causal, *shape: ran.append("15") or (q, None))
     monkeypatch.setattr(first_use, "attention_kernel", lambda shape, gpu, candidates: first_use.RUNG15)
     q = torch.randn(8, 12, 1024, 64).half()
     assert ops.attention(q, q, q, causal=True) is q and ran == ["15"]

@@ -28,6 +28,12 @@ def test_it_names_each_recorded_gpu_with_its_provenance(page):
                f"Triton {p['triton']}" in page and p["date"] in page
 
 
+def test_a_recording_with_model_rows_shows_each_model_and_step(page):
+    for path in sorted(results.RESULTS_DIR.glob("*.json")):
+        for row in json.loads(path.read_text()).get("model", []):
+            assert f"{row['model']}, {row['step']}:" in page and f"{row['ms']:8.3f}" in page
+
+
 def test_check_says_whether_the_page_is_stale(tmp_path, monkeypatch, capsys):
     assert cli.main(["results-page", "--check"]) == 0
     monkeypatch.setattr(results_page, "PAGE", tmp_path / "RESULTS.md")

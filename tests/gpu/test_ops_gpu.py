@@ -272,3 +272,14 @@ def test_attention_hopper_opcheck_backward_and_a_cuda_graph():
     graph.replay()
     torch.cuda.synchronize()
     assert compare(captured, attention_problem.reference(static, static, static, True)).ok
+
+
+def test_a_whole_model_replayed_from_a_cuda_graph_computes_what_eager_computes():
+    """record models' graph variants: the replay reads the captured step's own input (kept alive with the graph), and
+    in training the scaled loss leaves fp16 gradients to compare, not zeros."""
+    from ladder.capstone import model, whole_model
+    cfg = model.Config("tiny", d_model=128, heads=2, layers=1, seq=128, batch=2, vocab=96)
+    for step in whole_model.STEPS:
+        rows = whole_model.measure("gpt2-small", step, cfg, calls=1, rounds=1, progress=lambda _: None,
+                                   variants=("eager", "CUDA graph", "CUDA graph + ops"))
+        assert all(r["rel_error"] < 1e-2 for r in rows), rows
