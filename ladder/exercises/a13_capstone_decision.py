@@ -10,8 +10,8 @@ rows of the lesson, stable shape, survives a model change, maintainable, are not
 
 Every expected value is computed from the recording (`results.load_having("capstone")`) when a check runs,
 never written down or kept on the checker, so it stays right when the capstone is recorded again and a student
-cannot read it off. The op is one whose every measured row is far from its threshold (tests hold each margin
-to at least 15%), so no timing noise flips the decision. Feedback on a wrong answer names the slip without the
+cannot read it off. The op is one whose every measured row is far from its threshold on every GPU recorded (tests
+hold each margin to at least 15%), so no timing noise flips the decision. Feedback on a wrong answer names the slip without the
 numbers another task asks for.
 """
 from __future__ import annotations
@@ -24,8 +24,8 @@ from ladder.capstone.model import PRESETS
 from ladder.exercises.grading import Result, check_number, not_answered, not_yet, passed, unanswered
 
 
-OP = "GELU"             # near its floor and a few percent of the run, hot by neither bar: "don't write it"
-MARGIN = 0.15           # each measured row at least this far (relatively) from its threshold: tests hold it
+OP = "attention output proj."   # twice its floor, yet a few percent of the run: hot by neither bar, "don't write it"
+MARGIN = 0.15           # each measured row at least this far (relatively) from its threshold on every recorded GPU
 
 
 def yes_no(answer) -> bool | None:
