@@ -210,20 +210,22 @@ def save(data: dict) -> Path:
 
 def _key(kind: str, row: dict) -> tuple:
     """What a row is about: its problem and rung (an autotune report: its problem and tuner; a capstone
-    row: its model; a launch row: its op and call)."""
+    row: its model; a launch row: its op and call; an ops_speed row: its op, case and install)."""
     if kind == "capstone":
         return (row["model"],)
     if kind == "launch":
         return (row["op"], row["call"])
     if kind == "model":
         return (row["model"], row["variant"], row["step"])
+    if kind == "ops_speed":
+        return (row["op"], row["case"], row["install"])
     if kind in ("warp_states", "shape_profiles", "shape_sweep", "memory"):  # more than one shape per rung
         return (row["problem"], row["backend"], row["rung"], tuple(row["shape"]))
     return (row["problem"], row["tuner"]) if kind == "autotune" else (row["problem"], row["backend"], row["rung"])
 
 
-ROW_KINDS = ("runs", "profiles", "shape_profiles", "warp_states", "autotune", "power", "capstone", "launch", "shape_sweep",
-             "memory", "model")
+ROW_KINDS = ("runs", "profiles", "shape_profiles", "warp_states", "autotune", "power", "capstone", "launch",
+             "shape_sweep", "memory", "model", "ops_speed")
 ANCHOR_BACKEND = "torch"   # the library rungs a run times beside ours: cuBLAS, SDPA, torch.add
 
 

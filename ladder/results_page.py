@@ -115,6 +115,19 @@ def models_section(rec: results_mod.Recording) -> str | None:
             + "\n\n".join(tables) + "\n```")
 
 
+def ops_speed_section(rec: results_mod.Recording) -> str | None:
+    """`python -m ladder.ops_speed --record`'s rows: the public ops against PyTorch's, a fresh install and a tuned one."""
+    from ladder import ops_speed   # deferred, as the capstone's
+    rows = rec.data.get("ops_speed", [])
+    tables = [f"A {install} install:\n{ops_speed.table([r for r in rows if r['install'] == install])}"
+              for install in ("fresh", "tuned") if any(r["install"] == install for r in rows)]
+    if not tables:
+        return None
+    return ("`ladder.ops` against PyTorch at a model's shapes (`python -m ladder.ops_speed --record`; x anchor: the "
+            "median of the rounds' ratios, min-max beside it; the first call includes tuning on first use):\n\n```\n"
+            + "\n\n".join(tables) + "\n```")
+
+
 def gpu_section(rec: results_mod.Recording) -> str:
     parts = [f"## {rec.gpu}", provenance_line(rec), ceilings_line(rec)]
     for problem in problems_mod.problems().values():
@@ -128,6 +141,9 @@ def gpu_section(rec: results_mod.Recording) -> str:
     models = models_section(rec)
     if models:
         parts += ["### models", models]
+    speed = ops_speed_section(rec)
+    if speed:
+        parts += ["### ops", speed]
     return "\n\n".join(parts)
 
 
