@@ -19,6 +19,9 @@ Groups, each with its anchor (PyTorch doing the same) timed in the same rounds:
                           ladder.ops.attention, torch.ops.ladder.attention, and rung 6's launcher
                           (kernels.attention.triton_autotuned, on contiguous copies made before the timing: it takes
                           no views); anchor SDPA on the same views
+  attention backward      the backward of ladder.ops.attention (FlashAttention-2's kernels, rung 4) on those views,
+                          its graph built once and run again each call; anchor SDPA's backward (cuDNN's or
+                          FlashAttention's, as PyTorch picks)
 The matmul rows of ladder.ops.matmul and of rung 6's launcher also carry "phases": the host µs of each step of
 their path, each step timed on its own the same way (`phases`): a call's timeline, before and after.
 `--record` merges the rows into results/<gpu>.json under "launch"; nothing else in the file changes.
@@ -93,7 +96,20 @@ def groups() -> list[dict]:
             "ladder.ops.attention": lambda: ops.attention(q, k, v, causal=True),
             "torch.ops.ladder.attention": lambda: torch.ops.ladder.attention(q, k, v, True),
             "triton:6_autotuned launcher": lambda: attention_problem.triton_autotuned(qc, kc, vc, True)}),
+        dict(op="attention_backward", shape=list(ATTENTION) + [1], anchor="SDPA's backward", calls={
+            "SDPA's backward": _backward(F.scaled_dot_product_attention, q, k, v),
+            "ladder.ops.attention's backward": _backward(ops.attention, q, k, v)}),
     ]
+
+
+def _backward(attention, q, k, v):
+    """One backward call of `attention` on views of one projection, causal: the graph built once, its backward run
+    again on each call (retain_graph), as a training step's backward runs it."""
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    out = attention(*leaves, is_causal=True) if attention is F.scaled_dot_product_attention else \
+        attention(*leaves, causal=True)
+    grad = torch.randn_like(out)
+    return lambda: torch.autograd.grad(out, leaves, grad, retain_graph=True)
 
 
 def phases(n: int, rounds: int) -> dict[str, list]:
