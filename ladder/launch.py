@@ -97,17 +97,16 @@ def groups() -> list[dict]:
             "torch.ops.ladder.attention": lambda: torch.ops.ladder.attention(q, k, v, True),
             "triton:6_autotuned launcher": lambda: attention_problem.triton_autotuned(qc, kc, vc, True)}),
         dict(op="attention_backward", shape=list(ATTENTION) + [1], anchor="SDPA's backward", calls={
-            "SDPA's backward": _backward(F.scaled_dot_product_attention, q, k, v),
-            "ladder.ops.attention's backward": _backward(ops.attention, q, k, v)}),
+            "SDPA's backward": _backward(lambda *t: F.scaled_dot_product_attention(*t, is_causal=True), q, k, v),
+            "ladder.ops.attention's backward": _backward(lambda *t: ops.attention(*t, causal=True), q, k, v)}),
     ]
 
 
 def _backward(attention, q, k, v):
-    """One backward call of `attention` on views of one projection, causal: the graph built once, its backward run
+    """One backward call of attention(q, k, v) on views of one projection: the graph built once, its backward run
     again on each call (retain_graph), as a training step's backward runs it."""
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-    out = attention(*leaves, is_causal=True) if attention is F.scaled_dot_product_attention else \
-        attention(*leaves, causal=True)
+    out = attention(*leaves)
     grad = torch.randn_like(out)
     return lambda: torch.autograd.grad(out, leaves, grad, retain_graph=True)
 
@@ -193,11 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"gpu": gpu.name, "provenance": results.provenance(gpu), "launch": rows}, f, indent=1)
     if args.record:
-        path = results.path_for(gpu.slug)
-        if not path.exists():
-            raise SystemExit("--record needs an earlier recording for this GPU (python -m ladder record)")
-        old = results.load(path.stem).data
-        print(f"wrote {results.save(results.merge(old, {**results.fresh_record(old, gpu), 'launch': rows}))}")
+        print(f"wrote {results.add_rows(gpu, 'launch', rows)}")
     return 0
 
 

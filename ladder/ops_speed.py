@@ -167,11 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"gpu": gpu.name, "ops_speed": rows}, f, indent=1)
     if args.record:
-        path = results.path_for(gpu.slug)
-        if not path.exists():
-            raise SystemExit("--record needs an earlier recording for this GPU (python -m ladder record)")
-        old = results.load(path.stem).data
-        print(f"wrote {results.save(results.merge(old, {**results.fresh_record(old, gpu), 'ops_speed': rows}))}")
+        print(f"wrote {results.add_rows(gpu, 'ops_speed', rows)}")
     return 0
 
 

@@ -115,11 +115,7 @@ def main(sizes: list[int], record: bool = False) -> None:
     print(f"power limit {rows[0]['limit_W']:.0f} W, SM clock max {rows[0]['max_MHz']:.0f} MHz; means of {rows[0]['rounds']} rounds")
     print(table(rows))
     if record:
-        path = results.path_for(hardware.detect().slug)
-        if not path.exists():
-            raise SystemExit("--record needs an earlier recording for this GPU (python -m ladder record)")
-        old = results.load(path.stem).data
-        print(f"wrote {results.save(results.merge(old, {**results.fresh_record(old, hardware.detect()), 'power': rows}))}")
+        print(f"wrote {results.add_rows(hardware.detect(), 'power', rows)}")
 
 
 if __name__ == "__main__":

@@ -260,6 +260,15 @@ def fresh_record(old: dict, gpu) -> dict:
     return {**{k: v for k, v in old.items() if k not in ROW_KINDS}, "provenance": provenance(gpu)}
 
 
+def add_rows(gpu, kind: str, rows: list[dict]) -> Path:
+    """`rows` of `kind` merged into `gpu`'s recording and saved (the `--record` of the tools that add one kind)."""
+    path = path_for(gpu.slug)
+    if not path.exists():
+        raise SystemExit("--record needs an earlier recording for this GPU (python -m ladder record)")
+    old = load(path.stem).data
+    return save(merge(old, {**fresh_record(old, gpu), kind: rows}))
+
+
 def merge(old: dict | None, new: dict) -> dict:
     """New provenance; of the old runs, profiles, autotune reports and power samples, those about a rung (or
     tuner) that `new` has none of are kept. Every row gets the date it was recorded; a run that timed rows adds

@@ -249,7 +249,8 @@ def test_a_launch_is_traced_only_with_fake_tensors_among_its_arguments():
 
 def test_launch_times_a_backward_again_on_one_graph():
     q, k, v = torch.randn(1, 16, 3, 2, 64).half().permute(2, 0, 3, 1, 4)
-    for attention in (torch.nn.functional.scaled_dot_product_attention, ops.attention):
+    for attention in (lambda *t: torch.nn.functional.scaled_dot_product_attention(*t, is_causal=True),
+                      lambda *t: ops.attention(*t, causal=True)):
         call = launch._backward(attention, q, k, v)
         first, again = call(), call()
         assert len(first) == 3 and all(torch.equal(a, b) and a.shape == q.shape for a, b in zip(first, again))

@@ -40,3 +40,17 @@ def test_a_case_is_checked_then_timed_in_rounds_and_a_wrong_one_is_not_timed(mon
     assert row["correct"] and (row["ratio"], row["ratio_min"], row["ratio_max"]) == (2.5, 2.0, 3.0)
     wrong = ops_speed.measure_case({**case, "run": lambda: x @ x + 1}, rounds=2)
     assert not wrong["correct"] and "ms" not in wrong
+
+
+def test_add_rows_merges_one_kind_into_this_gpus_recording_and_needs_one(tmp_path, monkeypatch):
+    import json
+    import types
+    import pytest
+    gpu = types.SimpleNamespace(name="GPU", slug="gpu", arch="sm_90")
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    with pytest.raises(SystemExit, match="needs an earlier recording"):
+        results.add_rows(gpu, "ops_speed", [ROW])
+    (tmp_path / "gpu.json").write_text(json.dumps({"provenance": {"gpu": "GPU", "date": "then"}, "ceilings": {},
+                                                   "ops_speed": [{**ROW, "install": "tuned"}]}))
+    saved = json.loads(results.add_rows(gpu, "ops_speed", [ROW]).read_text())
+    assert sorted(r["install"] for r in saved["ops_speed"]) == ["fresh", "tuned"]
