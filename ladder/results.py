@@ -50,7 +50,7 @@ _HERE = Path(__file__).resolve().parent
 # the package (pyproject.toml installs results/ as ladder.recorded).
 RESULTS_DIR = (_HERE.parent / "results" if (_HERE.parent / "pyproject.toml").is_file() else _HERE / "recorded")
 # The GPU whose recording the CPU world shows, when several are recorded.
-PREFERRED = "nvidia-h100-80gb-hbm3"
+PREFERRED = "nvidia-h200"
 
 
 def _version(module: str) -> str | None:
@@ -92,14 +92,7 @@ class Recording:
 
     @property
     def label(self) -> str:
-        p = self.data["provenance"]
-        return f"recorded on {p['gpu']}, {p['date'][:10]}"
-
-    def label_for(self, rows: list[dict]) -> str:
-        """The label of some of its rows: the dates they were recorded on (a later recording of other rungs
-        does not move them)."""
-        dates = sorted({r["recorded"][:10] for r in rows if "recorded" in r}) or [self.data["provenance"]["date"][:10]]
-        return f"recorded on {self.gpu}, {' to '.join(dict.fromkeys([dates[0], dates[-1]]))}"
+        return f"recorded on {self.gpu}"
 
     @property
     def ceilings(self) -> dict:
@@ -159,15 +152,15 @@ def path_for(slug: str) -> Path:
 
 
 def load(slug: str | None = None) -> Recording:
-    """The recording for `slug`; by default the preferred GPU's, else any. Under KERNEL_LADDER_FRESH_GPU=1 the
+    """The recording for `slug`; by default this GPU's, else the preferred GPU's, else any. Under KERNEL_LADDER_FRESH_GPU=1 the
     recording of the GPU this process runs on is absent (ladder.runtime.cache)."""
     hidden = _live_slug() if cache.FRESH_GPU else None
     if slug is not None and slug == hidden:
         raise NotAvailable(f"{slug}'s recording is ignored: {cache.FRESH_GPU_ENV}=1 makes this GPU a fresh one")
     files = [p for p in sorted(RESULTS_DIR.glob("*.json")) if p.stem != hidden]
-    if slug is None:
-        preferred = path_for(PREFERRED)
-        path = preferred if preferred in files else (files[0] if files else None)
+    if slug is None:   # this GPU's own recording, else the one the lessons' committed outputs come from, else any
+        found = [p for p in (path_for(s) for s in (_live_slug(), PREFERRED) if s) if p in files] or files
+        path = found[0] if found else None
     else:
         path = path_for(slug)
     if path is None or not path.exists():

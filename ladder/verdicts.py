@@ -480,10 +480,9 @@ def _profiles(problem, recording=None, shape: tuple | None = None) -> tuple[dict
 
 
 def _profiled_at(problem, profiles: dict, labels: list[str], rec) -> str:
-    """Where and when the profiles shown were taken: "ncu at <shape>, recorded on <GPU>, <dates>"."""
+    """Where the profiles shown were taken: "ncu at <shape>, recorded on <GPU>"."""
     shape = next((profiles[label]["shape"] for label in labels if label in profiles), None)
-    shown = rec.label_for([profiles[label] for label in labels if label in profiles])
-    return f"ncu at {shape_label(problem, shape) if shape else '-'}, {shown}"
+    return f"ncu at {shape_label(problem, shape) if shape else '-'}, {rec.label}"
 
 
 def kernel_times(problem, labels: list[str], recording=None, width: int = 60) -> str:
@@ -557,7 +556,7 @@ def tensor_pipe_table(problem, labels: list[str], recording=None, shape: tuple |
                      f"{us * m['tensor_pipe_pct'] / 100:9.1f}us")
     shown = [found[label] for label in labels if label in found]
     at = shape_label(problem, shown[0]["shape"]) if shown else "-"
-    lines.append(f"(ncu at {at}, {rec.label_for(shown)}: one run each, caches flushed, clocks as they were)")
+    lines.append(f"(ncu at {at}, {rec.label}: one run each, caches flushed, clocks as they were)")
     return "\n".join(lines)
 
 
@@ -570,7 +569,7 @@ def warp_state_line(problem, label: str, recording=None, top: int = 3, shape: tu
         return f"warp states: {label} not profiled"
     m = w["metrics"]
     reasons = _top_reasons(m, top)
-    return (f"warp states (ncu, {shape_label(problem, w['shape'])}, {rec.label_for([w])}): waiting on {reasons} "
+    return (f"warp states (ncu, {shape_label(problem, w['shape'])}, {rec.label}): waiting on {reasons} "
             f"(warps per issued instruction); an instruction issued in {m['issue_active_pct']:.0f}% of cycles; "
             f"occupancy {m['occupancy_pct']:.0f}% of {m['occupancy_theoretical_pct']:.0f}% possible "
             f"(limited by {limiter(m)})")
@@ -598,6 +597,6 @@ def warp_state_table(problem, labels: list[str], recording=None, top: int = 3, s
                      f"{m['shared_bytes_per_block'] / 1024:5.0f}KiB  {limiter(m)}")
     shown = [found[label] for label in labels if label in found]
     at = shape_label(problem, shown[0]["shape"]) if shown else "-"
-    lines.append(f"(ncu's warp states at {at}, {rec.label_for(shown)}; occupancy: resident warps, % of the SM's "
+    lines.append(f"(ncu's warp states at {at}, {rec.label}; occupancy: resident warps, % of the SM's "
                  "most; a rung that launches several kernels: its longest)")
     return "\n".join(lines)

@@ -81,7 +81,7 @@ def _attention_sweep():
 
 def _stall_mix(lesson: str):
     states = [w for w in rec.warp_states("attention") if tuple(w["shape"]) == at.HEADLINE[0]]
-    return figures.stall_mix(states, [r.label for r in LESSON_LADDERS[lesson][0].rungs], rec.label_for(states))
+    return figures.stall_mix(states, [r.label for r in LESSON_LADDERS[lesson][0].rungs], rec.label)
 
 
 def _vector_add_bars():
@@ -132,11 +132,11 @@ LESSON_FIGURES = [
     ("04f_attention_softmax_instructions", "ladder_roofline", lambda: _roofline(
         "04f", rec.profiles("attention"), at.HEADLINE[0], "CUDA attention B4 H32 S4096 D64, rungs 10–11")),
     ("06_shipping_a_kernel", "host_timeline", lambda: figures.host_timeline(
-        rec.data["launch"], f"one matmul call's host time, {rec.label_for(rec.data['launch'])}")),
+        rec.data["launch"], f"one matmul call's host time, {rec.label}")),
     ("06_shipping_a_kernel", "shape_grid", lambda: figures.shape_grid(
         grid_ratios(rec.data["shape_sweep"]),
         {**{s: n for n, s in dispatch.GOAL_SHAPES.items()}, **dict.fromkeys(dispatch.GRID, "grid")},
-        f"× cuBLAS per shape, {rec.label_for(rec.data['shape_sweep'])}")),
+        f"× cuBLAS per shape, {rec.label}")),
 ]
 
 

@@ -61,7 +61,7 @@ def test_the_stall_picture_is_readable(problem, backend):
     labels = [r.label for r in problems.get(problem).rungs if r.backend in (backend, "torch")]
     profiled = list(problems.get(problem).bench_shapes[0])
     states = [w for w in RECORDING.warp_states(problem) if w["shape"] == profiled]
-    fig = figures.stall_mix(states, labels, RECORDING.label_for(states))
+    fig = figures.stall_mix(states, labels, RECORDING.label)
     assert figcheck.collisions(fig) == []
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == \
         [label for label in labels if any(f"{w['backend']}:{w['rung']}" == label for w in states)]
