@@ -88,9 +88,9 @@ def test_whys_on_the_main_path_are_short_and_no_lab_log(name):
 
 def test_a_deeper_part_runs_to_the_next_heading_of_its_level_and_opens_collapsed():
     nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_markdown_cell("## Rung 1"), nbformat.v4.new_markdown_cell("word " * 200),
+        nbformat.v4.new_markdown_cell("## Rung 1"), nbformat.v4.new_markdown_cell("word " * 120),
         nbformat.v4.new_markdown_cell("### Deeper: counters"), nbformat.v4.new_markdown_cell("#### a table"),
-        nbformat.v4.new_markdown_cell("word " * 400), nbformat.v4.new_markdown_cell("## Rung 2")])
+        nbformat.v4.new_markdown_cell("word " * 240), nbformat.v4.new_markdown_cell("## Rung 2")])
     main, deeper = layers.parts(nb)
     assert [c.source[:9] for c in main] == ["## Rung 1", "word word", "## Rung 2"]
     assert list(deeper) == ["Deeper: counters"] and len(deeper["Deeper: counters"]) == 3
@@ -102,9 +102,9 @@ def test_a_deeper_part_runs_to_the_next_heading_of_its_level_and_opens_collapsed
 
 def test_reading_estimate_counts_kernel_text_at_half_pace():
     nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_markdown_cell("word " * 200),
+        nbformat.v4.new_markdown_cell("word " * 120),
         nbformat.v4.new_code_cell('lessons.source.show_source("k.cu")', outputs=[
-            nbformat.v4.new_output("stream", name="stdout", text="code " * 100)]),
+            nbformat.v4.new_output("stream", name="stdout", text="code " * 60)]),
         nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output("display_data", data={"image/png": ""})])])
     minutes = reading.reading_minutes(nb)
-    assert (minutes["prose"], minutes["kernel"], minutes["figures"]) == (1, 1, 0.5)
+    assert (minutes["prose"], minutes["kernel"], minutes["figures"]) == (1, 1, 1)

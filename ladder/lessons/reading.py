@@ -9,9 +9,10 @@ from pathlib import Path
 from ladder.lessons import source
 
 
-# A student's reading pace (words a minute): technical prose and printed tables at 200 (general non-fiction
-# is read at about 240), a kernel's code at half that; a figure takes half a minute.
-PROSE_WPM, CODE_WPM, FIGURE_MINUTES = 200, 100, 0.5
+# A student's reading pace (words a minute) when reading to learn, as the cold reads of ../shared/STUDENT_READ.md
+# do (each term looked up, each number found in the output): technical prose and printed tables at 120, a kernel's
+# code at half that, a minute a figure.
+PROSE_WPM, CODE_WPM, FIGURE_MINUTES = 120, 60, 1.0
 # The viewer's calls that print kernel text (a source, a diff, a header's declarations): a cell that calls one is
 # read at the code pace.
 KERNEL_TEXT = tuple(f.__name__ for f in (source.show_source, source.show_diff, source.show_declarations,
