@@ -152,8 +152,8 @@ def path_for(slug: str) -> Path:
 
 
 def load(slug: str | None = None) -> Recording:
-    """The recording for `slug`; by default this GPU's, else the preferred GPU's, else any. Under KERNEL_LADDER_FRESH_GPU=1 the
-    recording of the GPU this process runs on is absent (ladder.runtime.cache)."""
+    """The recording for `slug`; by default this GPU's, else the preferred GPU's, else any. Under
+    KERNEL_LADDER_FRESH_GPU=1 the recording of the GPU this process runs on is absent (ladder.runtime.cache)."""
     hidden = _live_slug() if cache.FRESH_GPU else None
     if slug is not None and slug == hidden:
         raise NotAvailable(f"{slug}'s recording is ignored: {cache.FRESH_GPU_ENV}=1 makes this GPU a fresh one")
@@ -183,8 +183,9 @@ def _live_slug() -> str | None:
 
 
 def load_having(kind: str) -> Recording:
-    """The preferred GPU's recording if it has rows of `kind` (e.g. "capstone"), else the first that does;
-    the preferred one if none has (its rows of that kind are then empty)."""
+    """The recording `load()` reads by default (this GPU's, else the preferred GPU's) if it has rows of `kind`
+    (e.g. "capstone"), else the first that does; the default one if none has (its rows of that kind are then
+    empty)."""
     first = load()
     if first.data.get(kind):
         return first
