@@ -118,15 +118,13 @@ def dkdv_steps(dk, dv, k, v, keys, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, b,
                MASKED: tl.constexpr, CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr, QDO_BY_TMA: tl.constexpr,
                DQ_BY_TMA: tl.constexpr):
     """Queries lo..hi (BLOCK_M at a time) into the dK and dV of the keys `keys` (K, V: their tiles). The tiles
-    are transposed, Pᵀ and dPᵀ (keys down, queries across), so that each step's products land on rows that
-    belong to this program's keys. MASKED: steps that may hold queries past S or (causal) before a key.
-    ATOMIC_DQ (rung 3): each step also adds this program's share of the queries' dQ, scale·dS·K, into dq_ptr
-    (the head's fp32 (S, D) rows, contiguous), where every other K/V program of the head adds its own;
-    DQ_BY_TMA: dq_ptr is a tensor descriptor of all of the sums, (B, H, S, D) in boxes of BLOCK_M rows, and the
-    TMA adds each step's tile in one bulk reduction (rows past S dropped) instead of an atomic per element.
-    QDO_BY_TMA: q_ptr and do_ptr are tensor descriptors of all of Q and dO, (B, H, S, D) in boxes of BLOCK_M rows
-    of head (b, h), and the TMA brings each step's two tiles (rows past S as zeros); else they point at the
-    head's rows, and the threads load them."""
+    are transposed, Pᵀ and dPᵀ (keys down, queries across), so that each step's products land on rows of this
+    program's keys. MASKED: steps that may hold queries past S or (causal) before a key. ATOMIC_DQ (rung 3): each
+    step also adds this program's share of dQ, scale·dS·K, into dq_ptr (the head's fp32 (S, D) rows), where the
+    head's other K/V programs add theirs; DQ_BY_TMA: dq_ptr is a tensor descriptor of all the sums, (B, H, S, D)
+    in boxes of BLOCK_M rows, and the TMA adds each step's tile in one bulk reduction. QDO_BY_TMA: q_ptr and
+    do_ptr are tensor descriptors of Q and dO (same boxes), and the TMA brings each step's two tiles (rows past S
+    as zeros); else they point at the head's rows."""
     dims = tl.arange(0, HEAD_DIM)
     for start_m in range(lo, hi, BLOCK_M):
         rows = start_m + tl.arange(0, BLOCK_M)
