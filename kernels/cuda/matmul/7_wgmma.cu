@@ -1,6 +1,6 @@
 // Matmul rung 7 (Hopper only, sm_90a) - warpgroup MMA: wgmma reads both tiles straight from shared memory.
 //
-// Idea:       on an H100, mma.sync (rungs 4-6) runs on a legacy path at a fraction of the tensor
+// Idea:       on Hopper, mma.sync (rungs 4-6) runs on a legacy path at a fraction of the tensor
 //             cores' rate. wgmma, Hopper's own instruction, lets a warpgroup (4 warps, 128 threads)
 //             multiply a 64 x 256 x 16 slice asynchronously, A and B read from shared memory through
 //             64-bit descriptors: no ldmatrix, no A/B fragments in registers. The tiles must be in a
@@ -8,8 +8,7 @@
 //             in rung 5; wgmma runs one tile behind its issue (wait_group 1).
 // Prediction: well above rung 6, 1.5-2.5x (kernels/predictions/matmul_cuda.toml), toward cuBLAS
 //             (which adds TMA copies, warp specialization and thread-block clusters).
-//             Variants measured on the way (unswizzled tiles, wait_group 0): kernels/NOTES.md,
-//             CUDA matmul rung 7.
+//             Variants that ran slower: kernels/NOTES.md.
 // Signature:  HGMMA in the sm_90a SASS (no HMMA); LDGSTS for the copies.
 #include "tensor_core.cuh"
 
@@ -24,12 +23,12 @@
 #define BK 64           // one 128-byte swizzle row of halves
 #define THREADS 256     // two warpgroups
 constexpr int A_STAGE = BM * BK, B_STAGE = BK * BN;           // halves per buffer, no padding
-// The 128-byte swizzle (tensor_core.cuh): the 16-byte chunk c of a 128-byte row r sits at chunk position
-// c ^ (r % 8), so the 8 rows of an 8 x 128-byte atom spread every column over all 32 banks.
+// The 128-byte swizzle (tensor_core.cuh): 16-byte chunk c of row r sits at chunk c ^ (r % 8), which spreads
+// each column of an 8-row atom over all 32 banks.
 template <int ROWS, int COLS>
 __device__ __forceinline__ void copy_swizzled(half* s, const half* g, int ldg, int rows_left, int cols_left) {
     constexpr int PIECES = ROWS * COLS / 8;
-    static_assert(PIECES % THREADS == 0, "tile pieces must split evenly over the threads");
+    static_assert(PIECES % THREADS == 0, "pieces split evenly over threads");
 #pragma unroll
     for (int i = 0; i < PIECES / THREADS; ++i) {
         const int p = threadIdx.x + i * THREADS;
@@ -56,8 +55,7 @@ matmul(const half* A, const half* B, half* C, int M, int N, int K, int ldb) {
         copy_swizzled<BM, BK>(As + s * A_STAGE, A + (size_t)m0 * K + k0, K, M - m0, K - k0);
         copy_swizzled<BK, BN>(Bs + s * B_STAGE, B + (size_t)k0 * ldb + n0, ldb, K - k0, ldb - n0);
     };
-    // wgmma runs one tile behind its issue (wait_group 1), so a buffer is free only two tiles later:
-    // copies run STAGES-2 tiles ahead.
+    // wgmma lags one tile (wait_group 1), so a buffer frees two tiles later: copies run STAGES-2 ahead.
     for (int kt = 0; kt < STAGES - 2; ++kt) {
         if (kt < k_tiles) fetch(kt);
         cp_async_commit();
@@ -66,7 +64,7 @@ matmul(const half* A, const half* B, half* C, int M, int N, int K, int ldb) {
         const int s = kt % STAGES;
         cp_async_wait<STAGES - 3>();
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async data -> visible to wgmma
-        __syncthreads();  // k-tile kt landed for all; k-tile kt-2's wgmma finished in every warpgroup
+        __syncthreads();  // k-tile kt landed; kt-2's wgmmas done in every warpgroup
         if (kt + STAGES - 2 < k_tiles) fetch(kt + STAGES - 2);
         cp_async_commit();
         const half* a = As + s * A_STAGE + warpgroup * 64 * 64;  // this group's 64 rows
