@@ -707,8 +707,9 @@ def _attention_backward(ctx, grad_out, grad_lse):
     q, k, v, out, lse = ctx.saved_tensors
     grad_out = torch.zeros_like(out) if grad_out is None else grad_out  # a loss on the log-sum-exp alone
     args = (q, k, v, out, lse, grad_out, grad_lse, ctx.causal, ctx.scale)
-    # an eager backward skips the dispatcher, as the forward does (tens of µs a call)
-    grads = _attention_backward_impl(*args) if _direct(q, k, grad_out) else torch.ops.ladder.attention_backward(*args)
+    # an eager backward that records no graph (not create_graph) skips the dispatcher, as the forward does
+    direct = not torch.is_grad_enabled() and _direct(q, k, v)
+    grads = _attention_backward_impl(*args) if direct else torch.ops.ladder.attention_backward(*args)
     return (*grads, None, None)
 
 
