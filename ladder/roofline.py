@@ -83,7 +83,7 @@ class Point:
     tflops: float      # achieved
     backend: str = "cuda"
     l2_intensity: float | None = None   # FLOP per byte moved between L2 and the SMs (ncu), when profiled
-    l2_counter: str = "l2_to_sm_bytes"  # which ncu count of L2 bytes l2_intensity divides by (L2_COUNTERS)
+    l2_counter: str = "l2_bytes"  # which ncu count of L2 bytes l2_intensity divides by (L2_COUNTERS)
     unit: str | None = None   # what does its math: "CUDA cores", "mma.sync", "wgmma" (see `unit`), said in the key
 
     @property
@@ -160,15 +160,16 @@ def points(rows: list[dict], problem, shape: tuple | None = None) -> list[Point]
             for r in rows if r["problem"] == problem.name and r["shape"] == shape]
 
 
-# The two counts of L2 bytes a profile may hold, as the roofline's key names them: what the SMs read from L2
-# (TMA included), and the L2's whole traffic, reads and writes (the tables' "L2 GB"); older profiles have only the second
-L2_COUNTERS = {"l2_to_sm_bytes": "per byte the SMs read from L2", "l2_bytes": "per L2 byte, the tables' L2 GB"}
+# The two counts of L2 bytes a profile may hold, as the roofline's key names them, the first one a profile has
+# placing the hollow mark: the L2's whole traffic, reads and writes (lts__t_bytes, the tables' "L2 GB", so a figure
+# and a table show one number), else what the SMs read from L2 (TMA included)
+L2_COUNTERS = {"l2_bytes": "per L2 byte, the tables' L2 GB", "l2_to_sm_bytes": "per byte the SMs read from L2"}
 
 
 def measured_points(runs: list[dict], profiles: list[dict], problem, shape: tuple) -> list[Point]:
     """Roofline points whose intensity counts the DRAM bytes ncu measured for each rung (read + written)
-    instead of the problem's minimum, and the L2 bytes beside it (what the SMs received from L2, else all
-    L2 traffic, each point naming its count): where each rung really sits at each level. Rungs with no profile at
+    instead of the problem's minimum, and the L2 bytes beside it (all L2 traffic, the tables' count, else what
+    the SMs received from L2, each point naming its count): where each rung really sits at each level. Rungs with no profile at
     `shape` are left out."""
     def l2_bytes(metrics):
         return next(((metrics[k], k) for k in L2_COUNTERS if metrics.get(k)), (None, None))
@@ -186,7 +187,7 @@ def measured_points(runs: list[dict], profiles: list[dict], problem, shape: tupl
         if dram:
             l2, counter = l2_bytes(metrics)
             pts.append(Point(label, flops / dram, r["tflops"], r["backend"], flops / l2 if l2 else None,
-                             counter or "l2_to_sm_bytes"))
+                             counter or "l2_bytes"))
     return pts
 
 
@@ -377,13 +378,18 @@ def _in_view(ax, x, y) -> bool:
     return x0 <= x <= x1 and y0 <= y <= y1
 
 
-def _zoom_limits(pts):
-    """The top decade: rungs within 10x of the fastest, with just enough room around them."""
+def _zoom_limits(pts, roof_top: float):
+    """The top decade: rungs within 10x of the fastest, with just enough room around them; up to the highest flat
+    roof where it is near (within ZOOM_ROOF), so the gap from the fastest rung to its ceiling shows."""
     best = max(p.tflops for p in pts)
     top = [p for p in pts if p.tflops >= best / 10]
     xs = [x for p in top for x in (p.intensity, p.l2_intensity) if x]
     ys = [p.tflops for p in top]
-    return (min(xs) / 1.6, max(xs) * 1.6), (min(ys) / 1.08, max(ys) * 1.12)
+    high = roof_top * 1.05 if best < roof_top <= ZOOM_ROOF * best else max(ys) * 1.12
+    return (min(xs) / 1.6, max(xs) * 1.6), (min(ys) / 1.08, high)
+
+
+ZOOM_ROOF = 1.6   # the zoom reaches up to the highest roof when it is at most this far above the fastest rung
 
 
 def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source: str = "",
@@ -412,7 +418,7 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     below = [p for p in pts if p not in top] if zoom_ax is not None else pts
     panels = [(ax, (lo, hi), (min(min(ys_seen) / 3, 0.01 * roof_top), 3 * roof_top), below, 170)]
     if zoom_ax is not None:
-        panels.append((zoom_ax, *_zoom_limits(pts), top, 120))
+        panels.append((zoom_ax, *_zoom_limits(pts, roof_top), top, 120))
     for where, xlim, ylim, shown, size in panels:
         where.set(xscale="log", yscale="log", xlim=xlim, ylim=ylim, xlabel="arithmetic intensity (FLOP / byte)")
         where.grid(True, which="both", alpha=0.2)
@@ -441,7 +447,7 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     if any(p.l2_intensity for p in pts):
         key.append(Line2D([], [], ls="", marker="o", ms=11, mfc="white", color="0.3",
                           label="filled: FLOP per DRAM byte (ncu dram__bytes); hollow: FLOP per L2 byte, as each entry "
-                                "says (ncu l1tex__m_xbar2l1tex_read_bytes, or lts__t_bytes)"))
+                                "says (ncu lts__t_bytes, or l1tex__m_xbar2l1tex_read_bytes)"))
     key.append(Line2D([], [], ls="-", color="0.3", label="roofs measured on this GPU (solid), datasheet (dashed)"))
     for name, line in unlabelled.items():   # roofs too close to others for their name to fit on them in any panel
         key.append(Line2D([], [], ls=line.get_linestyle(), color=line.get_color(), label=name))
@@ -459,5 +465,5 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     if missing:   # a rung on an instruction whose roof these ceilings lack (recorded before it was measured)
         key.append(Line2D([], [], ls="", label=f"no {' or '.join(missing)} roof: not measured with these ceilings"))
     fig.legend(handles=key, loc="upper left", bbox_to_anchor=(ax.get_position().x0, ax.get_position().y0 - 0.1),
-               fontsize=7.5, ncol=2 if len(key) > 6 else 1, frameon=False)
+               fontsize=9, frameon=False)
     return ax
