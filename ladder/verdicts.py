@@ -123,9 +123,9 @@ def predictions(problem, backend) -> list[Prediction]:
             for p in preds if p.backend in backends]
 
 
-def bands_for(problem) -> str:
-    name = _problem_name(problem)
-    return next((h.get("bands_for", "") for h, _ in tables().values() if h.get("problem") == name), "")
+# A verdict table's header says where its bands come from: predictions written before any run, each band's basis in
+# kernels/predictions/<file>.toml (whose header names the GPU they were written for)
+BANDS = "bands written before any run"
 
 
 # ---------------------------------------------------------------- shapes
@@ -285,7 +285,7 @@ def show(problem, backend, rows: list[dict] | None = None, ceilings: dict | None
     title = ""
     if rows is None:
         rec = results_mod.load()
-        rows, title = rec.runs(_problem_name(problem)), f"{rec.label}; bands for {bands_for(problem)}"
+        rows, title = rec.runs(_problem_name(problem)), f"{rec.label}; {BANDS}"
     print(format_verdicts(verdicts(problem, backend, rows, ceilings, rung=rung), title))
 
 
@@ -430,7 +430,7 @@ class Ladder:
                             if rung is None or rung in (p.rung, p.name)])
         found = verdicts(self.problem, self.backends, self.rows, self.ceilings,
                          getattr(self, "recording", None), rung=rung)
-        print(format_verdicts(found, "" if name else f"{self.label}; bands for {bands_for(self.problem)}"))
+        print(format_verdicts(found, "" if name else f"{self.label}; {BANDS}"))
         if rung:
             print(warp_state_line(self.problem, rung))
 
