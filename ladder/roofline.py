@@ -440,12 +440,12 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     fig.canvas.draw()
     placed = set().union(*(_label_roofs(where) for where, *_ in panels))
     unlabelled = {line.get_gid(): line for line in ax.get_lines() if line.get_gid() and line.get_gid() not in placed}
-    key = [Line2D([], [], ls="", marker=BACKEND_MARKERS.get(p.backend, "o"), ms=11, color=BACKEND_COLORS.get(p.backend, "k"),
+    key = [Line2D([], [], ls="", marker=BACKEND_MARKERS.get(p.backend, "o"), ms=8, color=BACKEND_COLORS.get(p.backend, "k"),
                   label=f"{p.glyph:>3s}  {p.label}: {p.tflops:.3g} TFLOP/s at {p.intensity:.3g} FLOP/B"
                   + (f" ({L2_COUNTERS[p.l2_counter]}: {p.l2_intensity:.3g})" if p.l2_intensity else "") + (f" [{p.unit}]" if p.unit else ""))
            for p in pts]
     if any(p.l2_intensity for p in pts):
-        key.append(Line2D([], [], ls="", marker="o", ms=11, mfc="white", color="0.3",
+        key.append(Line2D([], [], ls="", marker="o", ms=8, mfc="white", color="0.3",
                           label="filled: FLOP per DRAM byte (ncu dram__bytes); hollow: FLOP per L2 byte, as each entry "
                                 "says (ncu lts__t_bytes, or l1tex__m_xbar2l1tex_read_bytes)"))
     key.append(Line2D([], [], ls="-", color="0.3", label="roofs measured on this GPU (solid), datasheet (dashed)"))
