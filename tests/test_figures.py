@@ -105,9 +105,9 @@ LESSON_FIGURES = [
     ("02b_matmul_cuda_hopper", "speed_bars", lambda: _speed_bars("02b")),
     ("02c_matmul_cuda_clusters", "ladder_roofline", lambda: _roofline(
         "02c", rec.profiles("matmul"), (n,) * 3, "CUDA matmul 4096³, rungs 9–12")),
-    ("02c_matmul_cuda_clusters", "speed_bars", lambda: _speed_bars("02c")),
     ("02c_matmul_cuda_clusters", "size_sweep", lambda: figures.size_sweep(
         _square_matmuls(), lambda s: s[0], "M = N = K", rec.label)),
+    ("02c_matmul_cuda_clusters", "speed_bars", lambda: _speed_bars("02c")),
     ("03_matmul_triton", "ladder_roofline", lambda: _roofline(
         "03", rec.profiles("matmul"), (n,) * 3, "Triton matmul 4096³")),
     ("03_matmul_triton", "ladder_roofline", lambda: figures.ladder_roofline(

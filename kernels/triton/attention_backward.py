@@ -158,7 +158,7 @@ def dkdv_steps(dk, dv, k, v, keys, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, b,
             pt = tl.where(keep, pt, 0.0)
         dv = tl.dot(pt.to(do.dtype), do, dv, out_dtype=dv.dtype)  # dV += Pᵀ·dO, P rounded to the inputs' type
         dst = (pt * (dpt - delta[None, :])).to(q.dtype)       # dSᵀ = Pᵀ ∘ (dPᵀ − Δ), rounded as P is
-        # dK += dSᵀ·Q (the scale comes once, at the end); out_dtype: the accumulator's (Triton 3.6 wants it said)
+        # dK += dSᵀ·Q (the scale comes once, at the end); out_dtype: the accumulator's, said explicitly
         dk = tl.dot(dst, q, dk, out_dtype=dk.dtype)
         if ATOMIC_DQ:  # dQ's rows belong to no K/V program: S / BLOCK_N of them add into each, in any order
             dq = tl.dot(tl.trans(dst), k, out_dtype=dk.dtype) * scale     # scaled here: the sum is then final

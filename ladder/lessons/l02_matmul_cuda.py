@@ -109,7 +109,7 @@ def hopper_search_space() -> str:
     h100 = _h100()
     kept = [c for c in mm.HOPPER_TUNER.configs() if not mm.hopper_prune_reason(c, h100)]
     lines = [f"search space: {mm.HOPPER_SEARCH_SPACE}",
-             f"{len(mm.HOPPER_TUNER.configs())} configurations, {len(kept)} kept on an H100",
+             f"{len(mm.HOPPER_TUNER.configs())} configurations, {len(kept)} kept on sm_90 (H100, H200: 132 SMs)",
              f"{'BM x BN':>9s} {'stages':>7s} {'KiB (most stages)':>18s} {'blocks 4096^2':>14s} {'8192^2':>7s}"]
     for bm, bn in sorted({(c["BM"], c["BN"]) for c in kept}):
         stages = sorted({c["STAGES"] for c in kept if (c["BM"], c["BN"]) == (bm, bn)})

@@ -5,6 +5,7 @@ its launcher builds it, which the later attention lessons (04d-04f) read too.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import torch
 
@@ -188,11 +189,20 @@ def attention_signatures(problem, archs=("sm_80", "sm_90"), families=ATTENTION_F
     return "\n".join(out)
 
 
+# What PyTorch warns while the checks pin SDPA to each backend in turn (a backend refusing a shape, the first
+# cuBLAS call finding no CUDA context yet): noise beside the report, which names every refused shape itself
+_SDPA_REFUSALS = (".*kernel not used because", ".*has been runtime disabled", ".*does not support",
+                  "Attempting to run cuBLAS, but there was no current CUDA context")
+
+
 def attention_checks(problem) -> str:
     """runner.format_checks; in the interpreter (no GPU) the slow Triton rungs at one small ragged S instead of
     the usual three (rung 1 runs a scalar program per score: ~40 s there)."""
     if world.WORLD.gpu:
-        return runner.format_checks(problem)
+        with warnings.catch_warnings():   # PyTorch saying which SDPA backends refuse a shape: the report says it
+            for message in _SDPA_REFUSALS:
+                warnings.filterwarnings("ignore", message=message, category=UserWarning)
+            return runner.format_checks(problem)
     small = dataclasses.replace(problem, interpret_shapes=[(1, 1, 9, 64, 1)])
     return "\n".join(runner.format_checks(small if r.slow and r.backend == "triton" else problem, [r])
                      for r in problem.rungs)

@@ -13,7 +13,7 @@ __device__ __forceinline__ unsigned cluster_rank() {  // this block's number in 
 
 // Every (not yet exited) thread of both blocks gets here before any goes on; what each wrote before is visible.
 // A cluster of one block (rung 12's search has them) has no partner: the block's own barrier does, without the
-// cluster barrier's fences (a MEMBAR and an ERRBAR on each side in the SASS, ~1 us a kernel on an H100).
+// cluster barrier's fences (a MEMBAR and an ERRBAR on each side in the SASS).
 __device__ __forceinline__ void cluster_sync() {
     if (CLUSTER == 1)
         __syncthreads();
@@ -29,7 +29,7 @@ __device__ __forceinline__ void cluster_exit() {
 
 // Arrive on the mbarrier at bar's offset in block `rank` of the cluster (this one or its partner). A consumer
 // says only that its reads of a buffer are over (wgmma_wait): nothing it wrote needs publishing, so the arrive
-// keeps the default .release.cta (as CUTLASS's does). .release.cluster would put a MEMBAR.ALL.GPU before each
+// keeps the default .release.cta. .release.cluster would put a MEMBAR.ALL.GPU before each
 // arrive, in the k loop, where it also waits for the previous tile's stores to C.
 __device__ __forceinline__ void mbarrier_arrive_in(unsigned long long* bar, unsigned rank) {
     asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
