@@ -451,10 +451,12 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     key.append(Line2D([], [], ls="-", color="0.3", label="roofs measured on this GPU (solid), datasheet (dashed)"))
     for name, line in unlabelled.items():   # roofs too close to others for their name to fit on them in any panel
         key.append(Line2D([], [], ls=line.get_linestyle(), color=line.get_color(), label=name))
+    measured = {ROOF_NAMES["measured"][k]: ceilings[k] for k in (*ROOFS, *INSTRUCTION_ROOFS)
+                if ceilings.get(k) and k in ROOF_NAMES["measured"]}
     for roof, value in crowded_datasheet_roofs(ceilings, datasheet).items():
-        key.append(Line2D([], [], ls="--", color=ROOF_COLORS.get(roof, "k"), alpha=0.55,
-                          label=f"{ROOF_NAMES['datasheet'][roof]} {value:.0f} TFLOP/s: within {CROWDED:.0%} of a "
-                                "measured roof, not drawn"))
+        name, near = min(measured.items(), key=lambda item: abs(item[1] - value))
+        key.append(Line2D([], [], ls="", label=f"{ROOF_NAMES['datasheet'][roof]} {value:.0f} TFLOP/s, "
+                                                f"{value / near - 1:+.1%} from the {name} roof: not drawn"))
     if not ceilings.get("l2_TBps"):   # recorded before L2 was measured (ladder.ceilings.l2_TBps): no roof to draw
         key.append(Line2D([], [], ls="", label="no L2 roof: these ceilings have no measured L2 bandwidth"))
     if any(p.unit for p in pts):
