@@ -179,8 +179,8 @@ def persistent_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_
     """Rung 6 (and the fused kernel): one program per SM walks C's tiles in grouped order, a grid
     apart. Flattening the tile loop and the K loop into one pipelined loop lets the loads of the next
     tile's first K steps fly while this tile's sums are stored: with a program per tile, those loads
-    would wait for the next program to start. (FLATTEN=False only for lesson 03's comparison.) A, B and C
-    may be any strided views (ladder.ops passes transposed ones without copying them)."""
+    would wait for the next program to start. A, B and C may be any strided views (ladder.ops passes transposed
+    ones without copying them)."""
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=FLATTEN):
         tile_m, tile_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -253,8 +253,7 @@ pipelined = _tiled_launcher("5_pipelined", tensor_cores=True)
 def programs(tiles: int, sms: int | None = None) -> int:
     """Programs in a persistent grid over `tiles` tiles: at most one per SM (default: this GPU's; two in the
     interpreter, so that each walks several tiles), and no more than it takes to finish in the same number
-    of rounds: 512 tiles on 132 SMs take 4 rounds either way, and 128 programs walk exactly 4 tiles each
-    (measured 0-1.5% faster than 132 on the H100)."""
+    of rounds: 512 tiles on 132 SMs take 4 rounds either way, and 128 programs walk exactly 4 tiles each."""
     rounds = triton.cdiv(tiles, sms or (detect().sm_count if WORLD.gpu else 2))
     return triton.cdiv(tiles, rounds)
 
@@ -266,7 +265,7 @@ def group_rows(M: int, N: int, BLOCK_M: int, BLOCK_N: int, sms: int | None = Non
     when the two are equal: the tiles in flight form a square of C. Each round of tiles reads its
     A rows and B columns from DRAM about once, so this is also the fewest DRAM bytes: 128 programs
     of 128x256 tiles give GROUP_M = 16 (2048 + 2048 rows and columns a K step; GROUP_M = 8 reads
-    1024 + 4096, 25% more; ncu at 8192^3: 1.07 vs 1.34 GB)."""
+    1024 + 4096, 25% more)."""
     tiles_m = triton.cdiv(M, BLOCK_M)
     in_flight = programs(tiles_m * triton.cdiv(N, BLOCK_N), sms)
     return max(1, min(tiles_m, math.ceil(math.sqrt(in_flight * BLOCK_N / BLOCK_M))))
@@ -304,9 +303,8 @@ def persistent(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None
 
 
 def schedules(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: dict) -> dict:
-    """Rung 6's kernel with one `config` under three schedules, as callables that write a @ b to `out`
-    (lesson 03 times them): a program per tile, a persistent grid whose tile loop is not flattened, and
-    rung 6's own (persistent, flattened)."""
+    """Rung 6's kernel with one `config` under three schedules, as callables that write a @ b to `out`: a
+    program per tile, a persistent grid whose tile loop is not flattened, and rung 6's own (persistent, flattened)."""
     M, N, K, out = _operands(a, b, out)
     tiles = triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])
 
