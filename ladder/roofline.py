@@ -163,7 +163,7 @@ def points(rows: list[dict], problem, shape: tuple | None = None) -> list[Point]
 # The two counts of L2 bytes a profile may hold, as the roofline's key names them, the first one a profile has
 # placing the hollow mark: the L2's whole traffic, reads and writes (lts__t_bytes, the tables' "L2 GB", so a figure
 # and a table show one number), else what the SMs read from L2 (TMA included)
-L2_COUNTERS = {"l2_bytes": "per L2 byte, the tables' L2 GB", "l2_to_sm_bytes": "per byte the SMs read from L2"}
+L2_COUNTERS = {"l2_bytes": "per L2 byte", "l2_to_sm_bytes": "per byte the SMs read from L2"}
 
 
 def measured_points(runs: list[dict], profiles: list[dict], problem, shape: tuple) -> list[Point]:
@@ -441,13 +441,15 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     placed = set().union(*(_label_roofs(where) for where, *_ in panels))
     unlabelled = {line.get_gid(): line for line in ax.get_lines() if line.get_gid() and line.get_gid() not in placed}
     key = [Line2D([], [], ls="", marker=BACKEND_MARKERS.get(p.backend, "o"), ms=8, color=BACKEND_COLORS.get(p.backend, "k"),
-                  label=f"{p.glyph:>3s}  {p.label}: {p.tflops:.3g} TFLOP/s at {p.intensity:.3g} FLOP/B"
-                  + (f" ({L2_COUNTERS[p.l2_counter]}: {p.l2_intensity:.3g})" if p.l2_intensity else "") + (f" [{p.unit}]" if p.unit else ""))
+                  label=f"{p.glyph:>3s}  {p.label}: {p.tflops:.3g} TFLOP/s at {p.intensity:.3g} FLOP per DRAM byte"
+                  + (f", {p.l2_intensity:.3g} {L2_COUNTERS[p.l2_counter]}" if p.l2_intensity else "") + (f" [{p.unit}]" if p.unit else ""))
            for p in pts]
     if any(p.l2_intensity for p in pts):
         key.append(Line2D([], [], ls="", marker="o", ms=8, mfc="white", color="0.3",
-                          label="filled: FLOP per DRAM byte (ncu dram__bytes); hollow: FLOP per L2 byte, as each entry "
-                                "says (ncu lts__t_bytes, or l1tex__m_xbar2l1tex_read_bytes)"))
+                          label="filled: FLOP per DRAM byte (ncu dram__bytes, the tables' DRAM GB); hollow: FLOP per "
+                                "L2 byte (ncu lts__t_bytes, the tables' L2 GB" + (
+                                    "; where an entry says so, per byte the SMs read from L2, l1tex__m_xbar2l1tex_read_bytes)"
+                                    if any(p.l2_counter == "l2_to_sm_bytes" for p in pts if p.l2_intensity) else ")")))
     key.append(Line2D([], [], ls="-", color="0.3", label="roofs measured on this GPU (solid), datasheet (dashed)"))
     for name, line in unlabelled.items():   # roofs too close to others for their name to fit on them in any panel
         key.append(Line2D([], [], ls=line.get_linestyle(), color=line.get_color(), label=name))
