@@ -88,16 +88,16 @@ def compare(kernels: dict, flop: float, rounds: int = 3, seconds: float = 4.0) -
         tflops = flop * mean["calls_per_s"] / 1e12
         out[name] = {"tflops": tflops, "W": mean["W"], "limit_W": ss[0]["limit_W"], "MHz": mean["MHz"],
                      "max_MHz": ss[0]["max_MHz"], "pj_per_flop": mean["W"] / tflops,
-                     "gflop_per_clock": tflops * 1e3 / mean["MHz"], "rounds": len(ss),
+                     "kflop_per_clock": tflops * 1e3 / mean["MHz"], "rounds": len(ss),
                      "throttle": sorted({why for s in ss for why in s["throttle"]})}
     return out
 
 
 def table(rows: list[dict]) -> str:
-    lines = [f"{'size':>6s} {'kernel':26s} {'TFLOP/s':>8s} {'W':>5s} {'SM MHz':>7s} {'pJ/FLOP':>8s} {'GFLOP/clk':>9s}  throttle"]
+    lines = [f"{'size':>6s} {'kernel':26s} {'TFLOP/s':>8s} {'W':>5s} {'SM MHz':>7s} {'pJ/FLOP':>8s} {'kFLOP/clk':>9s}  throttle"]
     for r in rows:
         lines.append(f"{r['shape'][0]:>5d}³ {r['backend'] + ':' + r['rung']:26s} {r['tflops']:8.1f} {r['W']:5.0f} "
-                     f"{r['MHz']:7.0f} {r['pj_per_flop']:8.3f} {r['gflop_per_clock']:9.1f}  {', '.join(r['throttle']) or 'none'}")
+                     f"{r['MHz']:7.0f} {r['pj_per_flop']:8.3f} {r['kflop_per_clock']:9.1f}  {', '.join(r['throttle']) or 'none'}")
     return "\n".join(lines)
 
 

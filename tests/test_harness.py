@@ -181,7 +181,7 @@ def test_power_compare_rotates_the_order_and_derives_energy_and_work_per_clock(m
     found = power.compare({"a": None, "b": None}, flop=2e12, rounds=3)
     assert order == ["a", "b", "b", "a", "a", "b"]
     assert found["a"]["tflops"] == 1000.0 and found["a"]["pj_per_flop"] == 0.7
-    assert found["b"]["gflop_per_clock"] == 800.0 and found["b"]["rounds"] == 3
+    assert found["b"]["kflop_per_clock"] == 800.0 and found["b"]["rounds"] == 3
     assert found["b"]["throttle"] == ["SW power cap"]
 
 
