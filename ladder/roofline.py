@@ -82,7 +82,7 @@ class Point:
     intensity: float   # FLOP/byte: by the problem's minimum bytes, or by the DRAM bytes ncu measured
     tflops: float      # achieved
     backend: str = "cuda"
-    l2_intensity: float | None = None   # FLOP per byte moved between L2 and the SMs (ncu), when profiled
+    l2_intensity: float | None = None   # FLOP per L2 byte (ncu, the count l2_counter names), when profiled
     l2_counter: str = "l2_bytes"  # which ncu count of L2 bytes l2_intensity divides by (L2_COUNTERS)
     unit: str | None = None   # what does its math: "CUDA cores", "mma.sync", "wgmma" (see `unit`), said in the key
 
@@ -169,8 +169,8 @@ L2_COUNTERS = {"l2_bytes": "per L2 byte", "l2_to_sm_bytes": "per byte the SMs re
 def measured_points(runs: list[dict], profiles: list[dict], problem, shape: tuple) -> list[Point]:
     """Roofline points whose intensity counts the DRAM bytes ncu measured for each rung (read + written)
     instead of the problem's minimum, and the L2 bytes beside it (all L2 traffic, the tables' count, else what
-    the SMs received from L2, each point naming its count): where each rung really sits at each level. Rungs with no profile at
-    `shape` are left out."""
+    the SMs received from L2, each point naming its count): where each rung really sits at each level. Rungs with
+    no profile at `shape` are left out."""
     def l2_bytes(metrics):
         return next(((metrics[k], k) for k in L2_COUNTERS if metrics.get(k)), (None, None))
 
@@ -212,9 +212,15 @@ def _roof_segments(sheet: dict, tag: str, lo: float, hi: float, skip=()):
 CROWDED = 0.08   # a datasheet roof this close (relative) to a measured flat roof is named in the key, not drawn on it
 
 
+def measured_flat_roofs(ceilings: dict) -> dict[str, float]:
+    """The measured flat roofs in `ceilings`, by the name the figures give them."""
+    return {ROOF_NAMES["measured"][k]: ceilings[k] for k in (*ROOFS, *INSTRUCTION_ROOFS)
+            if ceilings.get(k) and k in ROOF_NAMES["measured"]}
+
+
 def crowded_datasheet_roofs(ceilings: dict, datasheet: dict | None) -> dict[str, float]:
     """The datasheet's flat roofs within CROWDED of a measured one: drawn, the two lines and labels would overlap."""
-    measured = [ceilings[k] for k in (*ROOFS, *INSTRUCTION_ROOFS) if ceilings.get(k) and k in ROOF_NAMES["measured"]]
+    measured = measured_flat_roofs(ceilings).values()
     return {k: v for k, v in (datasheet or {}).items() if k in ROOFS and v
             and any(abs(v - m) <= CROWDED * m for m in measured)}
 
@@ -378,6 +384,9 @@ def _in_view(ax, x, y) -> bool:
     return x0 <= x <= x1 and y0 <= y <= y1
 
 
+ZOOM_ROOF = 1.6   # the zoom reaches up to the highest roof when it is at most this far above the fastest rung
+
+
 def _zoom_limits(pts, roof_top: float):
     """The top decade: rungs within 10x of the fastest, with just enough room around them; up to the highest flat
     roof where it is near (within ZOOM_ROOF), so the gap from the fastest rung to its ceiling shows."""
@@ -388,8 +397,6 @@ def _zoom_limits(pts, roof_top: float):
     high = roof_top * 1.05 if best < roof_top <= ZOOM_ROOF * best else max(ys) * 1.12
     return (min(xs) / 1.6, max(xs) * 1.6), (min(ys) / 1.08, high)
 
-
-ZOOM_ROOF = 1.6   # the zoom reaches up to the highest roof when it is at most this far above the fastest rung
 
 
 def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source: str = "",
@@ -453,8 +460,7 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     key.append(Line2D([], [], ls="-", color="0.3", label="roofs measured on this GPU (solid), datasheet (dashed)"))
     for name, line in unlabelled.items():   # roofs too close to others for their name to fit on them in any panel
         key.append(Line2D([], [], ls=line.get_linestyle(), color=line.get_color(), label=name))
-    measured = {ROOF_NAMES["measured"][k]: ceilings[k] for k in (*ROOFS, *INSTRUCTION_ROOFS)
-                if ceilings.get(k) and k in ROOF_NAMES["measured"]}
+    measured = measured_flat_roofs(ceilings)
     for roof, value in crowded_datasheet_roofs(ceilings, datasheet).items():
         name, near = min(measured.items(), key=lambda item: abs(item[1] - value))
         key.append(Line2D([], [], ls="", label=f"{ROOF_NAMES['datasheet'][roof]} {value:.0f} TFLOP/s, "
