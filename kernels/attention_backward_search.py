@@ -79,7 +79,11 @@ def tuned_tiles(S: int, D: int, causal: bool) -> dict:
     """Rung 4's tiles at (S, D, causal): each of rung 2's kernels' searched winner for the nearest S (rung 2's
     tiles without one), and "one_kernel": rung 3's searched winner where, searched at that same S, it ran faster
     than rung 2's two winners together (else None)."""
-    key = (S, D, int(causal))
+    return autotune.remembered(("attention backward tiles", S, D, causal), lambda: _tiles((S, D, int(causal))))
+
+
+def _tiles(key: tuple) -> dict:
+    S, D, causal = key
     split = [TUNERS[kernel, D].nearest(key) for kernel in ("dkdv", "dq")]
     faster = one_kernel_wins(split, TUNERS["dkdv_atomic", D].nearest(key))
     return {"delta": tab.TILES[D]["delta"], "dkdv": TUNERS["dkdv", D].best(key), "dq": TUNERS["dq", D].best(key),

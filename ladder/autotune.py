@@ -231,6 +231,14 @@ def swept_config(gpu, label: str, shape: tuple) -> dict | None:
 _BEST: dict[tuple, dict] = {}
 
 
+def remembered(key: tuple, compute: Callable):
+    """compute(), kept until this process's search cache changes (`store` forgets it): for what a launcher derives
+    from search winners on every call. key: names the answer, starting with a string of its own."""
+    if key not in _BEST:
+        _BEST[key] = compute()
+    return _BEST[key]
+
+
 def _error(fn, *args, **kwargs) -> str | None:
     """None if fn(*args) works; else the first line of what went wrong (it rules the configuration out)."""
     try:
@@ -262,6 +270,12 @@ def store(slug: str, report: Report) -> None:
     scratch = CACHE.with_name(f"{CACHE.name}.{os.getpid()}.tmp")
     scratch.write_text(json.dumps(data, indent=1))
     os.replace(scratch, CACHE)
+    forget()
+
+
+def forget() -> None:
+    """Forget every answer read or derived from the searches (`nearest`, `best`, `remembered`): the next call reads
+    the cache again."""
     _BEST.clear()
 
 

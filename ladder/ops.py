@@ -553,6 +553,12 @@ def _direct(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor | None) -> bool:
         return False
     if torch.is_grad_enabled() and (x.requires_grad or y.requires_grad or (z is not None and z.requires_grad)):
         return False
+    return _plain_eager(x, y, z)
+
+
+def _plain_eager(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor | None) -> bool:
+    """Whether nothing but autograd would come between an eager call and our implementation: no mode, no functorch
+    transform, no profiler (it shows the operators), no traced tensor."""
     return not (torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled()
                 or torch._C._are_functorch_transforms_active() or torch._C._autograd._profiler_enabled()
                 or _traced(x, y, z))
@@ -587,13 +593,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     rung 4 of kernels/attention_backward.py: rung 2 or 3, as searched on this GPU) recomputes P from. In fp16 on a
     GPU with wgmma it runs CUDA rung 15 where this GPU measured that faster at the shape (`attention_kernel`)."""
     shape = _check_attention(q, k, v, causal, scale)
-    if q.dtype is F16 and attention_kernel(*_sizes(*shape[:4]), causal) == first_use.RUNG15:
-        if _direct(q, k, v):
-            return _hopper_run(q, k, v, causal, *shape)[0]
-        return HOPPER_OP(q, k, v, causal, scale)[0]
+    hopper = q.dtype is F16 and attention_kernel(*_sizes(*shape[:4]), causal) == first_use.RUNG15
     if _direct(q, k, v):
-        return _attention_run(q, k, v, causal, *shape)[0]
-    return ATTENTION_OP(q, k, v, causal, scale)[0]
+        return (_hopper_run if hopper else _attention_run)(q, k, v, causal, *shape)[0]
+    if not torch.compiler.is_compiling() and _plain_eager(q, k, v):  # a gradient wanted, eagerly
+        return _EagerAttention.apply(q, k, v, causal, scale, _hopper_run if hopper else _attention_run, shape)[0]
+    return (HOPPER_OP if hopper else ATTENTION_OP)(q, k, v, causal, scale)[0]
 
 
 @torch.compiler.assume_constant_result   # Dynamo calls it when it traces, and bakes the answer into the graph
@@ -714,4 +719,23 @@ def _attention_backward(ctx, grad_out, grad_lse):
 
 
 torch.library.register_autograd("ladder::attention", _attention_backward, setup_context=_attention_setup)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """ladder::attention (or ladder::attention_hopper) as autograd sees it, without the dispatcher: for an eager call
+    that wants a gradient where nothing else would intercept the operator (_plain_eager). The same forward
+    (`run`: _attention_run or _hopper_run on checked operands, `shape` their check's result), setup and backward;
+    the operator's own autograd path costs tens of µs more a call in Python."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal: bool, scale, run, shape: tuple):
+        output = run(q, k, v, causal, *shape)
+        _attention_setup(ctx, (q, k, v, causal, scale), output)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_lse):
+        return (*_attention_backward(ctx, grad_out, grad_lse), None, None)
+
+
 torch.library.register_autograd("ladder::attention_hopper", _attention_backward, setup_context=_attention_setup)

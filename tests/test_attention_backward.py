@@ -280,12 +280,15 @@ def test_rung_4_runs_rung_3_where_its_search_beat_rung_2s_two_kernels(monkeypatc
     one = dict(BLOCK_M=16, BLOCK_N=32, num_warps=4, num_stages=1)
     reports = {"dkdv": _report("dkdv", 2.0, ab.INTERPRETER_TILES[64]["dkdv"]),
                "dq": _report("dq", 1.0, ab.INTERPRETER_TILES[64]["dq"]), "dkdv_atomic": _report("dkdv_atomic", one_ms, one)}
+    monkeypatch.setattr(autotune, "_BEST", {})   # the tiles are kept per shape until the searches change (forget)
     for kernel, report in reports.items():
         monkeypatch.setattr(backward_search.TUNERS[kernel, 64], "nearest", lambda shape, report=report: report)
     assert backward_search.tuned_tiles(4000, 64, True)["one_kernel"] == (one if picked else None)
     monkeypatch.setattr(backward_search.TUNERS["dkdv", 64], "nearest", lambda shape: _report("dkdv", 0.5, {}, S=16384))
+    autotune.forget()
     assert backward_search.tuned_tiles(4000, 64, True)["one_kernel"] is None   # searched at another S: not compared
     monkeypatch.setattr(backward_search.TUNERS["dkdv", 64], "nearest", lambda shape: reports["dkdv"])
+    autotune.forget()
     ran = []
     monkeypatch.setattr(ab, "atomic_dq_backward", lambda *args, config, **kw: ran.append(config))
     gen = torch.Generator().manual_seed(3)

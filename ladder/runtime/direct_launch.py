@@ -42,14 +42,21 @@ def _address(arg):
 
 class DirectLaunches:
     """kernel[grid](*args, **keywords), eagerly on a GPU, at the cost of the compiled kernel's own launcher after
-    the first launch of each specialization."""
+    the first launch of each specialization. A kernel's pointer parameters come before its other arguments (the
+    count is read off its first launch): those others (sizes, strides, scales, each of one type from launch to
+    launch) go into the key as one tuple, hashed at C speed, and only the few pointers are looked at one by one."""
 
     def __init__(self):
         self.compiled: dict[tuple, tuple] = {}
+        self.pointers: dict[object, int] = {}
 
     def __call__(self, kernel, grid: tuple, args: tuple, keywords: dict) -> None:
         device = torch.cuda.current_device()
-        key = (kernel, device, tuple(map(_spec, args)), tuple(sorted(keywords.items())))
+        n = self.pointers.get(kernel)
+        if n is None:
+            n = self.pointers[kernel] = next((i for i, a in enumerate(args) if type(a) in _SCALARS), len(args))
+        pointers, rest = args[:n], args[n:]
+        key = (kernel, device, rest, tuple([_spec(p) for p in pointers]), tuple(sorted(keywords.items())))
         found = self.compiled.get(key)
         if found is None:
             compiled = kernel[grid](*args, **keywords)
@@ -58,7 +65,10 @@ class DirectLaunches:
             self.compiled[key] = compiled, tuple(keywords.get(n, defaults[n]) for n in named)
             return
         compiled, constexprs = found
-        run_compiled(compiled, (*grid, 1, 1)[:3], (*map(_address, args), *constexprs), device)
+        run_compiled(compiled, (*grid, 1, 1)[:3], (*[_address(p) for p in pointers], *rest, *constexprs), device)
+
+
+_SCALARS = (int, float, bool)
 
 
 def run_compiled(compiled, grid: tuple, args: tuple, device: int) -> None:

@@ -101,7 +101,12 @@ PLAIN = (torch.Tensor, torch.nn.Parameter)  # tensor types that hold their own d
 def traced(*args) -> bool:
     """Whether any tensor among `args` is fake or functional: the op launching a kernel with them is being
     traced (its fake run, or Inductor reading its kernels), and must launch through wrap_triton."""
+    if _UNTRACED.issuperset(map(type, args)):  # the usual eager launch, decided at C speed
+        return False
     return any(isinstance(a, torch.Tensor) and type(a) not in PLAIN for a in args)
+
+
+_UNTRACED = frozenset((*PLAIN, int, float, bool, type(None)))
 
 
 def _aligned(t: torch.Tensor) -> torch.Tensor:
