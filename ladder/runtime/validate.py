@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 
 def tensor(name: str, t, *, dtype: torch.dtype, ndim: int, device: str, align_bytes: int = 0) -> None:
@@ -106,7 +107,8 @@ def traced(*args) -> bool:
     return any(isinstance(a, torch.Tensor) and type(a) not in PLAIN for a in args)
 
 
-_UNTRACED = frozenset((*PLAIN, int, float, bool, type(None)))
+# a tensor descriptor wraps a real tensor: the launchers make one only for an eager launch
+_UNTRACED = frozenset((*PLAIN, int, float, bool, type(None), TensorDescriptor))
 
 
 def _aligned(t: torch.Tensor) -> torch.Tensor:
