@@ -193,25 +193,26 @@ class Tuner:
     def nearest(self, shape: tuple) -> Report | None:
         """The search report of the tuned shape nearest to `shape` on this GPU (cache, then recording), or None."""
         gpu = detect()
-        key = ("report", gpu.slug if gpu else None, self.problem, self.name, tuple(shape))
-        if key not in _BEST:  # launchers ask on every call: read the cache once per shape
-            reports = cached_reports(key[1], self.problem, self.name)
-            _BEST[key] = min(reports, key=lambda r: _distance(r.shape, shape)) if reports else None
-        return _BEST[key]
+        slug = gpu.slug if gpu else None
+
+        def find():  # launchers ask on every call: read the cache once per shape
+            reports = cached_reports(slug, self.problem, self.name)
+            return min(reports, key=lambda r: _distance(r.shape, shape)) if reports else None
+        return remembered(("report", slug, self.problem, self.name, tuple(shape)), find)
 
     def best(self, shape: tuple) -> dict:
         """The winner for the tuned shape nearest to `shape` on this GPU (`nearest`), else this GPU's default; also
         the default where that winner is pruned now (a prune rule added since it was searched). Pinned (`ladder
         run-once`), a shape searched nowhere but swept takes the configuration the sweep timed (`swept_config`)."""
         gpu = detect()
-        key = (gpu.slug if gpu else None, self.problem, self.name, tuple(shape))
-        if key not in _BEST:
+
+        def choose():
             report = self.nearest(shape)
             searched_here = report is not None and tuple(report.shape) == tuple(shape)
             swept = PIN_RECORDED and not searched_here and swept_config(gpu, self.name, shape)
             winner = swept or (report.best if report else None)
-            _BEST[key] = winner if winner and self.prune(winner, gpu) is None else self.default(gpu)
-        return _BEST[key]
+            return winner if winner and self.prune(winner, gpu) is None else self.default(gpu)
+        return remembered(("best", gpu.slug if gpu else None, self.problem, self.name, tuple(shape)), choose)
 
 
 def swept_config(gpu, label: str, shape: tuple) -> dict | None:

@@ -719,6 +719,7 @@ def _attention_backward(ctx, grad_out, grad_lse):
 
 
 torch.library.register_autograd("ladder::attention", _attention_backward, setup_context=_attention_setup)
+torch.library.register_autograd("ladder::attention_hopper", _attention_backward, setup_context=_attention_setup)
 
 
 class _EagerAttention(torch.autograd.Function):
@@ -736,6 +737,3 @@ class _EagerAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out, grad_lse):
         return (*_attention_backward(ctx, grad_out, grad_lse), None, None)
-
-
-torch.library.register_autograd("ladder::attention_hopper", _attention_backward, setup_context=_attention_setup)

@@ -398,7 +398,6 @@ def _zoom_limits(pts, roof_top: float):
     return (min(xs) / 1.6, max(xs) * 1.6), (min(ys) / 1.08, high)
 
 
-
 def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source: str = "",
          ax=None, title: str | None = None, arrows: bool = True, zoom: bool = True):
     """Roofs, rungs and the key; with `zoom`, a second panel on the top decade. Returns the main Axes."""
