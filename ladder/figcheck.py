@@ -88,9 +88,14 @@ def _covered(a: Bbox, b: Bbox) -> float:
     return max(width, 0) * max(height, 0) / smaller if smaller > 0 else 0.0
 
 
+# The gid of a small mark at a point's true place, drawn on top of the marks crowding it (a zoom's overview dots, a
+# set-aside mark's true place, ladder.roofline): sitting on other marks is what it is for.
+PLACE = "place of "
+
+
 def _markers_on_markers(ax) -> list[str]:
     """Two markers of different marks where one covers much of the other: a reader cannot see both."""
-    marks = markers(ax)
+    marks = [(gid, name, box) for gid, name, box in markers(ax) if not (gid or "").startswith(PLACE)]
     where = f" in {ax.get_title().splitlines()[0]!r}" if ax.get_title() else ""
     return [f"marker {a!r} sits on marker {b!r}{where}"
             for i, (gid_a, a, box_a) in enumerate(marks) for gid_b, b, box_b in marks[i + 1:]

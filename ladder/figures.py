@@ -82,26 +82,42 @@ def bandwidth_bars(rows: list[dict], shape: tuple, ceilings: dict, datasheet: di
     return fig
 
 
+BARS_SPAN = 20   # up to this ratio of the fastest rung to the slowest, bars from zero; beyond, dots on a log axis
+
+
 def speed_bars(rows: list[dict], shapes: list[tuple], source: str, anchor: str = "torch:cublas"):
-    """TFLOP/s per rung (log scale: the ladder spans three decades), one bar per shape, each rung in its
-    backend's colour; the anchor drawn as a line per shape, not as another bar."""
+    """TFLOP/s per rung, one bar per shape, each rung in its backend's colour; the anchor drawn as a line per
+    shape, not as another bar. A bar's length is its value, so bars start at zero on a linear axis; a ladder
+    spanning more than BARS_SPAN (three decades, for the first rungs) is drawn as dots on a log axis instead."""
     labels = list(dict.fromkeys(_label(r) for r in rows if _label(r) != anchor
                                 and tuple(r["shape"]) in {tuple(s) for s in shapes}))
     fig, ax = plt.subplots(figsize=(9, 0.42 * len(labels) * len(shapes) + 1.2))
     height = 0.8 / len(shapes)
+    values = [r["tflops"] for r in rows if _label(r) in labels and tuple(r["shape"]) in {tuple(s) for s in shapes}]
+    dots = bool(values) and max(values) > BARS_SPAN * min(values)
     for i, shape in enumerate(shapes):
         tf = {_label(r): r["tflops"] for r in rows if tuple(r["shape"]) == tuple(shape)}
         alpha = 1.0 - 0.5 * i / max(1, len(shapes) - 1)
         name = "×".join(map(str, shape))
-        ax.barh([j + height * i for j in range(len(labels))], [tf.get(lb, 0) for lb in labels], height=height,
-                color=[roofline.BACKEND_COLORS.get(lb.split(":")[0], "k") for lb in labels], alpha=alpha,
-                label=f"{name} ({'solid' if i == 0 else 'light'})")
+        at = [(j + height * i, lb) for j, lb in enumerate(labels) if lb in tf]
+        colors = [roofline.BACKEND_COLORS.get(lb.split(":")[0], "k") for _, lb in at]
+        tag = f"{name} ({'dark' if i == 0 else 'light'})"
+        if dots:
+            ax.scatter([tf[lb] for _, lb in at], [y for y, _ in at], s=40, color=colors, alpha=alpha, zorder=3,
+                       label=tag)
+        else:
+            ax.barh([y for y, _ in at], [tf[lb] for _, lb in at], height=height, color=colors, alpha=alpha, label=tag)
         if anchor in tf:
             ax.axvline(tf[anchor], color="k", ls=["-", "--", ":"][i % 3], lw=1,
                        label=f"{anchor.split(':')[1]} at {name}: {tf[anchor]:.0f}")
     ax.set_yticks([j + height * (len(shapes) - 1) / 2 for j in range(len(labels))], labels, fontsize=8)
-    ax.set_xscale("log")
-    ax.set_xlabel("TFLOP/s (log scale)")
+    if dots:
+        ax.set_xscale("log")
+        ax.grid(True, axis="x", which="both", alpha=0.2)
+        ax.set_xlabel("TFLOP/s (log scale: each dot is a rung at one shape)")
+    else:
+        ax.set_xlim(left=0)
+        ax.set_xlabel("TFLOP/s")
     ax.set_title(source, fontsize=9)
     ax.invert_yaxis()
     _legend_outside(ax)

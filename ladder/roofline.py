@@ -10,12 +10,11 @@ The plot: measured roofs solid, datasheet roofs dashed, each labelled where it r
 marker whose glyph is the rung's number (the same in every lesson) on its backend's colour and shape
 (CUDA a circle, Triton a square, the library a diamond: told apart without colour), named in a
 key beside the axes, so no label sits on the data. A second panel zooms on the top decade, where the
-best rungs crowd: their marks are drawn there only (a grey box in the first panel stands for them), and a
-mark that would hide another is set beside it at its own height, with a leader from a tick at its true
-place (`spread`). A rung profiled by ncu is placed twice on one horizontal line: by the bytes it moved
+best rungs crowd: their numbered marks are drawn there only (a grey box in the first panel, with a dot at each
+rung's place, stands for them), and a mark that would hide another is set beside it at its own height, with a
+leader from a small mark at its true place (`spread`). A rung profiled by ncu is placed twice on one horizontal line: by the bytes it moved
 from DRAM (filled) and by the bytes the SMs moved through L2 (hollow); the one nearer its roof binds.
-Roof labels keep off the marks, each other and (flat ones) the other roofs; a roof with no room is named
-in the key.
+Roof labels keep off the marks, each other and the other roofs; a roof with no room is named in the key.
 """
 from __future__ import annotations
 
@@ -249,8 +248,9 @@ def draw_mark(ax, x, y, glyph: str, backend: str, size: float, gid: str, hollow:
         ax.scatter(x, y, s=size, marker=shape, facecolors="white", edgecolors=color, lw=1.4, zorder=3, gid=gid)
     else:
         ax.scatter(x, y, s=size, marker=shape, color=color, zorder=3, gid=gid)
+    # no outline on the number: stroked, a two-digit number fills a small hollow mark and it reads as filled
     ax.scatter(x, y, s=_glyph_size(size, glyph), marker=f"${glyph}$", color=color if hollow else "white", zorder=4,
-               gid=gid)
+               linewidths=0, gid=gid)
 
 
 def mark_extent(ax, glyph: str, backend: str, size: float) -> tuple[float, float]:
@@ -290,9 +290,14 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
     return xs
 
 
-def _draw_points(ax, pts, size):
+TRUE_PLACE = 14   # points² of the small mark at a rung's true place when its numbered mark is set beside it
+
+
+def _draw_points(ax, pts, size) -> bool:
     """Every rung at its DRAM place (filled) and, where profiled, its L2 place (hollow) on one horizontal line.
-    A mark that would hide another is set beside it (spread), with a leader from a tick at its true place."""
+    A mark that would hide another is set beside it (spread), with a leader from a small mark at its true place.
+    Returns whether any mark was set aside."""
+    from ladder import figcheck   # matplotlib's, loaded only to draw
     marks = [(p, p.intensity, False) for p in pts] + [(p, p.l2_intensity, True) for p in pts if p.l2_intensity]
     xs = spread(ax, [(x, p.tflops) for p, x, _ in marks],
                 [mark_extent(ax, p.glyph, p.backend, size) for p, *_ in marks])
@@ -301,12 +306,14 @@ def _draw_points(ax, pts, size):
             ax.plot([p.l2_intensity, p.intensity], [p.tflops, p.tflops], color=BACKEND_COLORS.get(p.backend, "k"),
                     lw=0.8, alpha=0.5, zorder=2)
     for (p, x, hollow), drawn_x in zip(marks, xs):
-        if drawn_x != x:   # a leader from a short tick at the true place
-            _, py = ax.transData.transform((x, p.tflops))
-            low, high = (ax.transData.inverted().transform((0, py + d))[1] for d in (-4, 4))
-            ax.plot([x, x, x, drawn_x], [low, high, p.tflops, p.tflops], color=BACKEND_COLORS.get(p.backend, "k"),
-                    lw=0.8, zorder=2)
+        if drawn_x != x:   # a small mark of its kind at the true place, and a leader from it to the numbered one
+            color = BACKEND_COLORS.get(p.backend, "k")
+            ax.plot([x, drawn_x], [p.tflops, p.tflops], color=color, lw=0.8, zorder=2)
+            ax.scatter(x, p.tflops, s=TRUE_PLACE, marker=BACKEND_MARKERS.get(p.backend, "o"), zorder=5,
+                       facecolors="white" if hollow else color, edgecolors=color, lw=1.0,
+                       gid=f"{figcheck.PLACE}{p.label}{' (L2)' if hollow else ''}")
         draw_mark(ax, drawn_x, p.tflops, p.glyph, p.backend, size, f"{p.label} (L2)" if hollow else p.label, hollow)
+    return any(drawn != x for (_, x, _), drawn in zip(marks, xs))
 
 
 def _draw_arrows(ax, pts, shown):
@@ -339,22 +346,43 @@ def _label_roofs(ax) -> set[str]:
         xs, ys = line.get_data()
         inside = [(x, y) for x, y in zip(xs, ys) if _in_view(ax, x, y)]
         flat = _flat(line)
-        # only a flat label is kept off the other roofs (a sloped one's box would find no room)
-        others = [other for other in roofs if other is not line] if flat else []
-        crossing = np.vstack([np.empty((0, 2)), *(_pixels_along(ax, other) for other in others)])
+        crossing = np.vstack([np.empty((0, 2)), *(_pixels_along(ax, other) for other in roofs if other is not line)])
+        angle = 0.0 if flat else _slope_degrees(ax, line)
+        cos, sin = np.cos(np.radians(angle)), np.sin(np.radians(angle))
         spots = [(x, y, side) for side in (1, -1) for x, y in reversed(inside[:: max(1, len(inside) // 48)])]
         for x, y, side in spots:
-            text = ax.annotate(line.get_gid(), (x, y), xytext=(-2, 3 * side), textcoords="offset points", fontsize=7,
+            # set back 2 points along the roof and 3 off it, to the side tried
+            offset = (-2 * cos - 3 * side * sin, -2 * sin + 3 * side * cos)
+            text = ax.annotate(line.get_gid(), (x, y), xytext=offset, textcoords="offset points", fontsize=7,
                                color=line.get_color(), ha="right", va="bottom" if side > 0 else "top",
-                               rotation=0 if flat else _slope_degrees(ax, line), rotation_mode="anchor")
+                               rotation=angle, rotation_mode="anchor")
             box = text.get_window_extent(renderer).padded(LABEL_GAP)
             if ax.bbox.contains(box.x0, box.y0) and ax.bbox.contains(box.x1, box.y1) \
-                    and not any(box.overlaps(t) for t in taken) and not _any_inside(box, crossing):
+                    and not any(box.overlaps(t) for t in taken) and not _crosses(text, renderer, crossing):
                 taken.append(box)
                 placed.add(line.get_gid())
                 break
             text.remove()
     return placed
+
+
+def _crosses(text, renderer, points: np.ndarray) -> bool:
+    """Whether any of `points` (pixels) lies within LABEL_GAP of `text`'s own rectangle, rotated as it is drawn
+    (its window extent, upright, would take in a sloped roof's neighbours wherever it stood)."""
+    if not len(points):
+        return False
+    angle = np.radians(text.get_rotation())
+    text.set_rotation(0)
+    upright = text.get_window_extent(renderer)
+    text.set_rotation(np.degrees(angle))
+    # the anchor (right end; bottom or top) is the one corner of the upright box that rotation leaves in place
+    anchor = np.array([upright.x1, upright.y0 if text.get_va() == "bottom" else upright.y1])
+    d = points - anchor
+    along = d[:, 0] * np.cos(angle) + d[:, 1] * np.sin(angle)
+    across = -d[:, 0] * np.sin(angle) + d[:, 1] * np.cos(angle)
+    low, high = (0, upright.height) if text.get_va() == "bottom" else (-upright.height, 0)
+    return bool(np.any((-upright.width - LABEL_GAP < along) & (along < LABEL_GAP)
+                       & (low - LABEL_GAP < across) & (across < high + LABEL_GAP)))
 
 
 def _pixels_along(ax, line, step: float = 2.0) -> np.ndarray:
@@ -363,11 +391,6 @@ def _pixels_along(ax, line, step: float = 2.0) -> np.ndarray:
     along = np.concatenate([[0], np.cumsum(np.hypot(*np.diff(pixels, axis=0).T))])
     at = np.arange(0, along[-1] + step, step)
     return np.column_stack([np.interp(at, along, pixels[:, 0]), np.interp(at, along, pixels[:, 1])])
-
-
-def _any_inside(box, points: np.ndarray) -> bool:
-    x, y = points[:, 0], points[:, 1]
-    return bool(np.any((box.x0 < x) & (x < box.x1) & (box.y0 < y) & (y < box.y1)))
 
 
 def _flat(line) -> bool:
@@ -382,6 +405,18 @@ def _slope_degrees(ax, line) -> float:
 def _in_view(ax, x, y) -> bool:
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
     return x0 <= x <= x1 and y0 <= y <= y1
+
+
+def _plain_ticks(axis, low: float, high: float, ticker):
+    """A zoom's ticks as plain numbers: at 1, 2 and 5 of each decade, or, where that leaves fewer than three in
+    view (the zoom spans a fraction of a decade), at round steps between `low` and `high`."""
+    at = [t for t in ticker.LogLocator(subs=(1.0, 2.0, 5.0)).tick_values(low, high) if low <= t <= high]
+    if len(at) < 3:
+        at = [t for t in ticker.MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high)
+              if low <= t <= high]
+    axis.set_major_locator(ticker.FixedLocator(at))
+    axis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_locator(ticker.NullLocator())
 
 
 ZOOM_ROOF = 1.6   # the zoom reaches up to the highest roof when it is at most this far above the fastest rung
@@ -407,7 +442,9 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     from matplotlib.patches import Rectangle
 
     best = max((p.tflops for p in pts), default=0)
-    zoom = zoom and sum(p.tflops >= best / 10 for p in pts) > 1   # a zoom on one rung shows nothing new
+    top = [p for p in pts if p.tflops >= best / 10]
+    # a zoom on one rung shows nothing new, nor one on the library's marks alone
+    zoom = zoom and len(top) > 1 and any(p.backend != "torch" for p in top)
     if ax is None:
         fig, axes = plt.subplots(1, 2 if zoom else 1, figsize=(12.5 if zoom else 8, 5.2),
                                  squeeze=False, gridspec_kw={"wspace": 0.22})
@@ -420,29 +457,32 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     hi = max(max(xs_seen) * 4, 4 * ridge(ceilings["copy_TBps"], roof_top))
     ys_seen = [p.tflops for p in pts] or [roof_top]
     # With a zoom, the top decade's rungs are drawn there only: at the main panel's scale they would pile up
-    top = [p for p in pts if p.tflops >= best / 10]
     below = [p for p in pts if p not in top] if zoom_ax is not None else pts
     panels = [(ax, (lo, hi), (min(min(ys_seen) / 3, 0.01 * roof_top), 3 * roof_top), below, 170)]
     if zoom_ax is not None:
         panels.append((zoom_ax, *_zoom_limits(pts, roof_top), top, 120))
+    from ladder import figcheck   # matplotlib's, loaded only to draw
+    set_aside = False
     for where, xlim, ylim, shown, size in panels:
         where.set(xscale="log", yscale="log", xlim=xlim, ylim=ylim, xlabel="arithmetic intensity (FLOP / byte)")
         where.grid(True, which="both", alpha=0.2)
         _draw_roofs(where, ceilings, datasheet, *xlim)
-        _draw_points(where, shown, size)   # after the limits: spreading marks apart measures them in pixels
+        set_aside |= _draw_points(where, shown, size)   # after the limits: spreading marks measures them in pixels
     if arrows:
         _draw_arrows(ax, pts, below)
-    if zoom_ax is not None:  # a fraction of a decade: plain numbers at 1, 2, 5 (log minor labels would crowd)
-        for axis in (zoom_ax.xaxis, zoom_ax.yaxis):
-            axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-            axis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
-            axis.set_minor_formatter(ticker.NullFormatter())
     ax.set_ylabel("TFLOP/s")
     ax.set_title(title or "Roofline" + (f" — {source}" if source else ""), fontsize=10, wrap=True)
     if zoom_ax is not None:
-        zoom_ax.set_title("the fastest rungs (the grey box), zoomed", fontsize=9)
+        for axis, (low, high) in ((zoom_ax.xaxis, zoom_ax.get_xlim()), (zoom_ax.yaxis, zoom_ax.get_ylim())):
+            _plain_ticks(axis, low, high, ticker)
+        zoom_ax.set_title("the grey box at the left, zoomed: the fastest rungs", fontsize=9)
         (x0, x1), (y0, y1) = zoom_ax.get_xlim(), zoom_ax.get_ylim()
         ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, color="0.85", zorder=0))   # no edge to cross a label
+        for p in top:   # a dot at each zoomed rung's place, so the box shows where they are
+            for x in (p.intensity, p.l2_intensity):
+                if x:
+                    ax.scatter(x, p.tflops, s=6, color=BACKEND_COLORS.get(p.backend, "k"), zorder=1, lw=0,
+                               gid=f"{figcheck.PLACE}{p.label}, zoomed")
     fig.canvas.draw()
     placed = set().union(*(_label_roofs(where) for where, *_ in panels))
     unlabelled = {line.get_gid(): line for line in ax.get_lines() if line.get_gid() and line.get_gid() not in placed}
@@ -456,6 +496,10 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
                                 "L2 byte (ncu lts__t_bytes, the tables' L2 GB" + (
                                     "; where an entry says so, per byte the SMs read from L2, l1tex__m_xbar2l1tex_read_bytes)"
                                     if any(p.l2_counter == "l2_to_sm_bytes" for p in pts if p.l2_intensity) else ")")))
+    if set_aside:
+        key.append(Line2D([], [], ls="-", lw=0.8, marker="o", ms=3.5, color="0.3",
+                          label="a small mark on a leader: the rung's true place, where its numbered mark would hide "
+                                "another's and is set beside it"))
     key.append(Line2D([], [], ls="-", color="0.3", label="roofs measured on this GPU (solid), datasheet (dashed)"))
     for name, line in unlabelled.items():   # roofs too close to others for their name to fit on them in any panel
         key.append(Line2D([], [], ls=line.get_linestyle(), color=line.get_color(), label=name))

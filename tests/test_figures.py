@@ -215,10 +215,14 @@ def test_a_crowded_top_decade_is_spread_at_its_own_heights():
     try:
         assert figcheck.collisions(ax.figure) == []
         zoom = ax.figure.axes[1]
-        drawn = {c.get_gid(): tuple(c.get_offsets()[0]) for c in zoom.collections}
+        drawn = {c.get_gid(): tuple(c.get_offsets()[0]) for c in zoom.collections
+                 if not c.get_gid().startswith(figcheck.PLACE)}
         assert [drawn[p.label][1] for p in pts] == [p.tflops for p in pts]   # the heights are the measurements
         assert len({x for x, _ in drawn.values()}) == len(pts)                 # side by side
-        assert not ax.collections   # the main panel leaves the top decade to the zoom
+        places = {tuple(c.get_offsets()[0]) for c in zoom.collections if c.get_gid().startswith(figcheck.PLACE)}
+        assert places <= {(p.intensity, p.tflops) for p in pts} and places    # a set-aside mark's true place
+        # the main panel leaves the top decade to the zoom: only a dot at each rung's place
+        assert {c.get_gid() for c in ax.collections} == {f"{figcheck.PLACE}{p.label}, zoomed" for p in pts}
     finally:
         plt.close(ax.figure)
 

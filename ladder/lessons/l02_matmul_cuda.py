@@ -53,16 +53,17 @@ def matmul_signatures_by_arch() -> str:
 
 
 def _h100():
-    """The H100 the search-space tables prune for (the GPU the lessons' recordings come from)."""
+    """A Hopper GPU's limits for the search-space tables (an H100's; an H200 has the same per-SM limits)."""
     return hardware.GPU("NVIDIA H100 80GB HBM3", (9, 0), 132, 50 << 20, 227 << 10, 80 << 30, None)
 
 
 def matmul_search_space() -> str:
-    """CUDA rung 6's search space, and how many configurations the pruning keeps on an H100 and on a T4."""
-    h100 = _h100()
+    """CUDA rung 6's search space, and how many configurations the pruning rules keep, before any compile, on a
+    Hopper GPU (H100 and H200 share the limits the rules read) and on a T4."""
     t4 = hardware.GPU("Tesla T4", (7, 5), 40, 4 << 20, 64 << 10, 16 << 30, None)
     lines = [f"search space: {mm.SEARCH_SPACE}", f"{len(mm.TUNER.configs())} configurations before pruning"]
-    lines += [f"{g.name}: {sum(1 for c in mm.TUNER.configs() if not mm.prune_reason(c, g))} kept" for g in (h100, t4)]
+    lines += [f"{name}: {sum(1 for c in mm.TUNER.configs() if not mm.prune_reason(c, g))} kept before compiling"
+              for name, g in (("Hopper (H100, H200)", _h100()), ("Turing (T4)", t4))]
     return "\n".join(lines)
 
 

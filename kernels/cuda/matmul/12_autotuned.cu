@@ -151,8 +151,8 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
     } else {  // ------------------------------------------------------------------ consumer warpgroups
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int consumer = threadIdx.x / 128 - 1, warp_in_group = threadIdx.x / 32 % 4;
-        // One thread per warpgroup arrives on empty[s]. (An arrive from lane 0 of every warp makes ptxas serialize
-        // the wgmmas, a wait after each one, and warns that it did.)
+        // One thread per warpgroup arrives on empty[s]: with an arrive from one lane of every warp, ptxas
+        // waits for each wgmma to finish before it issues the next.
         const bool releases = threadIdx.x % 128 == 0;  // also the thread that issues the warpgroup's TMA stores
         half* staging = Cs + consumer * C_STAGE;
         int kt = 0;
