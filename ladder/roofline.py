@@ -306,10 +306,11 @@ def _draw_points(ax, pts, size) -> bool:
             ax.plot([p.l2_intensity, p.intensity], [p.tflops, p.tflops], color=BACKEND_COLORS.get(p.backend, "k"),
                     lw=0.8, alpha=0.5, zorder=2)
     for (p, x, hollow), drawn_x in zip(marks, xs):
-        if drawn_x != x:   # a small mark of its kind at the true place, and a leader from it to the numbered one
+        if drawn_x != x:   # a small mark of its kind at the true place, and a leader from it to the numbered one;
+            # both under the numbered marks: a true place can sit under another rung's number, which must stay legible
             color = BACKEND_COLORS.get(p.backend, "k")
             ax.plot([x, drawn_x], [p.tflops, p.tflops], color=color, lw=0.8, zorder=2)
-            ax.scatter(x, p.tflops, s=TRUE_PLACE, marker=BACKEND_MARKERS.get(p.backend, "o"), zorder=5,
+            ax.scatter(x, p.tflops, s=TRUE_PLACE, marker=BACKEND_MARKERS.get(p.backend, "o"), zorder=2.5,
                        facecolors="white" if hollow else color, edgecolors=color, lw=1.0,
                        gid=f"{figcheck.PLACE}{p.label}{' (L2)' if hollow else ''}")
         draw_mark(ax, drawn_x, p.tflops, p.glyph, p.backend, size, f"{p.label} (L2)" if hollow else p.label, hollow)
@@ -507,7 +508,8 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     for roof, value in crowded_datasheet_roofs(ceilings, datasheet).items():
         name, near = min(measured.items(), key=lambda item: abs(item[1] - value))
         key.append(Line2D([], [], ls="", label=f"{ROOF_NAMES['datasheet'][roof]} {value:.0f} TFLOP/s, "
-                                                f"{value / near - 1:+.1%} from the {name} roof: not drawn"))
+                                                f"the {name} roof is {near / value:.1%} of it "
+                                                f"(within {CROWDED:.0%}: not drawn)"))
     if not ceilings.get("l2_TBps"):   # recorded before L2 was measured (ladder.ceilings.l2_TBps): no roof to draw
         key.append(Line2D([], [], ls="", label="no L2 roof: these ceilings have no measured L2 bandwidth"))
     if any(p.unit for p in pts):

@@ -345,7 +345,8 @@ def test_persistent_tile_order_is_rung_9s_and_follows_its_constants(monkeypatch)
     assert cm.persistent_grid(8192, 8192, sms) == min(sms, 64 * 32)
     fig = matmul.matmul_tile_order("cuda", shape, rung="9_persistent")
     text = joined(fig)
-    assert f"CUDA rung 9: {sms} persistent blocks (one per SM), block 0's tiles numbered" in text
+    assert f"rung 9: {sms} persistent blocks, block 0's tiles numbered" in text
+    assert "rung 8, row-major" in text and f"CUDA rung 8: one block per tile, {sms} running" in text
     assert "C 8192×8192 in 128×256 tiles" in text and f"GROUP_M = {cm.PERSISTENT['GROUP_M']}:" in text
     assert str(_cdiv(64 * 32, sms)) in texts(fig)       # block 0's last tile, numbered
     # the launcher's GROUP_M (a -D over the .cu's default), and the .cu's tile

@@ -5,6 +5,7 @@ blocks and the causal blocks skipped (rung 3 on), a tensor-core tile (rung 4), t
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.patches import Rectangle
 
 from kernels import attention as at
 from kernels.cuda import attention as cuda_attention
@@ -91,6 +92,9 @@ def attention_flash_sweep(rung: str = "3_fused", blocks_m: int = 6, step: int = 
     return fig
 
 
+PAST_S = "0.75"   # rows and keys past the sequence's end, in a ragged last block
+
+
 def attention_causal_skip(rung: str = "5_pipelined", S: int | None = None):
     """Causal attention (Triton rung `rung`'s BLOCK_M, BLOCK_N): which key blocks each query block computes
     without a mask, with the mask (on the diagonal), and skips (never loaded)."""
@@ -108,12 +112,16 @@ def attention_causal_skip(rung: str = "5_pipelined", S: int | None = None):
     ax = fig.add_axes((0.08, 0.1, 0.88, 0.76))
     attention_grid(ax, cols * bn, bm, bn, colors)
     ax.plot([0, S], [0, S], color="k", lw=0.8, ls="--")
+    # the last blocks reach past S: the rows and keys there do not exist, and the kernel masks them too
+    past = dict(facecolor=PAST_S, edgecolor="0.35", hatch="///", lw=0, zorder=3)
+    ax.add_patch(Rectangle((0, S), cols * bn, rows * bm - S, **past))
+    ax.add_patch(Rectangle((S, 0), cols * bn - S, S, **past))
     _box(ax, 0, 0, S, S, "k", lw=1)
     _bare(ax, -0.08 * S, cols * bn + 0.02 * S, -0.06 * S, rows * bm + 0.02 * S)
     fig.suptitle(f"Causal attention (rung {rung.split('_')[0]}), S = {S}: {done} of {rows * cols} blocks computed "
                  f"({done / (rows * cols):.0%})\ndashed: the diagonal (a query sees keys up to itself)", fontsize=11)
     _key(fig, [("no mask", TRITON), ("masked (crosses the diagonal)", _shade(TRITON, 0.4)),
-               ("skipped: never loaded", "white")], y=0.0)
+               ("skipped: never loaded", "white"), (f"past S = {S}: masked", PAST_S)], y=0.0)
     return fig
 
 

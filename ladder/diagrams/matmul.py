@@ -296,8 +296,9 @@ def tile_order(tiles_m: int, tiles_n: int, group_m: int) -> list[tuple[int, int]
 
 
 def _order_panel(ax, tiles_m: int, tiles_n: int, group_m: int, in_flight: int, color: str, walk: int | None,
-                 bm: int, bn: int, line: bool = True, outlines: bool = True):
-    """One order's panel; `line`: the order drawn through the tiles in flight, `outlines`: the walked tiles boxed."""
+                 bm: int, bn: int, line: bool = True, outlines: bool = True, who: str = ""):
+    """One order's panel; `line`: the order drawn through the tiles in flight, `outlines`: the walked tiles boxed,
+    `who`: the rung that takes tiles in this order, named in the title."""
     order = tile_order(tiles_m, tiles_n, group_m)
     w = bn / bm   # a tile's width in tile heights: C keeps its shape
     cells = _fill((tiles_m, tiles_n))
@@ -323,7 +324,7 @@ def _order_panel(ax, tiles_m: int, tiles_n: int, group_m: int, in_flight: int, c
             ax.text((c + 0.5) * w, r + 0.5, str(i + 1), ha="center", va="center", fontsize=8, fontweight="bold",
                     zorder=5, bbox=dict(facecolor="white", edgecolor="none", pad=0.5))
     _bare(ax, -1.8, tiles_n * w + 1.4, -1.8, tiles_m + 1.4)
-    name = "row-major" if group_m == 1 else f"GROUP_M = {group_m}"
+    name = (who + ", " if who else "") + ("row-major" if group_m == 1 else f"GROUP_M = {group_m}")
     ax.set_title(f"{name}: the first {in_flight} tiles read {len(a_rows)}×{bm} rows of A\n"
                  f"+ {len(b_cols)}×{bn} columns of B = {len(a_rows) * bm + len(b_cols) * bn} per K step", fontsize=10)
 
@@ -352,7 +353,8 @@ def matmul_tile_order(backend: str = "triton", shape: tuple[int, int, int] = (40
         tiles_m, tiles_n = _cdiv(M, bm), _cdiv(N, bn)
         in_flight = min(sms, tiles_m * tiles_n)   # kernels/cuda/matmul.py persistent_grid, with this drawing's BM x BN
         group_m, walk, color = cm.PERSISTENT["GROUP_M"], in_flight, CUDA
-        who = f"CUDA rung 9: {in_flight} persistent blocks (one per SM), block 0's tiles numbered"
+        who = (f"CUDA rung 8: one block per tile, {in_flight} running (one per SM); rung 9: {in_flight} persistent "
+               f"blocks, block 0's tiles numbered")
     elif rung in (None, "6_autotuned"):
         c = cm.default_config(None)
         bm, bn = c["BM"], c["BN"]
@@ -365,9 +367,11 @@ def matmul_tile_order(backend: str = "triton", shape: tuple[int, int, int] = (40
     fig = _figure(11, 1.5 + 5 * (M / N))
     axes = fig.subplots(1, 2)
     bare = rung == "9_persistent"   # 02b: no zigzag over the thin row-major strip, and numbers without outlines
-    for ax, g in zip(axes, (1, group_m)):
-        _order_panel(ax, tiles_m, tiles_n, g, in_flight, color, walk, bm, bn, line=not (bare and g == 1),
-                     outlines=not bare)
+    # 02b's left panel is rung 8, one block per tile in row-major order: no block walks there, so none is numbered
+    panels = (("rung 8", 1, None), ("rung 9", group_m, walk)) if bare else (("", 1, walk), ("", group_m, walk))
+    for ax, (name, g, walked) in zip(axes, panels):
+        _order_panel(ax, tiles_m, tiles_n, g, in_flight, color, walked, bm, bn, line=not (bare and g == 1),
+                     outlines=not bare, who=name)
     line = ("right, " if bare else "") + "line: the order tiles are taken"
     fig.suptitle(f"{who}\nC {M}×{N} in {bm}×{bn} tiles; {line}", fontsize=11)
     _key(fig, [("tiles in flight", _shade(color, 0.55)), ("A rows / B columns they read", MEMORY)], y=0.0)

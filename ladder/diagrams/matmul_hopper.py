@@ -204,8 +204,8 @@ def matmul_cluster_multicast():
     """CUDA rung 10 (10_cluster_multicast.cu's BM, BN, BK, CLUSTER, CONSUMERS): a cluster of CLUSTER blocks on
     as many SMs computes a CLUSTER*BM x BN block of C, its blocks' tiles stacked. Per k-step each block's producer
     copies its own A k-tile and 1/CLUSTER of B's k-tile, multicast to the same offset in every block's shared
-    memory; every consumer warpgroup of the cluster arrives on empty[s] in every block. With the L2 -> SM bytes
-    per k-step and block, rung 9 (9_persistent.cu) against rung 10."""
+    memory; every consumer warpgroup of the cluster arrives on empty[s] in every block. With the bytes a block's
+    producer asks of the L2 per k-step, rung 9 (9_persistent.cu) against rung 10 (each SM still receives all of B)."""
     bm, bn, bk, cluster, consumers = (cu_define(CLUSTER_RUNG, n) for n in ("BM", "BN", "BK", "CLUSTER", "CONSUMERS"))
     part = bn // cluster                                   # columns of B one producer copies
     u = 32                                                 # elements per drawing unit
@@ -279,7 +279,7 @@ def matmul_cluster_multicast():
     r9, r10 = b["rung9_a"] + b["rung9_b"], b["rung10_a"] + b["rung10_b"]
     fig.suptitle(f"CUDA rung 10: a cluster of {cluster} blocks on {cluster} SMs computes a {cluster * bm}×{bn} block "
                  f"of C; B's k-tile is read from L2 once per cluster\n"
-                 f"L2 → SM per k-step and block: rung 9 {_kib(b['rung9_a'])} A + {_kib(b['rung9_b'])} B "
+                 f"asked of the L2 per k-step by a block's producer: rung 9 {_kib(b['rung9_a'])} A + {_kib(b['rung9_b'])} B "
                  f"= {_kib(r9)};  rung 10 {_kib(b['rung10_a'])} A + {_kib(b['rung10_b'])} B = {_kib(r10)} "
                  f"({r10 / r9:.2f}×)", fontsize=11)
     fig.text(0.5, 0.075, "dashed: a consumer warpgroup's arrive on the partner's empty[s] (mapa + remote "
