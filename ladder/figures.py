@@ -295,7 +295,8 @@ PHASE_COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"
 
 def host_timeline(rows: list[dict], source: str):
     """One matmul call's host time, step by step (ladder.launch's "phases"): a horizontal stacked bar per path
-    that has them (rung 6's launcher before, ladder.ops.matmul after), torch.matmul's whole call as a line."""
+    that has them (rung 6's launcher before, ladder.ops.matmul after), each path's whole call as a tick on its bar,
+    torch.matmul's whole call as a line."""
     paths = [r for r in rows if r["op"] == "matmul" and r.get("phases")]
     paths.sort(key=lambda r: -r["us"])   # the slower path (before) on top
     fig, ax = plt.subplots(figsize=(9, 0.8 * len(paths) + 1.4))
@@ -305,6 +306,9 @@ def host_timeline(rows: list[dict], source: str):
         for step, us in r["phases"]:
             ax.barh(y, us, left=left, height=0.6, color=next(color), label=f"{r['call']}: {step} ({us:.1f} µs)")
             left += us
+        # the call timed in one piece: its steps, each timed alone, sum to less (what lies between them)
+        ax.plot([r["us"]] * 2, [y - 0.4, y + 0.4], color="k", lw=2.2,
+                label=f"{r['call']}: the whole call, timed in one piece ({r['us']:.1f} µs)")
     anchor = paths[0]["anchor_us"]
     ax.axvline(anchor, color="k", ls=":", lw=1.2, label=f"torch.matmul, its whole call: {anchor:.1f} µs")
     ax.set_yticks(range(len(paths)), [r["call"] for r in paths], fontsize=8)

@@ -471,6 +471,8 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
         set_aside |= _draw_points(where, shown, size)   # after the limits: spreading marks measures them in pixels
     if arrows:
         _draw_arrows(ax, pts, below)
+        if zoom_ax is not None:   # the steps between the zoomed rungs
+            _draw_arrows(zoom_ax, top, top)
     ax.set_ylabel("TFLOP/s")
     ax.set_title(title or "Roofline" + (f" — {source}" if source else ""), fontsize=10, wrap=True)
     if zoom_ax is not None:

@@ -326,7 +326,7 @@ def _order_panel(ax, tiles_m: int, tiles_n: int, group_m: int, in_flight: int, c
     _bare(ax, -1.8, tiles_n * w + 1.4, -1.8, tiles_m + 1.4)
     name = (who + ", " if who else "") + ("row-major" if group_m == 1 else f"GROUP_M = {group_m}")
     ax.set_title(f"{name}: the first {in_flight} tiles read {len(a_rows)}×{bm} rows of A\n"
-                 f"+ {len(b_cols)}×{bn} columns of B = {len(a_rows) * bm + len(b_cols) * bn} per K step", fontsize=10)
+                 f"+ {len(b_cols)}×{bn} columns of B = {len(a_rows) * bm + len(b_cols) * bn} elements per k", fontsize=10)
 
 
 PERSISTENT_RUNG = "matmul/9_persistent.cu"

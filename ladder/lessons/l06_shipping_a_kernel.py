@@ -71,8 +71,11 @@ def show_op_template(op: str = "matmul") -> None:
 
 def host_cost_table(rows: list[dict]) -> str:
     """ladder.launch's rows: host µs per call of each of our calls beside its anchor's, timed in the same rounds."""
-    lines = [f"{'op':12s} {'call':28s} {'host µs':>8s}  {'anchor':30s} {'host µs':>8s} {'× anchor':>8s}"]
-    lines += [f"{r['op']:12s} {r['call']:28s} {r['us']:8.1f}  {r['anchor']:30s} {r['anchor_us']:8.1f} "
+    op_w = max(len("op"), *(len(r["op"]) for r in rows))
+    call_w = max(len("call"), *(len(r["call"]) for r in rows))
+    anchor_w = max(len("anchor"), *(len(r["anchor"]) for r in rows))
+    lines = [f"{'op':{op_w}s} {'call':{call_w}s} {'host µs':>8s}  {'anchor':{anchor_w}s} {'host µs':>8s} {'× anchor':>8s}"]
+    lines += [f"{r['op']:{op_w}s} {r['call']:{call_w}s} {r['us']:8.1f}  {r['anchor']:{anchor_w}s} {r['anchor_us']:8.1f} "
               f"{r['ratio']:8.2f}" for r in rows]
     return "\n".join(lines)
 
@@ -133,12 +136,12 @@ def rung6_misses(rows: list[dict], sms: int, worst: int = 8) -> str:
     multiples of 16 (Triton's proof of 16-byte accesses)."""
     ratios = grid_ratios(rows)
     config = {tuple(r["shape"]): r["config"] for r in rows if f"{r['backend']}:{r['rung']}" == "triton:6_autotuned"}
-    lines = [f"{'M x N x K':>18s} {'x cuBLAS':>8s} {'tile':>8s} {'tiles':>6s} {'per SM':>6s}  N, K multiples of 16"]
+    lines = [f"{'M x N x K':>21s} {'x cuBLAS':>8s} {'tile':>8s} {'tiles':>6s} {'tiles/SM':>8s}  N, K multiples of 16"]
     for shape in sorted(ratios, key=lambda s: ratios[s]["rung 6"])[:worst]:
         (M, N, K), c = shape, config[shape]
         tiles = math.ceil(M / c["BLOCK_M"]) * math.ceil(N / c["BLOCK_N"])
         lines.append(f"{M:>6d} x{N:>6d} x{K:>5d} {ratios[shape]['rung 6']:8.2f} {c['BLOCK_M']:>4d}x{c['BLOCK_N']:<3d} "
-                     f"{tiles:6d} {tiles / sms:6.2f}  {'yes' if N % 16 == 0 else 'no'}, {'yes' if K % 16 == 0 else 'no'}")
+                     f"{tiles:6d} {tiles / sms:8.2f}  {'yes' if N % 16 == 0 else 'no'}, {'yes' if K % 16 == 0 else 'no'}")
     return "\n".join(lines)
 
 

@@ -73,7 +73,9 @@ def show_diff(before: str, after: str, off: set[str] = frozenset(), hunks: int |
         print(f"// {after}: the same code as {before}, line for line (its header comment aside)")
         return
     if len(diff) > len(new) and hunks is None:   # a rewrite: the diff would be longer than the new file
-        print(f"// {after} rewrites more of {before} than it keeps: its whole file, not a diff")
+        includes = f'#include "{Path(before).name}"' in "\n".join(new)
+        print(f"// {after} includes {before} whole and adds what follows: its whole file" if includes else
+              f"// {after} rewrites more of {before} than it keeps: its whole file, not a diff")
         show_source(after, off)
         return
     blocks = [diff[a:b] for a, b in zip(starts, starts[1:] + [len(diff)])]
