@@ -308,7 +308,8 @@ def host_timeline(rows: list[dict], source: str):
             left += us
         # the call timed in one piece: its steps, each timed alone, sum to less (what lies between them)
         ax.plot([r["us"]] * 2, [y - 0.4, y + 0.4], color="k", lw=2.2,
-                label=f"{r['call']}: the whole call, timed in one piece ({r['us']:.1f} µs)")
+                label="black tick: the path's whole call, timed in one piece" if y == 0 else None)
+        ax.text(r["us"], y - 0.45, f" {r['us']:.1f} µs", ha="left", va="bottom", fontsize=8)
     anchor = paths[0]["anchor_us"]
     ax.axvline(anchor, color="k", ls=":", lw=1.2, label=f"torch.matmul, its whole call: {anchor:.1f} µs")
     ax.set_yticks(range(len(paths)), [r["call"] for r in paths], fontsize=8)
@@ -329,8 +330,10 @@ def shape_grid(ratios: dict[tuple, dict[str, float]], names: dict[tuple, str], s
     fig, ax = plt.subplots(figsize=(6.5, 0.24 * len(shapes) + 1.2))
     image = ax.imshow(values, cmap="RdYlGn", norm=TwoSlopeNorm(1.0, vmin=min(0.2, values.min()),
                                                                vmax=max(1.3, values.max())), aspect="auto")
-    for (i, j), x in np.ndenumerate(values):
-        ax.text(j, i, f"{x:.2f}", ha="center", va="center", fontsize=7)
+    for (i, j), x in np.ndenumerate(values):   # white on the darkest cells, black elsewhere
+        red, green, blue, _ = image.cmap(image.norm(x))
+        dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.45
+        ax.text(j, i, f"{x:.2f}", ha="center", va="center", fontsize=7, color="white" if dark else "black")
     ax.set_xticks(range(len(columns)), columns, fontsize=8)
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(shapes)), [f"{names[s]}  {'×'.join(map(str, s))}" for s in shapes], fontsize=7)
