@@ -317,9 +317,10 @@ def _draw_points(ax, pts, size) -> bool:
     return any(drawn != x for (_, x, _), drawn in zip(marks, xs))
 
 
-def _draw_arrows(ax, pts, shown):
+def _draw_arrows(ax, pts, shown) -> bool:
     """Each backend's ladder, rung to rung, between the rungs' DRAM places; a step between two rungs not `shown`
-    (both in the zoomed top decade) is left to the zoom."""
+    (both in the zoomed top decade) is left to the zoom. Returns whether any step was drawn."""
+    drawn = False
     for backend in dict.fromkeys(p.backend for p in pts if p.backend != "torch"):
         ladder = [p for p in pts if p.backend == backend]
         for a, b in zip(ladder, ladder[1:]):
@@ -328,6 +329,8 @@ def _draw_arrows(ax, pts, shown):
             ax.annotate("", (b.intensity, b.tflops), (a.intensity, a.tflops), zorder=2,
                         arrowprops=dict(arrowstyle="->", color=BACKEND_COLORS.get(backend, "k"), alpha=0.35,
                                         shrinkA=8, shrinkB=8))
+            drawn = True
+    return drawn
 
 
 LABEL_GAP = 3.0   # pixels kept clear around a roof's label: two labels end to end would read as one
@@ -469,10 +472,11 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
         where.grid(True, which="both", alpha=0.2)
         _draw_roofs(where, ceilings, datasheet, *xlim)
         set_aside |= _draw_points(where, shown, size)   # after the limits: spreading marks measures them in pixels
+    stepped = False
     if arrows:
-        _draw_arrows(ax, pts, below)
+        stepped = _draw_arrows(ax, pts, below)
         if zoom_ax is not None:   # the steps between the zoomed rungs
-            _draw_arrows(zoom_ax, top, top)
+            stepped |= _draw_arrows(zoom_ax, top, top)
     ax.set_ylabel("TFLOP/s")
     ax.set_title(title or "Roofline" + (f" — {source}" if source else ""), fontsize=10, wrap=True)
     if zoom_ax is not None:
@@ -499,6 +503,9 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
                                 "L2 byte (ncu lts__t_bytes, the tables' L2 GB" + (
                                     "; where an entry says so, per byte the SMs read from L2, l1tex__m_xbar2l1tex_read_bytes)"
                                     if any(p.l2_counter == "l2_to_sm_bytes" for p in pts if p.l2_intensity) else ")")))
+    if stepped:
+        key.append(Line2D([], [], ls="-", lw=1, marker=">", ms=4, color="0.3", alpha=0.5,
+                          label="a faint arrow: the ladder's step from one rung to the next, between their DRAM places"))
     if set_aside:
         key.append(Line2D([], [], ls="-", lw=0.8, marker="o", ms=3.5, color="0.3",
                           label="a small mark on a leader: the rung's true place, where its numbered mark would hide "
