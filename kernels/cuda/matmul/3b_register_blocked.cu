@@ -3,9 +3,9 @@
 // Idea:       a thread keeps 8 values of A and 8 of B in registers and does all 64 products of
 //             them: 16 shared-memory loads feed 64 FMAs (rung 3: 2 loads per FMA), and the block
 //             tile grows to 128x128, so each global element is reused 128 times.
-// Prediction: limited by FMA throughput now, not shared memory: 2-6x rung 3 (a hit: >= 2x;
-//             kernels/predictions/matmul_cuda.toml), a sizeable fraction of the fp32 roof. This is
-//             the best the CUDA cores do here; rung 4 must beat it >= 5x with tensor cores.
+// Prediction: shared memory no longer sets the pace: 2-6x rung 3 (a hit: >= 2x;
+//             kernels/predictions/matmul_cuda.toml). This is the best the CUDA cores do here;
+//             rung 4 must beat it >= 5x with tensor cores.
 // Signature:  FFMA per shared-memory load rises from under 1 (rung 3) to 16: LDS.128 brings four
 //             floats, and each of the 8x8 products reuses them.
 #include <cuda_fp16.h>
