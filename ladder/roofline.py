@@ -505,7 +505,8 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
                                     if any(p.l2_counter == "l2_to_sm_bytes" for p in pts if p.l2_intensity) else ")")))
     if stepped:
         key.append(Line2D([], [], ls="-", lw=1, marker=">", ms=4, color="0.3", alpha=0.5,
-                          label="a faint arrow: the ladder's step from one rung to the next, between their DRAM places"))
+                          label="a faint arrow: the ladder's step from one rung to the next, between their DRAM "
+                                "places"))
     if set_aside:
         key.append(Line2D([], [], ls="-", lw=0.8, marker="o", ms=3.5, color="0.3",
                           label="a small mark on a leader: the rung's true place, where its numbered mark would hide "

@@ -210,7 +210,8 @@ def attention_kv_ring(tiles: int = 6):
                    f"CUDA: STAGES = {stages} K and V buffers, cp.async {_count(stages - 1, 'key block')} ahead; "
                    f"BLOCK_M = {bm} queries, BLOCK_N = {bn} keys a block"),
                   (["buffer 0"], [{"buffer 0": (t // 2, "math" if t % 2 else "copy")} for t in range(tiles)],
-                   "rung 4 (and sm_75): one buffer; the tensor cores wait while each block loads")],
+                   "rung 4 (and sm_75, whose math runs on CUDA cores): one buffer; the math waits while each "
+                   "block loads")],
                  f"Attention rung 5: the K and V blocks each buffer holds at each step of the key loop\n(kv2: the 3rd block of keys)",
                  prefix="kv", math="tensor cores compute on it")
     fig.text(0.5, 0.085, f"Triton rung 5, num_stages = {triton_stages}: the compiler builds such a ring itself, "

@@ -74,9 +74,10 @@ def host_cost_table(rows: list[dict]) -> str:
     op_w = max(len("op"), *(len(r["op"]) for r in rows))
     call_w = max(len("call"), *(len(r["call"]) for r in rows))
     anchor_w = max(len("anchor"), *(len(r["anchor"]) for r in rows))
-    lines = [f"{'op':{op_w}s} {'call':{call_w}s} {'host µs':>8s}  {'anchor':{anchor_w}s} {'host µs':>8s} {'× anchor':>8s}"]
-    lines += [f"{r['op']:{op_w}s} {r['call']:{call_w}s} {r['us']:8.1f}  {r['anchor']:{anchor_w}s} {r['anchor_us']:8.1f} "
-              f"{r['ratio']:8.2f}" for r in rows]
+    lines = [f"{'op':{op_w}s} {'call':{call_w}s} {'host µs':>8s}  {'anchor':{anchor_w}s} {'host µs':>8s} "
+             f"{'× anchor':>8s}"]
+    lines += [f"{r['op']:{op_w}s} {r['call']:{call_w}s} {r['us']:8.1f}  {r['anchor']:{anchor_w}s} "
+              f"{r['anchor_us']:8.1f} {r['ratio']:8.2f}" for r in rows]
     return "\n".join(lines)
 
 
