@@ -31,6 +31,7 @@ SOME = re.compile(r"\b(hits?|miss(?:es)?)\b", re.I)
 
 @dataclass
 class Finding:
+    """A Why whose parenthesis says what the hits and misses printed above it do not bear out."""
     cell: int
     claim: str
     hits: int
