@@ -116,6 +116,12 @@ def _vectors(n: int, gen: torch.Generator, m: int | None = None) -> tuple:
     return tuple(torch.randn(k, generator=gen).half().to(_device()) for k in (n, n if m is None else m))
 
 
+def _summands(n: int, gen: torch.Generator) -> tuple:
+    """Fresh fp16 vectors a and b of n elements, each in [0.5, 1.5): every a + b is at least 1, so an element the
+    op never wrote (a zero, or a) cannot pass for the sum by chance, as it can where a random a + b is near 0."""
+    return tuple((0.5 + torch.rand(n, generator=gen)).half().to(_device()) for _ in range(2))
+
+
 def _fresh() -> torch.Generator:
     return torch.Generator().manual_seed(secrets.randbits(31))
 
@@ -153,7 +159,7 @@ class VectorAddOp:
             gen = _fresh()
             sizes = (*RESULT_SIZES, 5000 + int(torch.randint(0, 3000, (1,), generator=gen)) * 2 + 1)
             for n in sizes:
-                _result_at(call, impl, n, *_vectors(n, gen))
+                _result_at(call, impl, n, *_summands(n, gen))
             a, b = _vectors(7, gen, 6)
             try:
                 with _watched():
