@@ -64,7 +64,7 @@ def disagrees(claim: str, found: dict[str, int]) -> bool:
     if counted:
         said = {"hit": 0, "miss": 0}
         for number, word in counted:
-            said[_kind(word)] += COUNT_WORDS.get(number.lower(), None) if not number.isdigit() else int(number)
+            said[_kind(word)] += int(number) if number.isdigit() else COUNT_WORDS[number.lower()]
         return any(said[k] != found[k] for k in said if any(_kind(w) == k for _, w in counted))
     if ALL_HITS.search(claim):
         return found["miss"] > 0 or found["hit"] == 0
