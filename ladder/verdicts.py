@@ -539,6 +539,32 @@ def _warp_states(problem, recording=None, shape: tuple | None = None) -> tuple[d
     return {_label(w): w for w in rec.warp_states(_problem_name(problem)) if tuple(w["shape"]) == shape}, rec
 
 
+def across_shapes(problem, label: str, names: list[str], recording=None, also: tuple[str, ...] = ()) -> str:
+    """One rung's recorded profile at each headline shape, a line each: ncu's kernel time, issue activity, warp
+    cycles per issued instruction, the top stall reasons, the reasons `also` asked for, occupancy, registers, and
+    the counters `names` (keys of COUNTERS); what a shape was not profiled at says so."""
+    rec = recording or results_mod.load()
+    widths = [max(9, len(n) + 1) for n in names]
+    extra = "".join(f" {STALL_NAMES[r]:>{max(9, len(STALL_NAMES[r]))}s}" for r in also)
+    lines = [f"{label} at each shape (ncu, {rec.label})",
+             f"{'shape':12s} {'ms':>8s} {'issued':>6s} {'cyc/inst':>8s}  {'top stall reasons':46s}{extra} "
+             f"{'occupancy':>9s} {'regs':>4s}" + "".join(f"{n:>{w}s}" for n, w in zip(names, widths))]
+    for shape in problems.get(_problem_name(problem)).bench_shapes:
+        w = _warp_states(problem, rec, shape)[0].get(label)
+        p = _profiles(problem, rec, shape)[0].get(label)
+        if w is None or p is None:
+            lines.append(f"{shape_label(problem, shape):12s} not profiled")
+            continue
+        m = w["metrics"]
+        stalls = "".join(f" {_stalled(m.get(f'stall_{r}') or 0.0):>{max(9, len(STALL_NAMES[r]))}s}" for r in also)
+        values = [COUNTERS[n](p["metrics"]) for n in names]
+        lines.append(f"{shape_label(problem, shape):12s} {m['duration_ns'] / 1e6:8.2f} {m['issue_active_pct']:5.0f}% "
+                     f"{m['cycles_per_issue']:8.1f}  {_top_reasons(m, 3):46s}{stalls} "
+                     f"{m['occupancy_pct']:3.0f}%/{m['occupancy_theoretical_pct']:3.0f}% {m['registers_per_thread']:4.0f}"
+                     + "".join("-".rjust(w) if x is None else f"{x:>{w}.3g}" for x, w in zip(values, widths)))
+    return "\n".join(lines)
+
+
 def tensor_pipe_table(problem, labels: list[str], recording=None, shape: tuple | None = None) -> str:
     """The recorded kernel of each rung in `labels` at `shape` (ncu's warp-state run): its time, the share of it
     the tensor pipe was busy, and their product, the tensor-core time. Equal tensor-core times with unequal

@@ -236,3 +236,16 @@ def test_the_hot_op_is_profiled_in_the_models_layout():
     assert x.shape == (cfg.tokens, cfg.d_model) and w.shape == (cfg.vocab, cfg.d_model) and w.is_contiguous()
     command = profile.ncu_sections_command(["python", "-m", "ladder.capstone.hot_op", "tiny"])
     assert command[:3] == ["ncu", "--clock-control", "none"] and command[-3:] == ["-m", "ladder.capstone.hot_op", "tiny"]
+
+
+def test_the_padding_report_names_each_kernel_or_says_it_was_not_recorded():
+    row = fake_row()
+    row["ceilings"] = {"copy_TBps": 3.0, "fp16_tc_TFLOPs": 600.0}
+    row["vocab_padding"] = {"vocab": 50257, "padded": 50304, "alone_ms": 7.4, "padded_alone_ms": 1.0,
+                            "eager_padded": {"ms": 5.0, "ms_p20": 4.9, "ms_p80": 5.1}}
+    assert decision.padding_report(row, "rec").count("its kernel's name: not in this recording") == 2
+    row["vocab_padding"].update(kernel="cutlass_75_tensorop_f16_s1688gemm_f16_128x128_tn_align1",
+                                padded_kernel="nvjet_hsh_256x128_64x4_2x1_v_bz_TNN")
+    report = decision.padding_report(row, "rec")
+    assert "cuBLAS ran cutlass_75_tensorop_f16_s1688gemm_f16_128x128_tn_align1" in report
+    assert "cuBLAS ran nvjet_hsh_256x128_64x4_2x1_v_bz_TNN" in report

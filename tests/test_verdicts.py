@@ -312,3 +312,20 @@ def test_a_value_that_rounds_onto_a_band_edge_prints_the_digit_that_decides():
     p = verdicts.Prediction("cuda:2_x", "speedup", (1.02, 1.1), (1.02, 1.1), over="cuda:1_x")
     assert verdicts.Verdict(p, (1,), "4096³", 1.0187, "miss").text() == "1.019x miss ↓"
     assert verdicts.Verdict(p, (1,), "4096³", 1.05, "hit").text() == "1.05x hit"
+
+
+def test_one_rung_across_shapes_reads_each_shapes_warp_states_and_counters_and_names_a_missing_one():
+    d64, d128 = (4, 32, 4096, 64, 0), (4, 32, 4096, 128, 0)
+    states = dict(duration_ns=2e6, issue_active_pct=40.0, cycles_per_issue=8.0, stall_long_scoreboard=3.0,
+                  stall_wait=1.0, occupancy_pct=25.0, occupancy_theoretical_pct=25.0, registers_per_thread=128)
+    rows = lambda shape, scale: {"problem": "attention", "backend": "triton", "rung": "3_fused", "shape": list(shape),
+                                 "recorded": "2026-12-04",
+                                 "metrics": {**states, "stall_long_scoreboard": 3.0 * scale, "l2_bytes": 1e9 * scale}}
+    rec = results.Recording(None, {"provenance": {"gpu": "H200", "date": "2026-12-04T00:00"},
+                                   "profiles": [rows(d64, 1)], "shape_profiles": [rows(d128, 10)],
+                                   "warp_states": [rows(d64, 1), rows(d128, 10)]})
+    lines = verdicts.across_shapes("attention", "triton:3_fused", ["L2 GB"], rec, also=("long_scoreboard",)).splitlines()
+    assert lines[0] == "triton:3_fused at each shape (ncu, recorded on H200)"
+    assert lines[2].split()[:4] == ["D64", "2.00", "40%", "8.0"] and lines[2].split()[-5:] == ["3", "25%/", "25%", "128", "1"]
+    assert lines[4].startswith("D128 ") and lines[4].split()[-5:] == ["30", "25%/", "25%", "128", "10"]
+    assert lines[3] == "D64 causal   not profiled" and lines[5] == "D128 causal  not profiled"

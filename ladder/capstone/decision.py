@@ -179,9 +179,11 @@ def padding_report(row: dict | None, label: str) -> str:
     op = next(o for o in costs.ops(PRESETS[row["model"]]) if o.name == "vocabulary projection")
     floor = op.floor_ms(row["ceilings"])
     lines = [f"{label}: the vocabulary projection alone (8192 tokens x 768 -> vocabulary), eager model {eager:.3f} ms"]
-    for vocab, ms in ((v["vocab"], v["alone_ms"]), (v["padded"], v["padded_alone_ms"])):
+    for vocab, ms, kernel in ((v["vocab"], v["alone_ms"], v.get("kernel")),
+                              (v["padded"], v["padded_alone_ms"], v.get("padded_kernel"))):
         lines.append(f"  vocabulary {vocab}: {1e3 * ms:7.1f} µs alone = {ms / floor:.2f}x its floor "
                      f"({1e3 * floor:.1f} µs), {100 * ms / eager:.1f}% of the eager forward pass")
+        lines.append(f"    cuBLAS ran {kernel}" if kernel else "    its kernel's name: not in this recording")
     speedup = v["alone_ms"] / v["padded_alone_ms"]
     predicted = eager - v["alone_ms"] + v["padded_alone_ms"]
     measured = v["eager_padded"]

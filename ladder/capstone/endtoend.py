@@ -136,15 +136,19 @@ PAD_TO = 64  # a vocabulary padded to a multiple of 64: every row of the logits 
 
 def vocab_padding(cfg: model_mod.Config, tokens: torch.Tensor, gen: torch.Generator) -> dict:
     """The vocabulary projection alone at the model's vocabulary and at it padded to a multiple of PAD_TO (the
-    extra logits are never used: a slice drops them), and the eager model both ways: the fix that is a shape."""
+    extra logits are never used: a slice drops them), the matmul kernel cuBLAS runs for each (torch.profiler's
+    heaviest matmul row), and the eager model both ways: the fix that is a shape."""
     padded = -(-cfg.vocab // PAD_TO) * PAD_TO
-    alone = {}
+    alone, kernels = {}, {}
     for vocab in (cfg.vocab, padded):
         x, w = hot_op.projection_operands(cfg, vocab, gen)
         alone[vocab] = bench(lambda: F.linear(x, w)).median_ms
+        top = families.profile(lambda: F.linear(x, w), on_gpu=True, steps=1)["top"]
+        kernels[vocab] = next((name for name, family, _ in top if family == "matmul"), None)
     net = model_mod.build(dataclasses.replace(cfg, vocab=padded), "cuda")
     net(tokens)
     return {"vocab": cfg.vocab, "padded": padded, "alone_ms": alone[cfg.vocab], "padded_alone_ms": alone[padded],
+            "kernel": kernels[cfg.vocab], "padded_kernel": kernels[padded],
             "eager_padded": _timing(bench(lambda: net(tokens)))}
 
 
