@@ -254,3 +254,30 @@ def test_launch_times_a_backward_again_on_one_graph():
         call = launch._backward(attention, q, k, v)
         first, again = call(), call()
         assert len(first) == 3 and all(torch.equal(a, b) and a.shape == q.shape for a, b in zip(first, again))
+
+
+def test_a_replay_puts_each_new_tensor_where_the_recorded_call_had_its_own(monkeypatch):
+    """direct_launch.Replay: a recorded launch's pointers named by their place among the call's tensors (a tensor
+    descriptor by its base's place, its other fields kept, no tensor of the recorded call held), None kept, the
+    other arguments as recorded; a tensor not among the call's, or one tensor in two places, cannot be replayed."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    from ladder.runtime import direct_launch
+    launched = []
+    monkeypatch.setattr(direct_launch, "run_compiled", lambda *launch: launched.append(launch[:4]))
+    monkeypatch.setattr(direct_launch, "launch_context", lambda device: None)
+    old = [torch.zeros(2, 64, dtype=torch.float16) for _ in range(3)]
+    log = [("kernel a", (4, 1, 1), (old[0], None, TensorDescriptor.from_tensor(old[2], [1, 64])), (7, 0.5, 64)),
+           ("kernel b", (2, 3, 1), (old[1],), (1,))]
+    replay = direct_launch.Replay(log, tuple(old))
+    new = [torch.ones(2, 64, dtype=torch.float16) for _ in range(3)]
+    replay(tuple(new), 0)
+    (a, grid_a, args_a, _), (b, grid_b, args_b, _) = launched
+    assert (a, grid_a, b, grid_b) == ("kernel a", (4, 1, 1), "kernel b", (2, 3, 1))
+    assert args_a[:2] == (new[0].data_ptr(), None) and args_a[3:] == (7, 0.5, 64) and args_b == (new[1].data_ptr(), 1)
+    descriptor = args_a[2]
+    assert descriptor.base is new[2] and (list(descriptor.shape), descriptor.block_shape) == ([2, 64], [1, 64])
+    assert all(t is not old[2] for t in vars(descriptor).values())
+    with pytest.raises(KeyError):
+        direct_launch.Replay(log, (old[0], old[1], torch.zeros(1)))   # the descriptor's base is not among them
+    with pytest.raises(KeyError):
+        direct_launch.Replay(log, (old[0], old[1], old[2], old[0]))

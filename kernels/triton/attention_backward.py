@@ -359,9 +359,22 @@ def _launch(kernel, grid: tuple, args: tuple, config: dict, **constexprs) -> Non
         kernel[grid](*args, **config, **constexprs)
 
 
-def prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None) -> tuple:
-    """What every rung from 2 on does first: check the operands, make (or take) dQ, dK, dV, and launch the
-    preprocess, D = rowsum(dO ∘ O) − dLSE. Returns (dq, dk, dv, delta, scale, tiles), delta None if q is empty."""
+def launches_directly(*tensors) -> bool:
+    """Whether _launch runs kernels on these operands through the compiled launchers (eager, on a GPU), whose
+    launches DirectLaunches can record for a Replay (recording())."""
+    return WORLD.gpu and not validate.traced(*tensors)
+
+
+def recording():
+    """The launches _launch makes inside (`with recording() as log:`), as ladder.runtime.direct_launch.Replay
+    takes them."""
+    return _DIRECT.recording()
+
+
+def prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None, delta=None) -> tuple:
+    """What every rung from 2 on does first: check the operands, make (or take) dQ, dK, dV and D's buffer, and
+    launch the preprocess, D = rowsum(dO ∘ O) − dLSE. Returns (dq, dk, dv, delta, scale, tiles), delta None if q is
+    empty."""
     B, H, S, D = q.shape
     for name, t in (("k", k), ("v", v), ("o", o), ("do", do)):
         if t.shape != q.shape or t.dtype != q.dtype:
@@ -378,7 +391,7 @@ def prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None) -
     tiles = TILES[D] if tiles is None else tiles
     if not q.numel():
         return dq, dk, dv, None, scale, tiles
-    delta = torch.empty((B, H, S), dtype=acc, device=q.device)
+    delta = torch.empty((B, H, S), dtype=acc, device=q.device) if delta is None else delta
     if dlse is not None:  # autograd may hand an expanded or strided gradient: B·H·S numbers, copied if so
         dlse = dlse.to(acc).contiguous()
     _launch(delta_kernel, (triton.cdiv(S, tiles["delta"]["BLOCK_M"]), B * H),
@@ -443,13 +456,13 @@ def _launch_dq(q, k, v, do, lse, delta, dq, scale, causal, config) -> None:
 
 
 def backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse=None, out=None,
-             tiles: dict | None = None) -> tuple:
+             tiles: dict | None = None, delta=None) -> tuple:
     """Rung 2: (dQ, dK, dV) of attention(q, k, v, causal, scale) = o, whose log-sum-exp (natural log, (B, H, S)
     contiguous, fp32; float64 for float64 inputs) is lse, given dO = do and optionally dLSE = dlse (B, H, S).
     q, k, v, o, do: (B, H, S, D) views of one shape, any strides, all fp16 or all float64; D 64 or 128.
     out: (dq, dk, dv) to write (else new, laid out as q, k, v where they are dense). tiles: TILES[D]'s form
-    (rung 4 passes its searched ones)."""
-    dq, dk, dv, delta, scale, tiles = prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles)
+    (rung 4 passes its searched ones). delta: a (B, H, S) buffer for D (else new)."""
+    dq, dk, dv, delta, scale, tiles = prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles, delta)
     if delta is not None:
         _launch_dkdv(q, k, v, do, lse, delta, dk, dv, None, scale, causal, tiles["dkdv"])
         _launch_dq(q, k, v, do, lse, delta, dq, scale, causal, tiles["dq"])
@@ -459,22 +472,24 @@ def backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse
 # ------------------------------------------------------------- rung 3: one kernel, dQ by atomics
 
 def atomic_dq_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse=None,
-                       out=None, config: dict | None = None) -> tuple:
+                       out=None, config: dict | None = None, delta=None, sums=None) -> tuple:
     """Rung 3: rung 2's arguments and results, from one kernel: the K/V programs (rung 2's kernel with its own
     tiles, TILES[D]["dkdv_atomic"], or config: rung 4's searched ones) add dQ into a zeroed fp32 buffer, cast to
     q's dtype at the end. P is computed once, not twice; the price is B·H·S·D fp32 additions from each of
     S / BLOCK_N programs, the buffer's zeroing and cast (4 + 4 + 2 bytes an element), and a dQ whose sums come in a
     different order from run to run (not bit-reproducible). Where the tiles say DQ_BY_TMA and the launch has the
-    TMA (qdo_by_tma), each step's dQ tile goes as one bulk reduction, not an atomic per element."""
-    dq, dk, dv, delta, scale, tiles = prepare(q, k, v, o, lse, do, causal, scale, dlse, out, None)
+    TMA (qdo_by_tma), each step's dQ tile goes as one bulk reduction, not an atomic per element. delta, sums:
+    buffers for D and the dQ sums, zeroed (else new)."""
+    dq, dk, dv, delta, scale, tiles = prepare(q, k, v, o, lse, do, causal, scale, dlse, out, None, delta)
     if delta is not None:
-        _atomic_dq(q, k, v, do, lse, delta, dq, dk, dv, scale, causal, config or tiles["dkdv_atomic"])
+        _atomic_dq(q, k, v, do, lse, delta, dq, dk, dv, scale, causal, config or tiles["dkdv_atomic"], sums)
     return dq, dk, dv
 
 
-def _atomic_dq(q, k, v, do, lse, delta, dq, dk, dv, scale, causal, config) -> None:
-    """Rung 3's kernel with what it needs around it: the zeroed fp32 dQ buffer before, its cast into dq after."""
-    sums = torch.zeros(q.shape, dtype=delta.dtype, device=q.device)
+def _atomic_dq(q, k, v, do, lse, delta, dq, dk, dv, scale, causal, config, sums=None) -> None:
+    """Rung 3's kernel with what it needs around it: the zeroed fp32 dQ buffer before (sums, if given zeroed, or
+    new), its cast into dq after."""
+    sums = torch.zeros(q.shape, dtype=delta.dtype, device=q.device) if sums is None else sums
     _launch_dkdv(q, k, v, do, lse, delta, dk, dv, sums, scale, causal, config)
     dq.copy_(sums)
 

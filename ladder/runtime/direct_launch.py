@@ -10,6 +10,8 @@ device. Eager launches on a GPU only: in the interpreter every launch is an inte
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
@@ -49,6 +51,16 @@ class DirectLaunches:
     def __init__(self):
         self.compiled: dict[tuple, tuple] = {}
         self.pointers: dict[object, int] = {}
+        self.log: list | None = None   # while recording(): each launch's (compiled, grid, pointers, other arguments)
+
+    @contextlib.contextmanager
+    def recording(self):
+        """The launches made inside, as Replay takes them."""
+        self.log = []
+        try:
+            yield self.log
+        finally:
+            self.log = None
 
     def __call__(self, kernel, grid: tuple, args: tuple, keywords: dict) -> None:
         device = torch.cuda.current_device()
@@ -62,19 +74,68 @@ class DirectLaunches:
             compiled = kernel[grid](*args, **keywords)
             named = [p.name for p in kernel.params[len(args):]]
             defaults = {p.name: p.default for p in kernel.params[len(args):]}
-            self.compiled[key] = compiled, tuple(keywords.get(n, defaults[n]) for n in named)
-            return
-        compiled, constexprs = found
-        run_compiled(compiled, (*grid, 1, 1)[:3], (*[_address(p) for p in pointers], *rest, *constexprs), device)
+            found = self.compiled[key] = compiled, tuple(keywords.get(n, defaults[n]) for n in named)
+        else:
+            run_compiled(found[0], (*grid, 1, 1)[:3], (*[_address(p) for p in pointers], *rest, *found[1]), device)
+        if self.log is not None:
+            self.log.append((found[0], (*grid, 1, 1)[:3], pointers, (*rest, *found[1])))
 
 
 _SCALARS = (int, float, bool)
 
 
-def run_compiled(compiled, grid: tuple, args: tuple, device: int) -> None:
-    """A compiled Triton kernel launched through its own launcher on torch's current stream of `device`: `grid`
-    three sizes, `args` all of its parameters in order (tensors by address), the launch hooks Triton has set."""
-    stream = torch._C._cuda_getCurrentRawStream(device)
-    enter, leave = hook(triton.knobs.runtime.launch_enter_hook), hook(triton.knobs.runtime.launch_exit_hook)
+class Replay:
+    """Launches recorded during one call (DirectLaunches.recording), made again at the compiled launchers' own cost
+    for a later call whose tensors have the same layouts (what each launch's key held: dtypes, shapes, strides,
+    alignments) in the same places: each launch's pointers are named by their place among the call's tensors (a
+    tensor descriptor by its base's place and the recorded descriptor), its other arguments kept as recorded."""
+
+    def __init__(self, log: list, tensors: tuple):
+        place = {id(t): i for i, t in enumerate(tensors) if t is not None}
+        if len(place) < sum(t is not None for t in tensors):   # one tensor in two places: which is it later?
+            raise KeyError("a tensor in two places of the recorded call")
+        self.launches = [(compiled, grid, tuple(_named(p, place) for p in pointers), rest)
+                         for compiled, grid, pointers, rest in log]
+
+    def __call__(self, tensors: tuple, device: int) -> None:
+        context = launch_context(device)
+        for compiled, grid, named, rest in self.launches:
+            run_compiled(compiled, grid, (*[_pointer(n, tensors) for n in named], *rest), device, context)
+
+
+def _named(arg, place: dict):
+    """A recorded pointer argument by where it came from: None, a tensor's place, or, for a tensor descriptor, its
+    base's place and its other fields (not the base: a replay keeps no tensor of the recorded call alive). KeyError:
+    a tensor that is not among the call's (a replay could not supply it)."""
+    if arg is None:
+        return None
+    if isinstance(arg, TensorDescriptor):
+        return place[id(arg.base)], {k: v for k, v in vars(arg).items() if k != "base"}
+    return place[id(arg)]
+
+
+def _pointer(named, tensors: tuple):
+    if named is None:
+        return None
+    if type(named) is int:
+        return tensors[named].data_ptr()
+    at, fields = named   # the recorded descriptor on the new base, unchecked: its checks passed on this layout
+    descriptor = object.__new__(TensorDescriptor)
+    descriptor.__dict__.update(fields, base=tensors[at])
+    return descriptor
+
+
+def launch_context(device: int) -> tuple:
+    """What every launch on `device` now takes: torch's current stream there, and the launch hooks Triton has set
+    (enter, exit)."""
+    return (torch._C._cuda_getCurrentRawStream(device), hook(triton.knobs.runtime.launch_enter_hook),
+            hook(triton.knobs.runtime.launch_exit_hook))
+
+
+def run_compiled(compiled, grid: tuple, args: tuple, device: int, context: tuple | None = None) -> None:
+    """A compiled Triton kernel launched through its own launcher: `grid` three sizes, `args` all of its parameters
+    in order (tensors by address), on torch's current stream of `device` with Triton's launch hooks (context:
+    launch_context(device), where a caller launches several kernels at once)."""
+    stream, enter, leave = context or launch_context(device)
     compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
                  None if enter is None else compiled.launch_metadata(grid, stream, *args), enter, leave, *args)

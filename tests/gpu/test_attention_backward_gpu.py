@@ -304,3 +304,35 @@ def test_later_calls_through_the_compiled_launcher_match_the_first(D, causal):
         assert all(torch.equal(a, b) for a, b in zip(outs[0], outs[2]))
         want = grads(sdpa(causal), *(t.double() for t in second[:3]), second[3].double())
         assert all(compare(g, w.to(g.dtype)).ok for g, w in zip(outs[1], want))
+
+
+@pytest.mark.parametrize("way", ["two kernels", "one kernel", "one kernel, dQ by the TMA"])
+@pytest.mark.parametrize("D", [64, 128])
+def test_a_replayed_backward_matches_the_path_it_replays(D, way, monkeypatch):
+    """autotuned_backward's eager calls after the first at a layout replay the first's launches on their own
+    tensors (_replayed). Each must give what the path it replays gives on the same operands (rung 2 and rung 3's
+    dK, dV bit for bit; rung 3's dQ, summed by atomics in a varying order, within rounding): fresh operands of the
+    recorded layout, another layout (packed views, ragged S) in between, a dLSE, one tensor given as q, k and v."""
+    one = {"two kernels": None, "one kernel": dict(ab.GPU_TILES[D]["dkdv_atomic"], DQ_BY_TMA=False),
+           "one kernel, dQ by the TMA": dict(ab.GPU_TILES[D]["dkdv_atomic"], DQ_BY_TMA=True)}[way]
+    tiles = {"delta": ab.TILES[D]["delta"], "dkdv": ab.GPU_TILES[D]["dkdv"], "dq": ab.GPU_TILES[D]["dq"],
+             "one_kernel": one}
+    monkeypatch.setattr(backward_search, "tuned_tiles", lambda S, D, causal: tiles)
+    backward_search.autotune.forget()   # no replay recorded with other tiles at these layouts
+    try:
+        for causal in (False, True):
+            plain = [randn(2, 3, 256, D) for _ in range(4)]
+            calls = [plain, [randn(2, 3, 256, D) for _ in range(4)], [*packed(2, 3, 200, D), randn(2, 3, 200, D)],
+                     plain]
+            x = randn(2, 3, 256, D)
+            calls.append([x, x, x, randn(2, 3, 256, D)])
+            for q, k, v, do in calls:
+                o, lse = torch.ops.ladder.attention(q, k, v, causal, None)
+                dlse = torch.randn(lse.shape, generator=GEN, device="cuda")
+                for given in (None, dlse):
+                    got = backward_search.autotuned_backward(q, k, v, o, lse, do, causal, dlse=given)
+                    want = backward_search._backward(q, k, v, o, lse, do, causal, None, given, None)
+                    assert torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
+                    assert torch.equal(got[0], want[0]) if one is None else compare(got[0], want[0]).ok
+    finally:
+        backward_search.autotune.forget()
