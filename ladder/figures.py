@@ -50,11 +50,11 @@ def ladder_roofline(rows: list[dict], profiles: list[dict], problem, shape: tupl
     """The rungs at `shape` on the roofline, placed by the DRAM and L2 bytes ncu measured where profiled
     (else by the problem's minimum bytes, said in the title); the key says which unit each rung's math uses."""
     pts = roofline.measured_points(rows, profiles, problem, shape)
-    placed = "by the DRAM (filled) and L2 (hollow) bytes ncu measured"
+    placed = "intensity from the recorded ncu DRAM (filled) and L2 (hollow) bytes"
     if not pts:
-        pts, placed = roofline.points(rows, problem, shape), "by the fewest bytes the problem must move"
+        pts, placed = roofline.points(rows, problem, shape), "intensity from the fewest bytes the problem must move"
     return roofline.plot(_with_units(pts, rows, problem), ceilings, datasheet, source=source,
-                         title=f"{what}, {placed}\n{source}").figure
+                         title=f"{what}\nspeed {source}; {placed}").figure
 
 
 def best_positions(examples: dict[str, tuple[float, str]], ceilings: dict, datasheet: dict | None, source: str):

@@ -156,9 +156,8 @@ def attention_tensor_core_tile(backend: str = "cuda", head_dim: int = 64):
     o0 = (D + 2 * gap + bn, D + gap)         # O acc: bm x D
     st0 = (o0[0] + D + 0.4 * gap, D + gap)   # m, ℓ
     q_color = MEMORY if backend == "cuda" else color   # CUDA keeps Q in shared memory, as K and V
-    strips = _fill((warps, 1))
-    strips[::2, 0] = _shade(q_color, 0.5)
-    strips[1::2, 0] = _shade(q_color, 0.3)
+    strips = _fill((warps, 1), _shade(q_color, 0.3))
+    strips[0, 0] = _shade(q_color, 0.6)
     _cells(ax, strips, *q0, D, rows, grid="white", lw=1)
     frag = _fill((bm // fm, bn // fn), _shade(TENSOR_CORES, 0.3))
     frag[: rows // fm, :] = _shade(TENSOR_CORES, 0.6)
@@ -193,8 +192,8 @@ def attention_tensor_core_tile(backend: str = "cuda", head_dim: int = 64):
     fig.suptitle(f"{who} attention rung 4 (D = {D}): BLOCK_M = {bm} queries on {warps} warps, {rows} rows each; "
                  f"K and V sweep in blocks of BLOCK_N = {bn}", fontsize=11)
     where = "grey: shared memory; " if backend == "cuda" else ""
-    fig.text(0.5, 0.015, f"{where}Q's two shades tell the warps' slices apart; dark: what warp 0 holds in registers (its row "
-             f"of S, acc, m and ℓ).\n{inst}. The scores never leave the registers: the online softmax rescales m, ℓ "
+    fig.text(0.5, 0.015, f"{where}dark: warp 0's slice of Q and what it holds in registers (its row of S, acc, m and ℓ); "
+             f"white lines part the warps.\n{inst}. The scores never leave the registers: the online softmax rescales m, ℓ "
              f"and acc there,\nand P rounded to fp16 is already the A operand of P·V", ha="center", fontsize=9)
     return fig
 
@@ -214,8 +213,10 @@ def attention_kv_ring(tiles: int = 6):
                    "block loads")],
                  f"Attention rung 5: the K and V blocks each buffer holds at each step of the key loop\n(kv2: the 3rd block of keys)",
                  prefix="kv", math="tensor cores compute on it")
-    fig.text(0.5, 0.085, f"Triton rung 5, num_stages = {triton_stages}: the compiler builds such a ring itself, "
-             f"{triton_stages} K and {triton_stages} V buffers on sm_90, {triton_stages - 1} of each on sm_80", ha="center", fontsize=9)
+    t = ta.GPU_TILES["5_pipelined"]
+    fig.text(0.5, 0.07, f"Triton rung 5, num_stages = {triton_stages} (BLOCK_M = {t['BLOCK_M']}, BLOCK_N = "
+             f"{t['BLOCK_N']}): the compiler builds such a ring itself,\n{triton_stages} K and {triton_stages} V "
+             f"buffers on sm_90, {triton_stages - 1} of each on sm_80", ha="center", fontsize=9)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
 
