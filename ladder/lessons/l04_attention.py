@@ -219,13 +219,24 @@ def opcode_counts(problem, labels: list[str], arch: str, head_dims=(64, 128), fa
     return "\n".join(lines)
 
 
-def bank_conflicts_per_fma(profiles: list[dict], labels: list[str], problem) -> str:
-    """Shared-memory bank conflicts (ncu) per warp-wide FMA the two products need (FLOPs / 2 / 32 lanes)."""
-    lines = []
+def _per_warp_fma(profiles: list[dict], labels: list[str], problem, metric: str):
+    """(label, the metric's count, the count per warp-wide FMA the two products need: FLOPs / 2 / 32 lanes) of
+    each profiled rung in `labels`."""
     for p in profiles:
         label = f"{p['backend']}:{p['rung']}"
-        if label in labels:
-            fmas = problem.flops(tuple(p["shape"])) / 2 / 32
-            lines.append(f"{label:16s} {p['metrics']['shared_bank_conflicts']:.2e} bank conflicts, "
-                         f"{p['metrics']['shared_bank_conflicts'] / fmas:.3f} per warp-wide FMA")
-    return "\n".join(lines)
+        if label in labels and p["metrics"].get(metric) is not None:
+            yield label, p["metrics"][metric], p["metrics"][metric] / (problem.flops(tuple(p["shape"])) / 2 / 32)
+
+
+def bank_conflicts_per_fma(profiles: list[dict], labels: list[str], problem) -> str:
+    """Shared-memory bank conflicts (ncu) per warp-wide FMA the two products need."""
+    return "\n".join(f"{label:16s} {n:.2e} bank conflicts, {each:.3f} per warp-wide FMA"
+                     for label, n, each in _per_warp_fma(profiles, labels, problem, "shared_bank_conflicts"))
+
+
+def instructions_per_fma(profiles: list[dict], labels: list[str], problem) -> str:
+    """Warp instructions issued (ncu) per warp-wide FMA the two products need, and the share of the fp32 roof
+    (one warp-wide FMA a scheduler a cycle) that leaves at one instruction a cycle."""
+    return "\n".join(f"{label:16s} {n:.3g} warp instructions, {each:.3g} per warp-wide FMA: at one instruction a "
+                     f"cycle, {100 / each:.2g}% of the fp32 roof"
+                     for label, n, each in _per_warp_fma(profiles, labels, problem, "instructions"))
