@@ -313,10 +313,11 @@ def host_timeline(rows: list[dict], source: str):
     anchor = paths[0]["anchor_us"]
     ax.axvline(anchor, color="k", ls=":", lw=1.2, label=f"torch.matmul, its whole call: {anchor:.1f} µs")
     ax.set_yticks(range(len(paths)), [r["call"] for r in paths], fontsize=8)
-    ax.set_ylim(len(paths) - 0.5, -0.5)
+    ax.set_ylim(len(paths) - 0.5, -0.8)   # room above the top bar for its tick's µs
+    ax.set_xlim(0, 1.12 * max(max(r["us"] for r in paths), anchor))   # and right of the longest call's
     ax.set_xlabel(f"host µs per call, each step timed on its own (matmul {'×'.join(map(str, paths[0]['shape']))})")
     ax.set_title(source, fontsize=9)
-    ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.35), fontsize=8, frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.22), fontsize=8, frameon=False)
     return fig
 
 

@@ -77,7 +77,7 @@ def attention_backward_atomics(head_dim: int = 128, key_block: int = 1):
     _cells(ax, strip, x0=x, w=0.12 * S, h=bm)
     _box(ax, x, 0, 0.12 * S, S, "k", lw=1)
     for i, n in enumerate(adders):
-        ax.text(x + 0.06 * S, (i + 0.5) * bm, str(n), ha="center", va="center", fontsize=7)
+        ax.text(x + 0.06 * S, (i + 0.5) * bm, str(n), ha="center", va="center", fontsize=10)
     for i in [i for i in range(rows) if key_block * bn <= i * bm + bm - 1]:   # the query steps it computes
         _arrow(ax, ((key_block + 1) * bn, (i + 0.5) * bm), (x, (i + 0.5) * bm), color=CUDA)
     ax.text(x + 0.06 * S, -0.02 * S, "dQ (fp32)", ha="center", va="bottom", fontsize=9)
@@ -87,5 +87,6 @@ def attention_backward_atomics(head_dim: int = 128, key_block: int = 1):
                  f"of its queries\n(the number in each dQ row: how many programs add into it, up to {cols} here, "
                  f"S / {bn} at any S)", fontsize=11)
     _key(fig, [("this program, no mask", TRITON), ("this program, masked (diagonal)", _shade(TRITON, 0.4)),
-               ("dQ rows: more programs adding, darker", CUDA), ("skipped: above the diagonal", "white")], y=0.0)
+               ("other programs", LIGHT), ("dQ rows: more programs adding, darker", CUDA),
+               ("skipped: above the diagonal", "white")], y=0.0, ncol=3)
     return fig

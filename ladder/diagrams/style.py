@@ -89,11 +89,12 @@ def _shade(color: str, amount: float) -> str:
     return to_hex(np.array(to_rgba(color)[:3]) * amount + (1 - amount))
 
 
-def _key(fig, entries: list[tuple[str, object]], y: float = 0.02):
-    """A legend of coloured squares along the bottom of the figure, outside every axes."""
+def _key(fig, entries: list[tuple[str, object]], y: float = 0.02, ncol: int | None = None):
+    """A legend of coloured squares along the bottom of the figure, outside every axes: one row, or `ncol`
+    columns."""
     handles = [Rectangle((0, 0), 1, 1, facecolor=color, edgecolor="0.4", lw=0.5) for _, color in entries]
     fig.legend(handles, [label for label, _ in entries], loc="lower center", bbox_to_anchor=(0.5, y),
-               ncol=len(entries), frameon=False, fontsize=9, handlelength=1.2)
+               ncol=ncol or len(entries), frameon=False, fontsize=9, handlelength=1.2)
 
 
 def _count(n: int, noun: str) -> str:
