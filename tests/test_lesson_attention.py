@@ -322,3 +322,18 @@ def test_show_diff_shows_at_most_40_lines_of_the_hunks_chosen_and_the_calls_for_
     assert f"show_diff({before!r}, {after!r}, lines=None)" in shown[-1] and f"show_source({after!r})" in shown[-1]
 
 
+
+
+def test_instructions_and_bank_conflicts_are_counted_per_warp_wide_fma_of_the_products():
+    import kernels.attention as at
+    from ladder.lessons import l04_attention
+    shape = (4, 32, 4096, 64, 0)
+    warp_fmas = at.PROBLEM.flops(shape) / 2 / 32
+    profiles = [{"backend": "triton", "rung": "1_naive", "shape": list(shape),
+                 "metrics": {"instructions": 315 * warp_fmas, "shared_bank_conflicts": 0.5 * warp_fmas}},
+                {"backend": "cuda", "rung": "1_naive", "shape": list(shape), "metrics": {}}]
+    text = l04_attention.instructions_per_fma(profiles, ["triton:1_naive", "cuda:1_naive"], at.PROBLEM)
+    assert text.endswith("315 per warp-wide FMA: at one instruction a cycle, 0.32% of the fp32 peak")
+    assert "cuda:1_naive" not in text   # a profile without the counter prints no line
+    assert l04_attention.bank_conflicts_per_fma(profiles, ["triton:1_naive"], at.PROBLEM).endswith(
+        "0.500 per warp-wide FMA")
