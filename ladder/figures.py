@@ -279,7 +279,7 @@ def stall_mix(warp_states: list[dict], labels: list[str], source: str, top: int 
             ax.barh(y, share, left=left, color="0.8" if r == "other" else STALL_COLORS[r],
                     label=("other" if r == "other" else verdicts.STALL_NAMES[r]) if y == 0 else None)
             left += share
-        ax.text(1.01, y, f"{found[label]['cycles_per_issue']:.3g}", va="center", fontsize=8)
+        ax.text(1.01, y, f"{found[label]['cycles_per_issue']:.1f}", va="center", fontsize=8)
     ax.set_yticks(range(len(shown)), shown, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)

@@ -482,7 +482,8 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     if zoom_ax is not None:
         for axis, (low, high) in ((zoom_ax.xaxis, zoom_ax.get_xlim()), (zoom_ax.yaxis, zoom_ax.get_ylim())):
             _plain_ticks(axis, low, high, ticker)
-        zoom_ax.set_title("the grey box at the left, zoomed: the fastest rungs", fontsize=9)
+        zoom_ax.set_title("the grey box at the left, zoomed", fontsize=9)
+        zoom_ax.set_ylabel("TFLOP/s")
         (x0, x1), (y0, y1) = zoom_ax.get_xlim(), zoom_ax.get_ylim()
         ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, color="0.85", zorder=0))   # no edge to cross a label
         for p in top:   # a dot at each zoomed rung's place, so the box shows where they are

@@ -70,15 +70,22 @@ def show_op_template(op: str = "matmul") -> None:
 
 
 def host_cost_table(rows: list[dict]) -> str:
-    """ladder.launch's rows: host µs per call of each of our calls beside its anchor's, timed in the same rounds."""
+    """ladder.launch's rows: host µs per call of each of our calls beside its anchor's, timed in the same rounds,
+    their ratio, and each call's kernel µs (an upper bound on the GPU's time a call: where it is under the host µs,
+    the GPU waited for the host, and the host µs is the call's host cost)."""
     op_w = max(len("op"), *(len(r["op"]) for r in rows))
     call_w = max(len("call"), *(len(r["call"]) for r in rows))
     anchor_w = max(len("anchor"), *(len(r["anchor"]) for r in rows))
-    lines = [f"{'op':{op_w}s} {'call':{call_w}s} {'host µs':>8s}  {'anchor':{anchor_w}s} {'host µs':>8s} "
-             f"{'× anchor':>8s}"]
-    lines += [f"{r['op']:{op_w}s} {r['call']:{call_w}s} {r['us']:8.1f}  {r['anchor']:{anchor_w}s} "
-              f"{r['anchor_us']:8.1f} {r['ratio']:8.2f}" for r in rows]
+    lines = [f"{'op':{op_w}s} {'call':{call_w}s} {'host µs':>8s} {'kernel µs':>9s}  {'anchor':{anchor_w}s} "
+             f"{'host µs':>8s} {'kernel µs':>9s} {'host ratio':>10s}"]
+    lines += [f"{r['op']:{op_w}s} {r['call']:{call_w}s} {r['us']:8.1f} {_us(r.get('kernel_us')):>9s}  "
+              f"{r['anchor']:{anchor_w}s} {r['anchor_us']:8.1f} {_us(r.get('anchor_kernel_us')):>9s} "
+              f"{r['ratio']:10.2f}" for r in rows]
     return "\n".join(lines)
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def launch_verdict(rows: list[dict], call: str = "ladder.ops.matmul", goal: float = 1.3) -> str:
