@@ -281,3 +281,27 @@ def test_a_replay_puts_each_new_tensor_where_the_recorded_call_had_its_own(monke
         direct_launch.Replay(log, (old[0], old[1], torch.zeros(1)))   # the descriptor's base is not among them
     with pytest.raises(KeyError):
         direct_launch.Replay(log, (old[0], old[1], old[2], old[0]))
+
+
+def test_a_recording_holds_only_its_own_threads_launches(monkeypatch):
+    """DirectLaunches.recording(): a launch made by another thread while one records is not in its log (else a
+    replay would make it, or miss one of its own)."""
+    import threading
+    from ladder.runtime import direct_launch
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(direct_launch, "run_compiled", lambda *launch: None)
+
+    class Kernel:   # what DirectLaunches reads of a Triton kernel: kernel[grid](...) returns the compiled one
+        params = []
+
+        def __getitem__(self, grid):
+            return lambda *args, **keywords: f"compiled {args[1]}"
+    launches, kernel = direct_launch.DirectLaunches(), Kernel()
+    a = torch.zeros(4)
+    with launches.recording() as log:
+        launches(kernel, (1,), (a, 1), {})
+        other = threading.Thread(target=lambda: launches(kernel, (1,), (a, 2), {}))
+        other.start()
+        other.join()
+        launches(kernel, (1,), (a, 1), {})   # the second launch of a specialization: its compiled launcher
+    assert [(compiled, rest) for compiled, _, _, rest in log] == [("compiled 1", (1,)), ("compiled 1", (1,))]

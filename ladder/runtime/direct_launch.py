@@ -11,6 +11,7 @@ device. Eager launches on a GPU only: in the interpreter every launch is an inte
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import torch
 import triton
@@ -51,16 +52,18 @@ class DirectLaunches:
     def __init__(self):
         self.compiled: dict[tuple, tuple] = {}
         self.pointers: dict[object, int] = {}
-        self.log: list | None = None   # while recording(): each launch's (compiled, grid, pointers, other arguments)
+        # while recording(), this thread's launches: (compiled, grid, pointers, other arguments) each
+        self.logs = threading.local()
 
     @contextlib.contextmanager
     def recording(self):
-        """The launches made inside, as Replay takes them."""
-        self.log = []
+        """The launches this thread makes inside, as Replay takes them (another thread's launches meanwhile are
+        not among them)."""
+        self.logs.log = []
         try:
-            yield self.log
+            yield self.logs.log
         finally:
-            self.log = None
+            self.logs.log = None
 
     def __call__(self, kernel, grid: tuple, args: tuple, keywords: dict) -> None:
         device = torch.cuda.current_device()
@@ -77,8 +80,9 @@ class DirectLaunches:
             found = self.compiled[key] = compiled, tuple(keywords.get(n, defaults[n]) for n in named)
         else:
             run_compiled(found[0], (*grid, 1, 1)[:3], (*[_address(p) for p in pointers], *rest, *found[1]), device)
-        if self.log is not None:
-            self.log.append((found[0], (*grid, 1, 1)[:3], pointers, (*rest, *found[1])))
+        log = getattr(self.logs, "log", None)
+        if log is not None:
+            log.append((found[0], (*grid, 1, 1)[:3], pointers, (*rest, *found[1])))
 
 
 _SCALARS = (int, float, bool)
