@@ -455,18 +455,29 @@ def counters(problem, labels: list[str], names: list[str], recording=None, shape
     """The recorded Nsight Compute counters `names` (keys of COUNTERS) of the rungs `labels`, one line each (at
     the profiled shape, or `shape`)."""
     profiles, rec = _profiles(problem, recording, shape)
-    widths = [max(9, len(n) + 1) for n in names]
-    lines = [f"{'rung':26s}" + "".join(f"{n:>{w}s}" for n, w in zip(names, widths))]
+    lines = [f"{'rung':26s}" + _counter_header(names)]
     for label in labels:
         p = profiles.get(label)
         if p is None:
             lines.append(f"{label:26s} not profiled")
             continue
-        values = [COUNTERS[n](p["metrics"]) for n in names]
-        lines.append(f"{label:26s}" + "".join("-".rjust(w) if x is None else f"{x:>{w}.3g}"
-                                               for x, w in zip(values, widths)))
+        lines.append(f"{label:26s}" + _counter_cells(p["metrics"], names))
     lines.append(f"({_profiled_at(problem, profiles, labels, rec)})")
     return "\n".join(lines)
+
+
+def _counter_width(name: str) -> int:
+    return max(9, len(name) + 1)
+
+
+def _counter_header(names: list[str]) -> str:
+    return "".join(f"{n:>{_counter_width(n)}s}" for n in names)
+
+
+def _counter_cells(metrics: dict, names: list[str]) -> str:
+    """The counters `names` (keys of COUNTERS) of one profile, under _counter_header: "-" where it has none."""
+    cells = ((COUNTERS[n](metrics), _counter_width(n)) for n in names)
+    return "".join("-".rjust(w) if x is None else f"{x:>{w}.3g}" for x, w in cells)
 
 
 def _profiles(problem, recording=None, shape: tuple | None = None) -> tuple[dict, object]:
@@ -519,6 +530,23 @@ def _stalled(v: float) -> str:
     return f"{v:.0f}" if v >= 10 else f"{v:.2g}"
 
 
+def _stall_width(reason: str) -> int:
+    return max(9, len(STALL_NAMES[reason]))
+
+
+def _stall_header(also: tuple[str, ...]) -> str:
+    return "".join(f" {STALL_NAMES[r]:>{_stall_width(r)}s}" for r in also)
+
+
+def _stall_cells(m: dict, also: tuple[str, ...]) -> str:
+    """The warp states `also` of one profile, under _stall_header (0 where a reason was not counted)."""
+    return "".join(f" {_stalled(m.get(f'stall_{r}') or 0.0):>{_stall_width(r)}s}" for r in also)
+
+
+def _occupancy(m: dict) -> str:
+    return f"{m['occupancy_pct']:3.0f}%/{m['occupancy_theoretical_pct']:3.0f}%"
+
+
 def _top_reasons(m: dict, top: int) -> str:
     return ", ".join(f"{STALL_NAMES[r]} {_stalled(v)}" for r, v in profile.top_stalls(m, top))
 
@@ -544,11 +572,9 @@ def across_shapes(problem, label: str, names: list[str], recording=None, also: t
     cycles per issued instruction, the top stall reasons, the reasons `also` asked for, occupancy, registers, and
     the counters `names` (keys of COUNTERS); what a shape was not profiled at says so."""
     rec = recording or results_mod.load()
-    widths = [max(9, len(n) + 1) for n in names]
-    extra = "".join(f" {STALL_NAMES[r]:>{max(9, len(STALL_NAMES[r]))}s}" for r in also)
     lines = [f"{label} at each shape (ncu, {rec.label})",
-             f"{'shape':12s} {'ms':>8s} {'issued':>6s} {'cyc/inst':>8s}  {'top stall reasons':46s}{extra} "
-             f"{'occupancy':>9s} {'regs':>4s}" + "".join(f"{n:>{w}s}" for n, w in zip(names, widths))]
+             f"{'shape':12s} {'ms':>8s} {'issued':>6s} {'cyc/inst':>8s}  {'top stall reasons':46s}{_stall_header(also)} "
+             f"{'occupancy':>9s} {'regs':>4s}" + _counter_header(names)]
     for shape in problems.get(_problem_name(problem)).bench_shapes:
         w = _warp_states(problem, rec, shape)[0].get(label)
         p = _profiles(problem, rec, shape)[0].get(label)
@@ -556,12 +582,9 @@ def across_shapes(problem, label: str, names: list[str], recording=None, also: t
             lines.append(f"{shape_label(problem, shape):12s} not profiled")
             continue
         m = w["metrics"]
-        stalls = "".join(f" {_stalled(m.get(f'stall_{r}') or 0.0):>{max(9, len(STALL_NAMES[r]))}s}" for r in also)
-        values = [COUNTERS[n](p["metrics"]) for n in names]
         lines.append(f"{shape_label(problem, shape):12s} {m['duration_ns'] / 1e6:8.2f} {m['issue_active_pct']:5.0f}% "
-                     f"{m['cycles_per_issue']:8.1f}  {_top_reasons(m, 3):46s}{stalls} "
-                     f"{m['occupancy_pct']:3.0f}%/{m['occupancy_theoretical_pct']:3.0f}% {m['registers_per_thread']:4.0f}"
-                     + "".join("-".rjust(w) if x is None else f"{x:>{w}.3g}" for x, w in zip(values, widths)))
+                     f"{m['cycles_per_issue']:8.1f}  {_top_reasons(m, 3):46s}{_stall_cells(m, also)} "
+                     f"{_occupancy(m)} {m['registers_per_thread']:4.0f}" + _counter_cells(p["metrics"], names))
     return "\n".join(lines)
 
 
@@ -607,9 +630,8 @@ def warp_state_table(problem, labels: list[str], recording=None, top: int = 3, s
     activity, warp cycles per issued instruction, the top stall reasons, the reasons `also` asked for whether or
     not they lead, occupancy (achieved / theoretical), registers, shared memory, limiter."""
     found, rec = _warp_states(problem, recording, shape)
-    extra = "".join(f" {STALL_NAMES[r]:>{max(9, len(STALL_NAMES[r]))}s}" for r in also)
     lines = [f"{'rung':26s} {'issued':>6s} {'cyc/inst':>8s}  {'top stall reasons (warps per issued instruction)':54s}"
-             f"{extra} {'occupancy':>9s} {'regs':>4s} {'smem':>7s}  limited by"]
+             f"{_stall_header(also)} {'occupancy':>9s} {'regs':>4s} {'smem':>7s}  limited by"]
     for label in labels:
         w = found.get(label)
         if w is None:
@@ -617,9 +639,8 @@ def warp_state_table(problem, labels: list[str], recording=None, top: int = 3, s
             continue
         m = w["metrics"]
         reasons = _top_reasons(m, top)
-        values = "".join(f" {_stalled(m.get(f'stall_{r}') or 0.0):>{max(9, len(STALL_NAMES[r]))}s}" for r in also)
-        lines.append(f"{label:26s} {m['issue_active_pct']:5.0f}% {m['cycles_per_issue']:8.1f}  {reasons:54s}{values} "
-                     f"{m['occupancy_pct']:3.0f}%/{m['occupancy_theoretical_pct']:3.0f}% {m['registers_per_thread']:4.0f} "
+        lines.append(f"{label:26s} {m['issue_active_pct']:5.0f}% {m['cycles_per_issue']:8.1f}  {reasons:54s}"
+                     f"{_stall_cells(m, also)} {_occupancy(m)} {m['registers_per_thread']:4.0f} "
                      f"{m['shared_bytes_per_block'] / 1024:5.0f}KiB  {limiter(m)}")
     shown = [found[label] for label in labels if label in found]
     at = shape_label(problem, shown[0]["shape"]) if shown else "-"
