@@ -106,29 +106,38 @@ def autotuned_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = 
     return _backward(q, k, v, o, lse, do, causal, scale, dlse, out)
 
 
-def _one_kernel(q, do, causal: bool) -> dict | None:
-    """Rung 3's searched configuration where autotuned_backward runs it at q's shape, else None (rung 2)."""
+def _choice(q, do, causal: bool) -> tuple[dict | None, dict | None]:
+    """What autotuned_backward runs at q's shape: (rung 4's tiles, or None where D has none; rung 3's searched
+    configuration where rung 3 runs, else None: rung 2)."""
     S, D = int(q.shape[2]), int(q.shape[3])   # tiles are chosen per shape: a traced one specializes here
-    one = tuned_tiles(S, D, causal)["one_kernel"] if D in tab.TILES else None
+    tiles = tuned_tiles(S, D, causal) if D in tab.TILES else None
+    one = tiles and tiles["one_kernel"]
     if one and not torch.are_deterministic_algorithms_enabled() and (not one.get("DQ_BY_TMA") or tab.qdo_by_tma(q, do)):
-        return one
-    return None
+        return tiles, one
+    return tiles, None
 
 
 def _backward(q, k, v, o, lse, do, causal, scale, dlse, out, delta=None, sums=None) -> tuple:
     """autotuned_backward's choice, run; delta and sums: buffers for D and rung 3's dQ sums (tab's, else new)."""
-    one = _one_kernel(q, do, causal)
+    tiles, one = _choice(q, do, causal)
     if one:
         return tab.atomic_dq_backward(q, k, v, o, lse, do, causal, scale, dlse, out, config=one, delta=delta, sums=sums)
-    tiles = tuned_tiles(int(q.shape[2]), int(q.shape[3]), causal) if q.shape[3] in tab.TILES else None
     return tab.backward(q, k, v, o, lse, do, causal, scale, dlse, out, tiles=tiles, delta=delta)
+
+
+def _buffers(q, k, v, acc: torch.dtype, atomic: bool) -> tuple:
+    """New dQ, dK, dV (laid out as tab.prepare makes them), D's buffer, and rung 3's zeroed dQ sums (None for
+    rung 2): what a recorded backward and each replay of it write."""
+    sums = q.new_zeros(q.shape, dtype=acc) if atomic else None
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), q.new_empty(q.shape[:3], dtype=acc), sums
 
 
 def _replayed(q, k, v, o, lse, do, causal: bool, scale, dlse) -> tuple:
     """autotuned_backward at the cost of its allocations and the compiled kernels' own launchers: the first call at
     a layout (every operand's shape, dtype, strides and 16-byte alignment, which operands are one tensor, causal,
-    scale, the deterministic switch, the GPU) runs as usual and records its launches; later calls there replay them on their own tensors. The
-    recording is kept as the searched tiles are (autotune.remembered: until the search cache changes)."""
+    scale, the deterministic switch, the GPU) runs as usual and records its launches; later calls there replay
+    them on their own tensors. The recording is kept as the searched tiles are (autotune.remembered: until the
+    search cache changes)."""
     acc = torch.float64 if q.dtype == torch.float64 else torch.float32
     if dlse is not None:   # as tab.prepare would: B·H·S numbers, copied if strided or of another dtype
         dlse = dlse.to(acc).contiguous()
@@ -151,11 +160,9 @@ class _Replayed:
         self.launches, self.acc, self.atomic = launches, acc, atomic
 
     def __call__(self, given: tuple) -> tuple:
-        q, k, v = given[:3]
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        delta = q.new_empty(q.shape[:3], dtype=self.acc)
-        sums = q.new_zeros(q.shape, dtype=self.acc) if self.atomic else None
-        self.launches((*given, dq, dk, dv, delta, sums), torch.cuda.current_device())
+        buffers = _buffers(*given[:3], self.acc, self.atomic)
+        self.launches((*given, *buffers), torch.cuda.current_device())
+        dq, dk, dv, _, sums = buffers
         if self.atomic:
             dq.copy_(sums)
         return dq, dk, dv
@@ -166,16 +173,14 @@ def _recorded(given: tuple, causal: bool, scale, acc: torch.dtype, first: list) 
     recorded; None where they cannot be replayed (a launch on a tensor not among the call's, or one tensor given
     in two places)."""
     q, k, v, o, lse, do, dlse = given
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    delta = q.new_empty(q.shape[:3], dtype=acc)
-    atomic = _one_kernel(q, do, causal) is not None
-    sums = q.new_zeros(q.shape, dtype=acc) if atomic else None
+    atomic = _choice(q, do, causal)[1] is not None
+    buffers = dq, dk, dv, delta, sums = _buffers(q, k, v, acc, atomic)
     with tab.recording() as log:
         first.append(_backward(q, k, v, o, lse, do, causal, scale, dlse, (dq, dk, dv), delta, sums))
     if q.numel() and not log:
         return None
     try:
-        return _Replayed(Replay(log, (*given, dq, dk, dv, delta, sums)), acc, atomic)
+        return _Replayed(Replay(log, (*given, *buffers)), acc, atomic)
     except KeyError:
         return None
 

@@ -573,8 +573,8 @@ def across_shapes(problem, label: str, names: list[str], recording=None, also: t
     the counters `names` (keys of COUNTERS); what a shape was not profiled at says so."""
     rec = recording or results_mod.load()
     lines = [f"{label} at each shape (ncu, {rec.label})",
-             f"{'shape':12s} {'ms':>8s} {'issued':>6s} {'cyc/inst':>8s}  {'top stall reasons':46s}{_stall_header(also)} "
-             f"{'occupancy':>9s} {'regs':>4s}" + _counter_header(names)]
+             f"{'shape':12s} {'ms':>8s} {'issued':>6s} {'cyc/inst':>8s}  {'top stall reasons':46s}"
+             f"{_stall_header(also)} {'occupancy':>9s} {'regs':>4s}" + _counter_header(names)]
     for shape in problems.get(_problem_name(problem)).bench_shapes:
         w = _warp_states(problem, rec, shape)[0].get(label)
         p = _profiles(problem, rec, shape)[0].get(label)

@@ -73,16 +73,17 @@ class DirectLaunches:
         pointers, rest = args[:n], args[n:]
         key = (kernel, device, rest, tuple([_spec(p) for p in pointers]), tuple(sorted(keywords.items())))
         found = self.compiled.get(key)
+        grid3 = (*grid, 1, 1)[:3]
         if found is None:
             compiled = kernel[grid](*args, **keywords)
             named = [p.name for p in kernel.params[len(args):]]
             defaults = {p.name: p.default for p in kernel.params[len(args):]}
             found = self.compiled[key] = compiled, tuple(keywords.get(n, defaults[n]) for n in named)
         else:
-            run_compiled(found[0], (*grid, 1, 1)[:3], (*[_address(p) for p in pointers], *rest, *found[1]), device)
+            run_compiled(found[0], grid3, (*[_address(p) for p in pointers], *rest, *found[1]), device)
         log = getattr(self.logs, "log", None)
         if log is not None:
-            log.append((found[0], (*grid, 1, 1)[:3], pointers, (*rest, *found[1])))
+            log.append((found[0], grid3, pointers, (*rest, *found[1])))
 
 
 _SCALARS = (int, float, bool)
