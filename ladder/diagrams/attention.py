@@ -192,9 +192,10 @@ def attention_tensor_core_tile(backend: str = "cuda", head_dim: int = 64):
     fig.suptitle(f"{who} attention rung 4 (D = {D}): BLOCK_M = {bm} queries on {warps} warps, {rows} rows each; "
                  f"K and V sweep in blocks of BLOCK_N = {bn}", fontsize=11)
     where = "grey: shared memory; " if backend == "cuda" else ""
-    fig.text(0.5, 0.015, f"{where}dark: warp 0's slice of Q and what it holds in registers (its row of S, acc, m and ℓ); "
-             f"white lines part the warps.\n{inst}. The scores never leave the registers: the online softmax rescales m, ℓ "
-             f"and acc there,\nand P rounded to fp16 is already the A operand of P·V", ha="center", fontsize=9)
+    fig.text(0.5, 0.015, f"{where}dark: warp 0's slice of Q and what it holds in registers (its row of S, acc, m "
+             f"and ℓ); white lines part the warps.\n{inst}. The scores never leave the registers: the online softmax "
+             f"rescales m, ℓ and acc there,\nand P rounded to fp16 is already the A operand of P·V", ha="center",
+             fontsize=9)
     return fig
 
 
@@ -204,7 +205,8 @@ def attention_kv_ring(tiles: int = 6):
     loop, computed on or still in flight."""
     stages = cuda_attention.PIPELINED["STAGES"]
     bm, bn, _ = _flash_constants("cuda", "5_pipelined")
-    triton_stages = ta.GPU_TILES["5_pipelined"]["num_stages"]
+    t = ta.GPU_TILES["5_pipelined"]
+    triton_stages = t["num_stages"]
     fig = _rings([([f"buffer {b}" for b in range(stages)], cp_async_ring(stages, tiles),
                    f"CUDA: STAGES = {stages} K and V buffers, cp.async {_count(stages - 1, 'key block')} ahead; "
                    f"BLOCK_M = {bm} queries, BLOCK_N = {bn} keys a block"),
@@ -213,7 +215,6 @@ def attention_kv_ring(tiles: int = 6):
                    "block loads")],
                  f"Attention rung 5: the K and V blocks each buffer holds at each step of the key loop\n(kv2: the 3rd block of keys)",
                  prefix="kv", math="tensor cores compute on it")
-    t = ta.GPU_TILES["5_pipelined"]
     fig.text(0.5, 0.07, f"Triton rung 5, num_stages = {triton_stages} (BLOCK_M = {t['BLOCK_M']}, BLOCK_N = "
              f"{t['BLOCK_N']}): the compiler builds such a ring itself,\n{triton_stages} K and {triton_stages} V "
              f"buffers on sm_90, {triton_stages - 1} of each on sm_80", ha="center", fontsize=9)
