@@ -19,7 +19,6 @@ FIRST_LINE = "# @title Colab: fetch or update Kernel Ladder, then install it (el
 FOLDED = {"jupyter": {"source_hidden": True}, "cellView": "form"}
 
 SETUP_CELL = FIRST_LINE + r"""
-# Made by `python -m ladder make-exercises` from pyproject.toml; edit ladder/colab.py, not this cell.
 import os, subprocess, sys
 if "google.colab" in sys.modules:
     url = os.environ.get("KERNEL_LADDER_URL", "REPOSITORY_URL")

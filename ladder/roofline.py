@@ -49,7 +49,7 @@ ROOF_COLORS = {"fp32_TFLOPs": "tab:orange", "fp16_tc_TFLOPs": "tab:red", "mma_sy
                "wgmma_TFLOPs": "tab:brown"}
 # What each roof is, as measured (ladder.ceilings) and on the datasheet. The measured tensor-core roof is the
 # highest instruction roof, drawn once, under that instruction's name; cuBLAS is a point, not a roof.
-ROOF_NAMES = {"measured": {"copy_TBps": "DRAM copy", "l2_TBps": "L2 copy", "fp32_TFLOPs": "FMA kernel",
+ROOF_NAMES = {"measured": {"copy_TBps": "DRAM copy", "l2_TBps": "L2 read", "fp32_TFLOPs": "FMA kernel",
                            **INSTRUCTION_ROOFS},
               "datasheet": {"copy_TBps": "HBM datasheet", "fp32_TFLOPs": "fp32 datasheet",
                             "fp16_tc_TFLOPs": "fp16 tensor-core datasheet"}}

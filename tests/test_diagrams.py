@@ -441,7 +441,7 @@ def test_l2_roof_only_when_measured():
     for ceilings, l2 in ((measured, False), (dict(measured, l2_TBps=10.5), True)):
         ax = roofline.plot(pts, ceilings)
         roofs = [line.get_gid() for line in ax.get_lines() if line.get_gid()]
-        assert any(r.startswith("L2 copy 10.50 TB/s") for r in roofs) == l2
+        assert any(r.startswith("L2 read 10.50 TB/s") for r in roofs) == l2
         key = [t.get_text() for legend in ax.figure.legends for t in legend.get_texts()]
         assert ("no L2 roof: these ceilings have no measured L2 bandwidth" in key) != l2
         assert figcheck.collisions(ax.figure) == []

@@ -238,8 +238,8 @@ def softmax_instruction_mix(head_dim: int = 64):
     families = l04f.SOFTMAX_OPCODES
     total = {name: sum(m[f] for f in families) for name, m in mix.items()}
     return _opcode_bars(mix, families, {name: f"{t:.2f} a score" for name, t in total.items()},
-                        f"the softmax's SASS instructions per score a consumer thread owns (sm_90a, D = {head_dim}; "
-                        "count / BLOCK_N)",
+                        f"SASS instructions per score a consumer thread owns: the softmax, O's rescale and its epilogue "
+                        f"(sm_90a, D = {head_dim}; count / BLOCK_N)",
                         "rung 11 drops exp2f's range fix-up (FSETP and two FMULs an exponential): the rest of the "
                         "softmax is the same", 3.2, 1.35 * max(total.values()))
 
@@ -274,7 +274,7 @@ def attention_persistent(items: int = 3, tiles: int = 5, copy_in: float = 1.5, t
     under each item's tail. Units, not measured times; the block counts are the launchers' at `shape` on
     `sm_count` SMs (an H100's 132)."""
     B, H, S, D, causal = shape
-    rows = cuda_attention.hopper_launch("13_persistent", D)[1]
+    defines, rows, _ = cuda_attention.hopper_launch("13_persistent", D)
     blocks = -(-S // rows) * B * H
     walkers = cuda_attention.persistent_grid(blocks, bool(causal), sm_count)
     twelve, thirteen = "SM, rung 12", "SM, rung 13"
@@ -291,13 +291,14 @@ def attention_persistent(items: int = 3, tiles: int = 5, copy_in: float = 1.5, t
                   (thirteen, t + tiles, t + tiles + tail, "store O", "rescale")]
         t += tiles + (max(tail, copy_in) if i < items - 1 else tail)
     end13 = t
-    fig = _figure(12, 2.6)
+    fig = _figure(12, 2.9)
     ax = fig.subplots()
     _timeline(ax, boxes, [twelve, thirteen], end12,
               f"{items} items: rung 12 {end12:g} units, rung 13 {end13:g}, its next item's copies under each store "
               f"(the tensor cores busy {items * tiles / end12:.0%} and {items * tiles / end13:.0%})")
     fig.suptitle(f"B{B} H{H} S{S} D{D}: rung 12 launches {blocks:,} blocks of one item, rung 13 {walkers} (one an SM), "
-                 f"each walking about {blocks / walkers:.0f} (units, not measured times)", fontsize=11)
+                 f"each walking about {blocks / walkers:.0f}\nItems drawn {tiles} key tiles long, not this shape's "
+                 f"{-(-S // defines['BLOCK_N'])}, so the drawn saving is larger (units, not measured times)", fontsize=11)
     _key(fig, [("key tiles: the tensor cores busy", TENSOR_CORES), ("the last P·V and the store of O", _shade(CUDA, 0.45)),
                ("waiting for the first copies", "0.92")], y=0.0)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
