@@ -12,8 +12,8 @@ ladder.sweep fills the table; its docstring says what it times.
 
 An entry is a Case: the shape, B's layout ("row": K x N row-major; "weight_t": the transpose of a row-major N x K,
 nn.Linear's weight.t(); "strided": any other view) and the epilogue the call fuses (None, "bias", "relu", "gelu",
-"bias_relu", "bias_gelu"). The sweep fills row-major cases without an epilogue; ladder.first_use fills the case of
-each call it has not measured, on first use. Only a case's own entry decides: a shape a few sizes away can have
+"bias_relu", "bias_gelu"), and the operands' dtype (fp16; bf16 from first use only). The sweep fills fp16
+row-major cases without an epilogue; ladder.first_use fills the case of each call it has not measured, on first use. Only a case's own entry decides: a shape a few sizes away can have
 other tiles, alignments and vector loads.
 
 The op's pick in a case is between the candidates it launches: in an eager call EAGER_CANDIDATES (rung 6, rung 7
@@ -93,12 +93,14 @@ def shape_text(shape: tuple) -> str:
 # ------------------------------------------------------------- the table
 
 class Case(NamedTuple):
-    """What a measurement holds for: a call's shape, B's layout and its epilogue (see the module's docstring)."""
+    """What a measurement holds for: a call's shape, B's layout, its epilogue (see the module's docstring) and the
+    operands' dtype (torch's name for it)."""
     M: int
     N: int
     K: int
     layout: str = "row"
     epilogue: str | None = None
+    dtype: str = "float16"
 
     @property
     def shape(self) -> tuple:
@@ -106,7 +108,8 @@ class Case(NamedTuple):
 
     def __str__(self) -> str:
         extras = [f"B {self.layout}"] if self.layout != "row" else []
-        return " ".join([shape_text(self.shape), *extras, *([f"+ {self.epilogue}"] if self.epilogue else [])])
+        return " ".join([shape_text(self.shape), *extras, *([f"+ {self.epilogue}"] if self.epilogue else []),
+                         *([self.dtype] if self.dtype != "float16" else [])])
 
 
 @dataclass(frozen=True)
@@ -136,11 +139,12 @@ class Entry:
 
     def as_dict(self) -> dict:
         return {"shape": list(self.shape), "layout": self.case.layout, "epilogue": self.case.epilogue,
+                **({"dtype": self.case.dtype} if self.case.dtype != "float16" else {}),
                 "timings": {label: {"config": t.config, "ms": t.ms} for label, t in self.timings.items()}}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Entry":
-        return cls(Case(*d["shape"], d.get("layout", "row"), d.get("epilogue")),
+        return cls(Case(*d["shape"], d.get("layout", "row"), d.get("epilogue"), d.get("dtype", "float16")),
                    {label: Timed(t["config"], t["ms"]) for label, t in d["timings"].items()})
 
 

@@ -96,12 +96,12 @@ def proposals(shape: tuple, gpu, rule: dict) -> list[dict]:
 
 # ------------------------------------------------------------- the candidates and their inputs
 
-def _b_in_layout(K: int, N: int, layout: str, gen) -> torch.Tensor:
+def _b_in_layout(K: int, N: int, layout: str, gen, dtype: torch.dtype) -> torch.Tensor:
     if layout == "row":
-        return torch.randn(K, N, generator=gen, device=device()).half()
+        return torch.randn(K, N, generator=gen, device=device()).to(dtype)
     if layout == "weight_t":
-        return torch.randn(N, K, generator=gen, device=device()).half().t()
-    return torch.randn(K, 2 * N, generator=gen, device=device()).half()[:, ::2]   # "strided": every other column
+        return torch.randn(N, K, generator=gen, device=device()).to(dtype).t()
+    return torch.randn(K, 2 * N, generator=gen, device=device()).to(dtype)[:, ::2]   # "strided": every other column
 
 
 def epilogue(out: torch.Tensor, bias, activation) -> torch.Tensor:
@@ -187,10 +187,10 @@ def _measure(case: Case, found: list) -> tuple[dict[str, Timed], list[str]]:
     fastest correct configuration, and a line per candidate that failed or was wrong."""
     M, N, K = case.shape
     has_bias, activation = split_epilogue(case.epilogue)
-    gen = torch.Generator(device()).manual_seed(0)
-    a = torch.randn(M, K, generator=gen, device=device()).half()
-    b = _b_in_layout(K, N, case.layout, gen)
-    bias = torch.randn(N, generator=gen, device=device()).half() if has_bias else None
+    gen, dtype = torch.Generator(device()).manual_seed(0), getattr(torch, case.dtype)
+    a = torch.randn(M, K, generator=gen, device=device()).to(dtype)
+    b = _b_in_layout(K, N, case.layout, gen, dtype)
+    bias = torch.randn(N, generator=gen, device=device()).to(dtype) if has_bias else None
     rows = torch.randperm(M, generator=gen, device=device())[:CHECK_ROWS]
     want = epilogue(a[rows].float() @ b.float(), None if bias is None else bias.float(), activation)
     _compile_ahead(a, b, bias, activation, [config for label, config, _ in found if label == RUNG6])

@@ -14,7 +14,7 @@ log-sum-exp of each query's scores, from which its backward (FlashAttention-2's,
 attention_backward.py, an operator too: `ladder::attention_backward`) recomputes the probabilities.
 
 Which kernel runs: `backend(op)` says, and why (`describe()` for both; `matmul_choice(...)` per case).
-  matmul     On a GPU from sm_80 on, per case (shape, B's layout, epilogue: ladder.dispatch.Case) the fastest of
+  matmul     On a GPU from sm_80 on, per case (shape, B's layout, epilogue, dtype: ladder.dispatch.Case) the fastest of
              torch.matmul, Triton rung 6 (kernels/triton/matmul.py, persistent_kernel, its bias + ReLU / GELU
              epilogue fused) and, in an eager call on a GPU with the TMA (sm_90), rung 7 (tma_persistent: A
              row-major, B row-major or a weight's transpose, K and N padded into a copy where not a multiple of 8,
@@ -81,7 +81,8 @@ INT32 = 2**31
 GRID_Y_MAX = 65535                       # a launch grid's second dimension: attention's B·H
 ACTIVATIONS = (None, "relu", "gelu")     # gelu: GELU's tanh form, GPT-2's (F.gelu(x, approximate="tanh"))
 F16, BF16 = torch.float16, torch.bfloat16
-ATTENTION_DTYPES = (F16, BF16)           # bf16 from sm_80 on, on a GPU (not in the interpreter)
+DTYPES = (F16, BF16)                     # bf16 from sm_80 on, on a GPU (not in the interpreter)
+DTYPE_NAMES = {F16: "float16", BF16: "bfloat16"}   # a dispatch Case's dtype
 _PLAIN = validate.PLAIN
 _DEVICE = "cuda" if WORLD.gpu else "cpu"
 RUNG6, RUNG7, CUBLAS = dispatch.RUNG6, dispatch.RUNG7, dispatch.CUBLAS
@@ -144,6 +145,26 @@ def _tensor(op: str, name: str, t, ndim: int, dtypes: tuple = (F16,)) -> None:
         raise ValueError(f"ladder.ops.{op}: {name} is on {t.device}; here the kernels run on {_DEVICE}")
 
 
+def _bf16_here() -> bool:
+    """bf16 operands run here: on a GPU from sm_80 on (Triton's interpreter computes bf16 products wrongly)."""
+    gpu = detect()
+    return gpu is not None and gpu.has("bf16")
+
+
+def _one_dtype(op: str, **tensors) -> None:
+    """The operands (None: left out) share one dtype, and it runs here."""
+    given = {n: t for n, t in tensors.items() if t is not None}
+    dtypes = {t.dtype for t in given.values()}
+    if len(dtypes) > 1:
+        raise ValueError(f"ladder.ops.{op}: {', '.join(given)} must share one dtype, got "
+                         + ", ".join(str(t.dtype) for t in given.values()))
+    if dtypes == {BF16} and not _bf16_here():
+        gpu = detect()
+        raise ValueError(f"ladder.ops.{op}: bfloat16 runs on a GPU only (Triton's interpreter computes bf16 products "
+                         "wrongly); pass torch.float16 here" if gpu is None else
+                         f"ladder.ops.{op}: bfloat16 needs a GPU from sm_80 on; this one is {gpu.arch}: pass torch.float16")
+
+
 def _different_devices(op: str, **tensors) -> ValueError:
     return ValueError(f"ladder.ops.{op}: tensors on different devices: "
                       + ", ".join(f"{n} on {t.device}" for n, t in tensors.items() if t is not None))
@@ -155,9 +176,10 @@ def _check_matmul(a, b, bias, activation) -> tuple:
     try:
         (M, K), (K_b, N) = a.shape, b.shape
         device = a.get_device()
-        if (a.dtype is F16 and b.dtype is F16 and K == K_b and _ON_DEVICE(a) and _ON_DEVICE(b) and b.get_device() == device
-                and activation in ACTIVATIONS and (bias is None or (
-                    bias.dtype is F16 and bias.shape == (N,) and _ON_DEVICE(bias) and bias.get_device() == device))):
+        dtype = a.dtype
+        if ((dtype is F16 or (dtype is BF16 and _bf16_here())) and b.dtype is dtype and K == K_b and _ON_DEVICE(a)
+                and _ON_DEVICE(b) and b.get_device() == device and activation in ACTIVATIONS and (bias is None or (
+                    bias.dtype is dtype and bias.shape == (N,) and _ON_DEVICE(bias) and bias.get_device() == device))):
             return M, N, K
     except (AttributeError, TypeError, ValueError, RuntimeError):  # not a tensor, not 2-D, a tensor as a flag
         pass
@@ -165,15 +187,16 @@ def _check_matmul(a, b, bias, activation) -> tuple:
 
 
 def _check_matmul_each(a, b, bias, activation) -> tuple:
-    _tensor("matmul", "a", a, 2)
-    _tensor("matmul", "b", b, 2)
+    _tensor("matmul", "a", a, 2, DTYPES)
+    _tensor("matmul", "b", b, 2, DTYPES)
+    if bias is not None:
+        _tensor("matmul", "bias", bias, 1, DTYPES)
+    _one_dtype("matmul", a=a, b=b, bias=bias)
     (M, K), (K_b, N) = a.shape, b.shape
     if K != K_b:
         raise ValueError(f"ladder.ops.matmul: inner dimensions differ: a is {M}x{K}, b is {K_b}x{N}")
-    if bias is not None:
-        _tensor("matmul", "bias", bias, 1)
-        if bias.shape[0] != N:
-            raise ValueError(f"ladder.ops.matmul: bias has {bias.shape[0]} elements; a @ b has N={N} columns")
+    if bias is not None and bias.shape[0] != N:
+        raise ValueError(f"ladder.ops.matmul: bias has {bias.shape[0]} elements; a @ b has N={N} columns")
     if b.device != a.device or (bias is not None and bias.device != a.device):
         raise _different_devices("matmul", a=a, b=b, bias=bias)
     if activation not in ACTIVATIONS:
@@ -186,7 +209,9 @@ def _check_attention(q, k, v, causal, scale) -> tuple:
     try:
         B, H, S, D = shape = q.shape
         device = q.get_device()
-        if (q.dtype is F16 and k.dtype is F16 and v.dtype is F16 and k.shape == shape and v.shape == shape
+        dtype = q.dtype
+        if ((dtype is F16 or (dtype is BF16 and _bf16_here())) and k.dtype is dtype and v.dtype is dtype
+                and k.shape == shape and v.shape == shape
                 and _ON_DEVICE(q) and _ON_DEVICE(k) and _ON_DEVICE(v) and k.get_device() == device
                 and v.get_device() == device
                 and D in ta.HEAD_DIMS and B * H <= GRID_Y_MAX and (causal is True or causal is False)
@@ -201,17 +226,8 @@ def _check_attention(q, k, v, causal, scale) -> tuple:
 
 def _check_attention_each(q, k, v, causal, scale) -> tuple:
     for name, t in (("q", q), ("k", k), ("v", v)):
-        _tensor("attention", name, t, 4, ATTENTION_DTYPES)
-    if not (q.dtype == k.dtype == v.dtype):
-        raise ValueError(f"ladder.ops.attention: q, k and v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if q.dtype is BF16:
-        gpu = detect()
-        if gpu is None:
-            raise ValueError("ladder.ops.attention: bfloat16 runs on a GPU only (Triton's interpreter computes bf16 "
-                             "products wrongly); pass torch.float16 here")
-        if not gpu.has("bf16"):
-            raise ValueError(f"ladder.ops.attention: bfloat16 needs a GPU from sm_80 on; this one is {gpu.arch}: "
-                             "pass torch.float16")
+        _tensor("attention", name, t, 4, DTYPES)
+    _one_dtype("attention", q=q, k=k, v=v)
     if not (q.shape == k.shape == v.shape):
         raise ValueError(f"ladder.ops.attention: shape mismatch: q {tuple(q.shape)}, k {tuple(k.shape)}, "
                          f"v {tuple(v.shape)}")
@@ -300,11 +316,12 @@ def rule_config(M: int, N: int, K: int) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def matmul_choice(M: int, N: int, K: int, layout: str = "row", epilogue: str | None = None) -> MatmulChoice:
-    """The kernel and rung 6's configuration in the case (M, N, K, B's layout, epilogue: ladder.dispatch.Case): the
-    dispatch table's pick where it has measured the case, else, on a GPU, the pick of a first-use tuning
+def matmul_choice(M: int, N: int, K: int, layout: str = "row", epilogue: str | None = None,
+                  dtype: str = "float16") -> MatmulChoice:
+    """The kernel and rung 6's configuration in the case (M, N, K, B's layout, epilogue, dtype: ladder.dispatch.Case):
+    the dispatch table's pick where it has measured the case, else, on a GPU, the pick of a first-use tuning
     (ladder.first_use) that measures it now; chosen once per case."""
-    case = dispatch.Case(M, N, K, layout, epilogue)
+    case = dispatch.Case(M, N, K, layout, epilogue, dtype)
     gpu, rule = detect(), rule_config(M, N, K)
     entry = dispatch.lookup(case)
     if entry is None and gpu is not None and first_use.enabled() and not dispatch.suspending:
@@ -350,10 +367,11 @@ dispatch.on_reload(forget_choices)
 
 
 @functools.lru_cache(maxsize=None)
-def matmul_plan(M: int, N: int, K: int, layout: str = "row", epilogue: str | None = None) -> Plan:
-    """Rung 6's launch in the case (M, N, K, layout, epilogue), in matmul_choice's configuration, the bias and
-    activation fused where the call has both."""
-    config = matmul_choice(M, N, K, layout, epilogue).config
+def matmul_plan(M: int, N: int, K: int, layout: str = "row", epilogue: str | None = None,
+                dtype: str = "float16") -> Plan:
+    """Rung 6's launch in the case (M, N, K, layout, epilogue, dtype), in matmul_choice's configuration, the bias
+    and activation fused where the call has both."""
+    config = matmul_choice(M, N, K, layout, epilogue, dtype).config
     args = dict(M=M, N=N, K=K, **config)
     grid = (tm.programs(triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])),)
     return _plan(config, grid, _MATMUL_PARAMS, _MATMUL_HEAD,
@@ -442,16 +460,17 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
     traced = _traced(a, b, bias)
     layout = "row" if b.is_contiguous() else "weight_t" if validate.is_stored_transposed(b) else "strided"
     epilogue = first_use.epilogue_name(bias is not None, activation)
+    dtype = DTYPE_NAMES[a.dtype]
     if backend("matmul").kernel == CUBLAS:   # no tensor cores for Triton on this GPU
         picked = CUBLAS
     elif traced:
         sizes = _sizes(M, N, K)
-        picked = matmul_choice(*sizes, layout, epilogue).kernel
+        picked = matmul_choice(*sizes, layout, epilogue, dtype).kernel
     else:
         sizes = (M, N, K)
-        picked = matmul_choice(M, N, K, layout, epilogue).eager
+        picked = matmul_choice(M, N, K, layout, epilogue, dtype).eager
         if picked == RUNG7 and not a.is_contiguous():   # rung 7's descriptors take a row-major A only
-            picked = matmul_choice(M, N, K, layout, epilogue).kernel
+            picked = matmul_choice(M, N, K, layout, epilogue, dtype).kernel
     if picked == CUBLAS:
         return first_use.epilogue(torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b), None, activation)
     if picked == RUNG7:   # bias and activation as torch ops; K or N padded (a copy) where not a multiple of 8
@@ -468,13 +487,13 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
     scalars = (M, N, K, stride_am, stride_ak, stride_bk, stride_bn, N, 1)
     if traced:
         if out.numel():
-            plan = matmul_plan(*sizes, layout, epilogue)
+            plan = matmul_plan(*sizes, layout, epilogue, dtype)
             wrap_triton(_MATMUL_JIT)[plan.grid](*tensors, *scalars, *plan.constexprs, **plan.options)
     elif out.numel():
-        plan = matmul_plan(M, N, K, layout, epilogue)
+        plan = matmul_plan(M, N, K, layout, epilogue, dtype)
         # out is fresh from the caching allocator, 512-byte aligned: only a, b and the bias can be misaligned.
         # Plans live until forget_choices, which forgets the compiled kernels too: id(plan) names the config
-        key = (a.get_device(), id(plan), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
+        key = (a.get_device(), a.dtype, id(plan), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
                fused and bias.data_ptr() % 16 == 0)
         _MATMUL_LAUNCHES(key, plan, tensors, scalars)
     return out if fused else first_use.epilogue(out, bias, activation)
@@ -566,8 +585,9 @@ def _plain_eager(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor | None) -> bo
 
 def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
            activation: str | None = None) -> torch.Tensor:
-    """a @ b, then + bias (N,), then relu or gelu (GELU's tanh form): fp16 in and out, fp32 sums; a (M, K) and
-    b (K, N) any strided views (b = weight.t() of an nn.Linear is read in place). With a bias and an activation
+    """a @ b, then + bias (N,), then relu or gelu (GELU's tanh form): fp16 in and out, or bf16 on a GPU from sm_80
+    on (one dtype for a, b and the bias), fp32 sums; a (M, K) and b (K, N) any strided views (b = weight.t() of an
+    nn.Linear is read in place). With a bias and an activation
     the epilogue is fused into the kernel (C written once); a bias alone or an activation alone takes one more
     pass over C (torch ops). A bias whose elements are not adjacent is copied (N elements). Differentiable in
     a, b and bias (where a gradient is wanted, GELU runs after the op, which keeps its input for the backward); on a

@@ -139,6 +139,16 @@ def test_lookup_finds_the_case_itself_only():
     assert swept.lookup(Case(*km.MLP_DOWN)) is None                    # another layout and epilogue
     assert swept.lookup(Case(4000, 4096, 4096)) is None                # a near shape: tiles, masks and loads differ
     assert str(Case(*km.MLP_DOWN, "weight_t", "bias_gelu")) == "8192x768x3072 B weight_t + bias_gelu"
+    bf16 = Case(*km.MLP_DOWN, "weight_t", "bias_gelu", "bfloat16")
+    assert swept.lookup(bf16) is None and str(bf16) == "8192x768x3072 B weight_t + bias_gelu bfloat16"
+
+
+def test_a_bf16_case_is_kept_apart_and_fp16_entries_are_written_as_before():
+    fp16 = entry((64, 64, 64), cublas=1.0)
+    bf16 = dispatch.Entry(Case(64, 64, 64, "row", None, "bfloat16"), fp16.timings)
+    assert "dtype" not in fp16.as_dict() and bf16.as_dict()["dtype"] == "bfloat16"
+    assert dispatch.Entry.from_dict(bf16.as_dict()) == bf16 and dispatch.Entry.from_dict(fp16.as_dict()) == fp16
+    assert len(table(fp16, bf16).entries) == 2
 
 
 def test_the_pick_rung_6_only_when_it_beats_cublas_by_more_than_the_tie():
@@ -186,7 +196,7 @@ def test_the_op_runs_rung_6_in_the_tables_configuration_and_asks_once_per_case(i
     a, b = randn(37, 29), randn(29, 45)
     for _ in range(3):
         assert compare(ops.matmul(a, b), reference(a, b)).ok
-    assert ops.matmul_choice(37, 45, 29, "row", None).kernel == RUNG6   # as the op asks: cached
+    assert ops.matmul_choice(37, 45, 29, "row", None, "float16").kernel == RUNG6   # as the op asks: cached
     assert ops.matmul_plan(37, 45, 29).config == TALLER
     assert asked == [Case(37, 45, 29)]   # then a dict hit
     in_effect(None)                      # no table: the op's own rule again

@@ -74,6 +74,18 @@ def test_each_candidate_is_checked_before_it_is_timed(monkeypatch):
     assert timed[0] == (1, 29)   # B as nn.Linear's weight.t() is
 
 
+def test_a_bf16_case_times_its_candidates_on_bf16_operands(monkeypatch):
+    seen = []
+    monkeypatch.setattr(first_use, "bench", fake_bench([1.0]))
+
+    def right(a, b, bias):
+        seen.append((a.dtype, b.dtype, bias.dtype))
+        return torch.addmm(bias.float(), a.float(), b.float()).bfloat16()
+    timings, failed = first_use._measure(Case(37, 45, 29, "weight_t", "bias", "bfloat16"), [(CUBLAS, None, right)])
+    assert timings == {CUBLAS: dispatch.Timed(None, 1.0)} and failed == []
+    assert set(seen) == {(torch.bfloat16,) * 3}
+
+
 def test_a_case_is_tuned_once_kept_on_disk_and_read_by_the_next_process(monkeypatch):
     monkeypatch.setattr(first_use, "bench", fake_bench([1.0, 3.0, 2.5, 0.5]))   # cuBLAS, rung 6 x2, rung 7
     case = Case(37, 45, 29, "row", "bias_gelu")

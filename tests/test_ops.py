@@ -104,6 +104,9 @@ def test_attention_scale():
     (lambda: ops.attention(randn(1, 2, 8, 64), randn(1, 2, 8, 64).bfloat16(), randn(1, 2, 8, 64)),
      "must share one dtype, got torch.float16, torch.bfloat16"),
     (lambda: ops.attention(*(randn(1, 2, 8, 64).bfloat16(),) * 3), "bfloat16 runs on a GPU only"),
+    (lambda: ops.matmul(randn(4, 5).bfloat16(), randn(5, 6).bfloat16()), "bfloat16 runs on a GPU only"),
+    (lambda: ops.matmul(randn(4, 5), randn(5, 6), randn(6).bfloat16()),
+     "a, b, bias must share one dtype, got torch.float16, torch.float16, torch.bfloat16"),
 ])
 def test_bad_input_is_one_value_error_that_names_it(call, message):
     with pytest.raises(ValueError, match=message):

@@ -138,8 +138,8 @@ def gelu_tanh(x):
 @triton.jit
 def store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, stride_cm, stride_cn, BLOCK_M: tl.constexpr,
                BLOCK_N: tl.constexpr, BIAS_RELU: tl.constexpr, BIAS_GELU: tl.constexpr):
-    """C's tile (tile_m, tile_n) = the fp32 sums `acc` in fp16, the part inside C only (C's element (m, n)
-    stride_cm·m + stride_cn·n from c_ptr)."""
+    """C's tile (tile_m, tile_n) = the fp32 sums `acc` in C's dtype (fp16, or bf16 for ladder.ops), the part inside
+    C only (C's element (m, n) stride_cm·m + stride_cn·n from c_ptr)."""
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     if BIAS_RELU:  # the epilogue works on the fp32 tile in registers: no trip through memory
@@ -149,7 +149,7 @@ def store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, stride_cm, stride_cn,
         bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0)
         acc = gelu_tanh(acc + bias[None, :].to(tl.float32))
     c_tile = c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :] * stride_cn
-    tl.store(c_tile, acc.to(tl.float16), mask=(rows[:, None] < M) & (cols[None, :] < N))
+    tl.store(c_tile, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
 
 
 EVEN_K = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
@@ -346,8 +346,10 @@ TMA_PERSISTENT = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_sta
 def tma_persistent(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
                    config: dict | None = None) -> torch.Tensor:
     """Rung 7. B may also be the transposed view of a row-major N×K tensor (nn.Linear's weight.t(), as
-    ladder.ops.matmul gets it): its descriptor then covers that tensor as it is stored, nothing is copied."""
-    M, N, K, out = validate.matmul_operands(a, b, out, device=device(), stored_transposed_b=True)
+    ladder.ops.matmul gets it): its descriptor then covers that tensor as it is stored, nothing is copied. fp16, or
+    bf16 (A, B and C in one dtype)."""
+    M, N, K, out = validate.matmul_operands(a, b, out, device=device(), dtype=validate.tensor_core_dtype(a),
+                                            stored_transposed_b=True)
     if out.numel() and K == 0:  # a descriptor over an empty A is not allowed: the sums are zero
         return out.zero_()
     if out.numel():

@@ -63,6 +63,12 @@ def matmul_operands(a, b, out, *, device: str, dtype: torch.dtype = torch.float1
     return M, N, K, out
 
 
+def tensor_core_dtype(a) -> torch.dtype:
+    """The dtype a tensor-core kernel that also takes bf16 computes in for operand `a`: bf16 where `a` is bf16, else
+    fp16 (whose check then names any other dtype as wrong)."""
+    return torch.bfloat16 if getattr(a, "dtype", None) is torch.bfloat16 else torch.float16
+
+
 def is_stored_transposed(b: torch.Tensor) -> bool:
     """b is the transposed view of a contiguous tensor (and not itself contiguous: one row or column is both)."""
     return not b.is_contiguous() and b.t().is_contiguous()

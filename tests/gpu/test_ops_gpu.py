@@ -231,6 +231,57 @@ def test_first_use_tunes_a_case_from_a_cold_cache_eager_and_under_compile(tmp_pa
     ops.forget_choices()
 
 
+@pytest.mark.parametrize("bias, activation", [(False, None), (True, "gelu"), (True, None)])
+def test_matmul_in_bf16_past_fp16s_range_forward_backward_and_compiled(bias, activation):
+    """bf16 through rung 6 (this file's rule): outputs past fp16's 65504 stay finite (C is stored as bf16, not
+    through fp16), B as a weight's transpose and row-major, the backward, and a fullgraph compile."""
+    def bf16(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=GEN, device="cuda") * scale).bfloat16()
+    a, w = bf16(257, 67, scale=60.0), bf16(131, 67, scale=60.0)   # sums near 60·60·√67 ≈ 3e4, some past 65504
+    b = bf16(131) if bias else None
+    for weight in (w.t(), w.t().contiguous()):
+        out = ops.matmul(a, weight, b, activation)
+        assert out.dtype is torch.bfloat16 and out.float().abs().max() > 65504
+        assert compare(out, reference(a, weight, b, activation)).ok
+    leaves = [t.detach().clone().requires_grad_() for t in (a / 60, w / 60, *([b] if bias else []))]
+    ops.matmul(leaves[0], leaves[1].t(), *leaves[2:], activation).sum().backward()
+    wanted = [t.detach().double().requires_grad_() for t in leaves]
+    reference(wanted[0], wanted[1].t(), *wanted[2:], activation).sum().backward()
+    for got, want in zip(leaves, wanted):
+        assert compare(got.grad, want.grad).ok
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, y, z: ops.matmul(x, y.t(), z, activation), fullgraph=True)
+    assert compare(compiled(a, w, b), reference(a, w.t(), b, activation)).ok
+    torch.library.opcheck(torch.ops.ladder.matmul.default, (a[:64], w[:32].t(), None if b is None else b[:32],
+                                                            activation))
+
+
+@pytest.mark.skipif(not (hardware.detect() and hardware.detect().has("tma")), reason="rung 7 needs the TMA")
+def test_rung_7_in_bf16():
+    from kernels.triton import matmul as tm
+    a = torch.randn(300, 777, generator=GEN, device="cuda").bfloat16()
+    w = torch.randn(1449, 777, generator=GEN, device="cuda").bfloat16()
+    for b in (w.t(), w.t().contiguous()):
+        out = tm.tma_persistent(a, b)
+        assert out.dtype is torch.bfloat16 and compare(out, reference(a, b)).ok
+
+
+def test_first_use_measures_bf16_apart_from_fp16(tmp_path, monkeypatch):
+    monkeypatch.setattr(dispatch, "suspending", False)
+    monkeypatch.setattr(dispatch, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(dispatch, "_loaded", None)
+    monkeypatch.setattr(first_use, "LOG", [])
+    ops.forget_choices()
+    a, w = randn(1024, 768), randn(3072, 768)
+    for x, y in ((a, w), (a.bfloat16(), w.bfloat16())):
+        for _ in range(2):
+            assert compare(ops.matmul(x, y.t()), reference(x, y.t())).ok
+    assert [t.case for t in first_use.LOG] == [dispatch.Case(1024, 3072, 768, "weight_t"),
+                                               dispatch.Case(1024, 3072, 768, "weight_t", None, "bfloat16")]
+    assert all(t.entry is not None for t in first_use.LOG), first_use.report()
+    ops.forget_choices()
+
+
 hopper = pytest.mark.skipif(not (hardware.detect() and hardware.detect().has("wgmma")), reason="CUDA rung 15 needs sm_90a")
 
 
