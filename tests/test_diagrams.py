@@ -166,10 +166,10 @@ def test_tile_order_is_the_kernels_and_follows_group_m(monkeypatch):
 
 
 def test_scores_in_dram_follow_the_headline_shape(monkeypatch):
-    assert "S×S matrix is 64× the size of Q" in joined(attention.attention_scores_in_dram())
+    assert "S×S matrix holds 64× Q's elements\n(128× its bytes" in joined(attention.attention_scores_in_dram())
     monkeypatch.setattr(at, "HEADLINE", [(1, 8, 2048, 128, 0)])
     text = joined(attention.attention_scores_in_dram())
-    assert "S×S matrix is 16× the size of Q" in text
+    assert "S×S matrix holds 16× Q's elements\n(32× its bytes" in text
     assert f"{ta.score_matrix_bytes(1, 8, 2048) / 1e9:.1f} GB for B·H = 8 heads" in text
 
 

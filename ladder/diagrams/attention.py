@@ -42,8 +42,9 @@ def attention_scores_in_dram():
             ha="center", va="center", fontsize=11)
     qkv = 4 * B * H * S * D * FP16_BYTES
     _bare(ax, -0.02 * S, s0[0] + S + 2 * gap + 2 * D + 0.02 * S, -0.04 * S, s0[1] + S + 0.01 * S)
-    fig.suptitle(f"Attention rungs 1–2 (B{B} H{H} S{S} D{D}, to scale): the S×S matrix is {S // D}× "
-                 f"the size of Q\nQ, K, V, O together: {qkv / 1e9:.2f} GB (fp16)", fontsize=11)
+    fig.suptitle(f"Attention rungs 1–2 (B{B} H{H} S{S} D{D}, to scale): the S×S matrix holds {S // D}× "
+                 f"Q's elements\n({2 * S // D}× its bytes: fp32 against fp16); Q, K, V, O together: {qkv / 1e9:.2f} GB (fp16)",
+                 fontsize=11)
     return fig
 
 

@@ -259,7 +259,7 @@ def attention_three_consumers(tiles: int = 4, softmax: float = 4.0, rescale: flo
         busy = 2 * n / period
         _timeline(ax, boxes, ["tensor cores"] + [f"warpgroup {g}" for g in range(n)], end,
                   f"rung {rung}: {n} consumer warpgroups take turns: {n} tiles of 64 queries every {period:g} units, "
-                  f"the tensor cores busy {busy:.0%}")
+                  f"the tensor cores busy {busy:.0%} of the modelled time")
     fig.suptitle(f"One SM at D64, rung 10's loop in each warpgroup: a product 1 unit, a softmax {softmax:g}, "
                  f"O's rescale {rescale:g} (units, not measured times)", fontsize=12)
     _consumers_key(fig, "O rescaled once its P·V is done")
@@ -295,7 +295,7 @@ def attention_persistent(items: int = 3, tiles: int = 5, copy_in: float = 1.5, t
     ax = fig.subplots()
     _timeline(ax, boxes, [twelve, thirteen], end12,
               f"{items} items: rung 12 {end12:g} units, rung 13 {end13:g}, its next item's copies under each store "
-              f"(the tensor cores busy {items * tiles / end12:.0%} and {items * tiles / end13:.0%})")
+              f"(the tensor cores busy {items * tiles / end12:.0%} and {items * tiles / end13:.0%} of the modelled time)")
     fig.suptitle(f"B{B} H{H} S{S} D{D}: rung 12 launches {blocks:,} blocks of one item, rung 13 {walkers} (one an SM), "
                  f"each walking about {blocks / walkers:.0f}\nItems drawn {tiles} key tiles long, not this shape's "
                  f"{-(-S // defines['BLOCK_N'])}, so the drawn saving is larger (units, not measured times)", fontsize=11)

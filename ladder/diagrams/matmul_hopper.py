@@ -316,10 +316,12 @@ def matmul_tma_store_epilogue(k_tiles: int = 5, store_steps: int = 2):
     rows = ["wgmma", "stores"]
     fig = _figure(10, 3.6)
     axes = fig.subplots(2, 1)
-    _schedule(axes[0], rows, epilogue_schedule(k_tiles, store_steps, False),
+    registers, by_tma = (epilogue_schedule(k_tiles, store_steps, tma) for tma in (False, True))
+    _schedule(axes[0], rows, registers,
               "rung 10: the warpgroup stores C from its registers, and issues no wgmma meanwhile", prefix="")
-    _schedule(axes[1], rows, epilogue_schedule(k_tiles, store_steps, True),
+    _schedule(axes[1], rows, by_tma,
               "rung 11: it writes C into shared memory; the TMA stores it while the next tile computes", prefix="")
+    axes[1].set_xlim(0, len(registers))   # one time scale: rung 11 ends the steps it saves earlier
     fig.suptitle("One consumer warpgroup over two tiles of C (t.k: tile t's k-tile k; Ct: tile t's C)", fontsize=12)
     _key(fig, [("tensor cores compute", TENSOR_CORES), ("the warpgroup writes C", CUDA),
                ("the TMA stores C", IN_FLIGHT), ("idle", "white")], y=0.0)
