@@ -75,6 +75,7 @@ def attention_pingpong(tiles: int = 2):
                  "Two consumer warpgroups, one set of tensor cores (units, not measured times)", prefix="",
                  key=[("a product on the tensor cores", TENSOR_CORES), ("the softmax, on its own threads", CUDA),
                       ("idle or waiting", "white")])
+    fig.axes[1].set_xlim(0, len(plain))   # one time scale: turns end the units they save earlier
     fig.text(0.5, 0.085, "g0, g1: the warpgroup whose product runs; S: Q·Kᵀ, exp: the softmax (its own threads, "
              "no tensor cores), PV: P·V", ha="center", fontsize=9)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
@@ -148,8 +149,8 @@ def _timeline(ax, boxes: list[tuple], rows: list[str], end: float, title: str):
         y = rows.index(row)
         ax.add_patch(Rectangle((start, y + 0.1), stop - start, 0.8, facecolor=colors[kind], edgecolor="white",
                                lw=1.0, zorder=2))
-        if label:
-            ax.text((start + stop) / 2, y + 0.5, label, ha="center", va="center", fontsize=8,
+        if label:   # a one-unit box holds six characters at 7 points
+            ax.text((start + stop) / 2, y + 0.5, label, ha="center", va="center", fontsize=7 if stop - start <= 1 else 8,
                     color="white" if kind == "product" else "k", zorder=3)
     ax.vlines(np.arange(int(np.ceil(end)) + 1), -0.05, len(rows) + 0.05, color="0.85", lw=0.6, zorder=1)
     ax.set_xlim(0, np.ceil(end))

@@ -160,8 +160,8 @@ def _search_report(tuner: str, shape: tuple):
 def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color: str, reasons: dict) -> None:
     """One search as a grid: a row per combination of row_keys, a column per combination of col_keys; each cell
     the best of its configurations over the other keys: timed (shaded by the best time / its time, the winner
-    starred) or pruned (p1, p2, ...: the kind of reason, numbered in `reasons`, which also collects the reasons
-    of each kind for the key)."""
+    starred) or pruned (p1, p2, ...: the kind of reason, numbered in `reasons`, which also collects every reason
+    of each kind drawn, for the key)."""
     rows = list(itertools.product(*(space[k] for k in row_keys)))
     cols = list(itertools.product(*(space[k] for k in col_keys)))
     cell = lambda c: (tuple(c[k] for k in row_keys), tuple(c[k] for k in col_keys))  # noqa: E731
@@ -172,7 +172,10 @@ def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color
         for t in report.timed:
             key = cell(t["config"])
             timed[key] = min(timed.get(key, t["ms"]), t["ms"])
-        pruned = {cell(p["config"]): p["reason"] for p in report.pruned + report.failed}
+        every: dict[tuple, list[str]] = {}
+        for p in report.pruned + report.failed:
+            every.setdefault(cell(p["config"]), []).append(p["reason"])
+        pruned = {key: reasons_here[-1] for key, reasons_here in every.items()}   # the reason a cell shows
         for i, r in enumerate(rows):
             for j, c in enumerate(cols):
                 if (r, c) in timed:
@@ -184,6 +187,11 @@ def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color
                     of_kind.append(pruned[r, c])
                     cells[i, j] = LIGHT
                     marks[i, j] = f"p{number}"
+        # the key's range for a kind drawn covers every configuration pruned for it, as the search's printout does
+        for reason in (x for reasons_here in every.values() for x in reasons_here):
+            drawn = reasons.get(autotune.reason_kind(reason))
+            if drawn is not None and reason not in drawn[1]:
+                drawn[1].append(reason)
     _cells(ax, cells, grid="0.7", lw=0.8)
     for (i, j), text in marks.items():
         ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8 if text != "★" else 12,
