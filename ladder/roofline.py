@@ -84,6 +84,7 @@ class Point:
     l2_intensity: float | None = None   # FLOP per L2 byte (ncu, the count l2_counter names), when profiled
     l2_counter: str = "l2_bytes"  # which ncu count of L2 bytes l2_intensity divides by (L2_COUNTERS)
     unit: str | None = None   # what does its math: "CUDA cores", "mma.sync", "wgmma" (see `unit`), said in the key
+    dram: bool = False        # intensity by the DRAM bytes ncu measured (else by bytes counted: the title says how)
 
     @property
     def glyph(self) -> str:
@@ -186,7 +187,7 @@ def measured_points(runs: list[dict], profiles: list[dict], problem, shape: tupl
         if dram:
             l2, counter = l2_bytes(metrics)
             pts.append(Point(label, flops / dram, r["tflops"], r["backend"], flops / l2 if l2 else None,
-                             counter or "l2_bytes"))
+                             counter or "l2_bytes", dram=True))
     return pts
 
 
@@ -495,7 +496,7 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     placed = set().union(*(_label_roofs(where) for where, *_ in panels))
     unlabelled = {line.get_gid(): line for line in ax.get_lines() if line.get_gid() and line.get_gid() not in placed}
     key = [Line2D([], [], ls="", marker=BACKEND_MARKERS.get(p.backend, "o"), ms=8, color=BACKEND_COLORS.get(p.backend, "k"),
-                  label=f"{p.glyph:>3s}  {p.label}: {p.tflops:.3g} TFLOP/s at {p.intensity:.3g} FLOP per DRAM byte"
+                  label=f"{p.glyph:>3s}  {p.label}: {p.tflops:.3g} TFLOP/s at {p.intensity:.3g} FLOP per {'DRAM byte' if p.dram else 'byte counted'}"
                   + (f", {p.l2_intensity:.3g} {L2_COUNTERS[p.l2_counter]}" if p.l2_intensity else "") + (f" [{p.unit}]" if p.unit else ""))
            for p in pts]
     if any(p.l2_intensity for p in pts):
