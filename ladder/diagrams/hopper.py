@@ -16,7 +16,7 @@ from ladder.diagrams.style import (CUDA, CUDA_CORES, IN_FLIGHT, MEMORY, TENSOR_C
 def mbarrier_ring(stages: int, stage_bytes: int, laps: int = 3):
     """A ring of `stages` buffers, each with a `full` and an `empty` mbarrier, over `laps` rounds: k-tile kt uses
     stage kt % stages in round kt // stages. Each round completes one phase of the stage's barriers, so the
-    phase parity flips every lap: the consumers wait on full[s] with parity round & 1, the producer on empty[s]
+    phase parity flips every round: the consumers wait on full[s] with parity round & 1, the producer on empty[s]
     with (round + 1) & 1 (a fresh barrier's "previous" phase, parity 1, counts as complete: round 0 does not
     wait). Above: full[0]'s phases, each completed by one arrive.expect_tx and `stage_bytes` bytes."""
     fig = _figure(11, 6.6)
@@ -46,7 +46,7 @@ def mbarrier_ring(stages: int, stage_bytes: int, laps: int = 3):
         ax.text(r * w + w / 2, top + stages * h + 0.15, f"round {r}", ha="center", va="top", fontsize=9)
     _bare(ax, -1.4, (laps + 1) * w + 0.1, 0.0, top + stages * h + 0.7)
     fig.suptitle(f"A ring of {stages} stages: each round completes one phase of every stage's barriers, so the parity "
-                 f"a waiter passes (∥) flips each lap", fontsize=11)
+                 f"a waiter passes (∥) flips each round", fontsize=11)
     fig.text(0.5, 0.02, f"full[s] completes a phase when the producer's arrive.expect_tx({stage_bytes}) and the "
              f"{stage_bytes} bytes of the TMA have arrived; empty[s] when every consumer warpgroup has arrived.\n"
              "try_wait.parity p returns once the phase of parity p is complete. A fresh barrier is in phase 0, "
