@@ -18,7 +18,7 @@ other tiles, alignments and vector loads.
 
 The op's pick in a case is between the candidates it launches: in an eager call EAGER_CANDIDATES (rung 6, rung 7
 where this GPU has the TMA, and torch.matmul), under torch.compile OP_CANDIDATES (rung 6 and torch.matmul: rung 7's
-host-side TMA descriptors are not traced); rung 12 is timed to show how near cuBLAS our best rung comes, and
+launch is not written for wrap_triton, see ladder.ops); rung 12 is timed to show how near cuBLAS our best rung comes, and
 ladder.ops says why it does not launch it. A rung of ours is picked only where it beat cuBLAS by more than TIE (1%).
 Closer than that, two medians differ by less than clock drift moves them between runs, and cuBLAS costs nothing to
 choose: no compile at a new shape, its speed on every layout.

@@ -28,8 +28,9 @@ Which kernel runs: `backend(op)` says, and why (`describe()` for both; `matmul_c
              CUDA rung 15 (`ladder::attention_hopper`, a custom op: hopper_overlays/op_attention.cu) at a shape where
              this GPU measured it faster (`attention_kernel`: on first use, both checked then timed, kept on disk;
              under torch.compile when the graph is traced). CPU: the interpreter.
-Under torch.compile the op picks between rung 6 and torch.matmul only (rung 7's host-side TMA descriptors are not
-traced), measuring a case on real tensors of the traced shape when the graph is traced. Rung 12 is timed by the
+Under torch.compile the op picks between rung 6 and torch.matmul only (rung 7's launch, its K and N padded into copies
+and its TMA descriptors built in Python at each call, is not written for wrap_triton), measuring a case on real
+tensors of the traced shape when the graph is traced. Rung 12 is timed by the
 sweep, not launched by the op: CUDA C++ launched through CuPy, with no fused epilogue. Under KERNEL_LADDER_EMULATE the
 emulated GPU decides (sm_75: matmul by torch.matmul; sm_80: no rung 7), but Triton still compiles for the real GPU.
 
