@@ -501,7 +501,7 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
            for p in pts]
     if any(p.l2_intensity for p in pts):
         key.append(Line2D([], [], ls="", marker="o", ms=8, mfc="white", color="0.3",
-                          label="filled: FLOP per DRAM byte (ncu dram__bytes, a table's DRAM GB); hollow: FLOP per "
+                          label="filled: FLOP per DRAM byte (ncu dram__bytes); hollow: FLOP per "
                                 "L2 byte (ncu lts__t_bytes, the tables' L2 GB" + (
                                     "; where an entry says so, per byte the SMs read from L2, l1tex__m_xbar2l1tex_read_bytes)"
                                     if any(p.l2_counter == "l2_to_sm_bytes" for p in pts if p.l2_intensity) else ")")))
