@@ -30,7 +30,7 @@ def attention_scores_in_dram():
     inputs = {"Q": ((0, s0[1]), D, S), "Kᵀ": ((s0[0], 0), S, D), "V": ((s0[0] + S + gap, s0[1]), D, S),
               "O": ((s0[0] + S + 2 * gap + D, s0[1]), D, S)}
     for name, ((x, y), w, h) in inputs.items():
-        _box(ax, x, y, w, h, TRITON, fill=True)
+        _box(ax, x, y, w, h, TRITON, fill=True, lw=0)   # no edge: a 1.5-point edge would widen a D-wide bar by half
         ax.text(x + w / 2 if name != "Kᵀ" else x - 0.01 * S, y - 0.01 * S if name != "Kᵀ" else y + h / 2, name,
                 ha="center" if name != "Kᵀ" else "right", va="bottom" if name != "Kᵀ" else "center", fontsize=10,
                 fontweight="bold")
