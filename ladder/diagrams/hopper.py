@@ -221,10 +221,10 @@ def warp_specialized_registers(threads: int, consumers: int, launch_regs: int, p
         ax.text(12.15, y + 0.5, f"{128 * sum(per_thread)} of {regs_per_sm}\nregisters", ha="left", va="center",
                 fontsize=8)
     ax.text(0, 3.45, f"producer (WG0): one thread issues {copies_per_k_tile} TMA copies a k-tile, then waits; "
-            f"{producer_regs} registers a thread are plenty.\n"
+            f"{producer_regs} registers a thread.\n"
             f"consumers (WG1–WG{groups - 1}): {wgmmas_per_k_tile} wgmma a k-tile each, into "
-            f"{accumulator_regs} accumulator registers a thread: {consumer_regs} leave room for addresses and "
-            f"loop state.", ha="left", va="top", fontsize=9)
+            f"{accumulator_regs} accumulator registers a thread, of its {consumer_regs}.", ha="left", va="top",
+            fontsize=9)
     _bare(ax, -2.2, 14.0, -0.2, 4.4)
     ax.set_aspect("auto")
     fig.suptitle(f"Warp specialization: {threads} threads = {producers} producer and {consumers} consumer "
