@@ -145,3 +145,8 @@ def test_the_command_line(tmp_path, capsys):
 @pytest.mark.parametrize("name", sorted(p.name for p in numbers.NOTEBOOKS.glob("*.ipynb")))
 def test_every_number_in_a_lessons_prose_is_printed_beside_it(name):
     assert [(f.cell, f.number, f.sentence) for f in numbers.unprinted(numbers.NOTEBOOKS / name)] == []
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in numbers.NOTEBOOKS.glob("*.ipynb")))
+def test_every_listed_constant_is_still_quoted(name):
+    assert numbers.unquoted_constants(nbformat.read(numbers.NOTEBOOKS / name, 4)) == []

@@ -211,6 +211,13 @@ def constants(nb) -> set[str]:
     return {m.group(0) for key in listed for m in [_NUMBER.search(str(key))] if m}
 
 
+def unquoted_constants(nb) -> list[str]:
+    """The listed constants no markdown cell states any more, as written (a list kept up to date is a short one)."""
+    prose = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+    listed = nb.metadata.get("ladder", {}).get("constants", {})
+    return [key for key in listed if not re.search(rf"(?<![\w.]){re.escape(str(key))}(?![\w.]\w)", prose)]
+
+
 def check(nb) -> tuple[list[Number], list[Finding]]:
     """Every number the prose of an nbformat notebook states, and the findings: those no output prints."""
     cut, known = sections(nb), constants(nb)
