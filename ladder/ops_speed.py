@@ -13,7 +13,8 @@ Cases (B·S = 8192 tokens: lesson 05's GPT-2 small):
   matmul     the model's linears with B as nn.Linear holds it (weight.t()): qkv 8192x2304x768, attention output
              8192x768x768, MLP up 8192x3072x768 with bias + GELU (anchor: F.gelu of F.linear), MLP down
              8192x768x3072, vocabulary 8192x50257x768, and the vocabulary with B row-major; 2048³, 4096³ and
-             8192³ row-major; anchor torch.matmul (F.linear where B is a weight)
+             8192³ row-major; the qkv projection and MLP up again in bf16; anchor torch.matmul (F.linear where B is a
+             weight)
   attention  B4 H32 S4096 at D64 and D128, causal and not; GPT-2's B8 H12 S1024 D64 causal; B1 H32 S16384 D128
              causal: q, k, v views of one packed (B, S, 3, H, D) projection; anchor SDPA on the same views
 `--record` merges the rows into results/<gpu>.json under "ops_speed" (a fresh install's and a tuned one's apart).
@@ -38,7 +39,7 @@ from ladder.runtime.errors import NotAvailable
 from ladder.runtime.world import require_gpu
 from ladder.timing import bench
 
-# (name, M, N, K, B: "weight" (nn.Linear's, read as weight.t()) or "row" (K x N), epilogue)
+# (name, M, N, K, B: "weight" (nn.Linear's, read as weight.t()) or "row" (K x N), epilogue[, dtype: fp16 if left out])
 MATMUL_CASES = [("qkv projection", 8192, 2304, 768, "weight", None),
                 ("attention output", 8192, 768, 768, "weight", None),
                 ("MLP up + bias + GELU", 8192, 3072, 768, "weight", "gelu"),
@@ -47,19 +48,22 @@ MATMUL_CASES = [("qkv projection", 8192, 2304, 768, "weight", None),
                 ("vocabulary, B row-major", 8192, 50257, 768, "row", None),
                 ("2048³", 2048, 2048, 2048, "row", None),
                 ("4096³", 4096, 4096, 4096, "row", None),
-                ("8192³", 8192, 8192, 8192, "row", None)]
+                ("8192³", 8192, 8192, 8192, "row", None),
+                ("qkv projection, bf16", 8192, 2304, 768, "weight", None, torch.bfloat16),
+                ("MLP up + bias + GELU, bf16", 8192, 3072, 768, "weight", "gelu", torch.bfloat16)]
 ATTENTION_CASES = [(4, 32, 4096, 64, 0), (4, 32, 4096, 64, 1), (4, 32, 4096, 128, 0), (4, 32, 4096, 128, 1),
                    (8, 12, 1024, 64, 1), (1, 32, 16384, 128, 1)]
 WARMUP_MS, REP_MS = 50, 200
 
 
-def _matmul_case(name: str, M: int, N: int, K: int, b_layout: str, epilogue: str | None, gen) -> dict:
+def _matmul_case(name: str, M: int, N: int, K: int, b_layout: str, epilogue: str | None,
+                 dtype: torch.dtype = torch.float16, *, gen) -> dict:
     """The op, its anchor and the fp32 reference of one matmul case, on fresh random inputs."""
-    a = torch.randn(M, K, generator=gen, device="cuda").half()
+    a = torch.randn(M, K, generator=gen, device="cuda").to(dtype)
     weight = b_layout == "weight"
-    b = torch.randn(N, K, generator=gen, device="cuda").half().t() if weight else \
-        torch.randn(K, N, generator=gen, device="cuda").half()
-    bias = torch.randn(N, generator=gen, device="cuda").half() if epilogue else None
+    b = torch.randn(N, K, generator=gen, device="cuda").to(dtype).t() if weight else \
+        torch.randn(K, N, generator=gen, device="cuda").to(dtype)
+    bias = torch.randn(N, generator=gen, device="cuda").to(dtype) if epilogue else None
 
     def gelu(x):
         return F.gelu(x, approximate="tanh") if epilogue else x
@@ -67,7 +71,7 @@ def _matmul_case(name: str, M: int, N: int, K: int, b_layout: str, epilogue: str
     anchor = (lambda: gelu(F.linear(a, b.t(), bias))) if weight else (lambda: torch.matmul(a, b))
     want = lambda: gelu(a.float() @ b.float() + (bias.float() if epilogue else 0))   # noqa: E731
     kernel = lambda: ops.matmul_choice(M, N, K, "weight_t" if weight else "row",   # noqa: E731
-                                       "bias_gelu" if epilogue else None).kernel
+                                       "bias_gelu" if epilogue else None, ops.DTYPE_NAMES[dtype]).kernel
     return {"op": "matmul", "case": name, "shape": [M, N, K], "run": op, "anchor": anchor, "want": want,
             "kernel": kernel, "anchor_name": "F.linear" if weight else "torch.matmul"}
 
@@ -110,7 +114,7 @@ def measure(rounds: int = 5, only: str | None = None) -> list[dict]:
     gen = torch.Generator("cuda").manual_seed(0)
     rows = []
     for name, *case in MATMUL_CASES if only in (None, "matmul") else []:
-        rows.append(measure_case(_matmul_case(name, *case, gen), rounds))
+        rows.append(measure_case(_matmul_case(name, *case, gen=gen), rounds))
         torch.cuda.empty_cache()   # the vocabulary's output is 823 MB: leave the next case its memory
     for shape in ATTENTION_CASES if only in (None, "attention") else []:
         rows.append(measure_case(_attention_case(shape, gen), rounds))
