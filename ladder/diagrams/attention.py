@@ -12,9 +12,9 @@ from kernels.cuda import attention as cuda_attention
 from kernels.triton import attention as ta
 from kernels.triton.attention import causal_key_range
 from ladder.diagrams.matmul import cp_async_ring, mma_shape
-from ladder.diagrams.style import (CUDA, CUDA_CORES, FP16_BYTES, LIGHT, MEMORY, TENSOR_CORES, TRITON, _arrow, _bare,
-                                   _box, _cdiv, _cells, _count, _figure, _fill, _key, _reasons_key, _rings,
-                                   _search_panel, _search_report, _shade)
+from ladder.diagrams.style import (CUDA, CUDA_CORES, FP16_BYTES, LIGHT, MEMORY, TENSOR_CORES, TRITON, PruneReasons,
+                                   _arrow, _bare, _box, _cdiv, _cells, _count, _figure, _fill, _key, _reasons_key,
+                                   _rings, _search_panel, _search_report, _shade)
 
 
 # ------------------------------------------------------------- rungs 1-3: the score matrix, materialized or swept
@@ -43,8 +43,8 @@ def attention_scores_in_dram():
     qkv = 4 * B * H * S * D * FP16_BYTES
     _bare(ax, -0.02 * S, s0[0] + S + 2 * gap + 2 * D + 0.02 * S, -0.04 * S, s0[1] + S + 0.01 * S)
     fig.suptitle(f"Attention rungs 1–2 (B{B} H{H} S{S} D{D}, to scale): the S×S matrix holds {S // D}× "
-                 f"Q's elements\n({2 * S // D}× its bytes: fp32 against fp16); Q, K, V, O together: {qkv / 1e9:.2f} GB (fp16)",
-                 fontsize=11)
+                 f"Q's elements\n({2 * S // D}× its bytes: fp32 against fp16); Q, K, V, O together: "
+                 f"{qkv / 1e9:.2f} GB (fp16)", fontsize=11)
     return fig
 
 
@@ -232,7 +232,7 @@ def attention_search(backend: str = "triton", causal: int = 0):
     shapes = [s for s in at.HEADLINE if s[4] == causal]
     fig = _figure(12, 1.8 + 0.5 * len(space[names[0]]) * len(space[names[1]]))
     axes = fig.subplots(1, len(shapes), squeeze=False)[0]
-    reasons: dict[str, tuple[int, list[str]]] = {}
+    reasons = PruneReasons()
     for ax, shape in zip(axes, shapes):
         report = _search_report(f"{backend}:6_autotuned", shape)
         _search_panel(ax, report, space, names[:2], names[2:], CUDA if backend == "cuda" else TRITON, reasons)

@@ -14,9 +14,9 @@ from kernels.cuda import matmul as cm
 from kernels.triton import matmul as tm
 from ladder.runtime import cuda
 from ladder.diagrams.matmul import PERSISTENT_RUNG
-from ladder.diagrams.style import (CUDA, FP16_BYTES, IN_FLIGHT, MEMORY, TENSOR_CORES, _arrow, _bare, _box, _cells,
-                                   _count, _figure, _fill, _key, _reasons_key, _rings, _schedule, _search_panel,
-                                   _search_report, _shade)
+from ladder.diagrams.style import (CUDA, FP16_BYTES, IN_FLIGHT, MEMORY, TENSOR_CORES, PruneReasons, _arrow, _bare,
+                                   _box, _cells, _count, _figure, _fill, _key, _reasons_key, _rings, _schedule,
+                                   _search_panel, _search_report, _shade)
 from ladder.lessons.source import cu_define
 
 
@@ -335,7 +335,7 @@ def matmul_hopper_search(shapes: tuple = ((4096, 4096, 4096), (8192, 8192, 8192)
     (GROUP_M) and epilogues (BOX_BY_BOX): pruned (why) or timed against the winner, the winner starred."""
     fig = _figure(6 * len(shapes), 4.6)
     axes = fig.subplots(1, len(shapes), squeeze=False)[0]
-    reasons: dict[str, tuple[int, list[str]]] = {}
+    reasons = PruneReasons()
     for ax, shape in zip(axes, shapes):
         report = _search_report(mm.HOPPER_TUNER.name, shape)
         _search_panel(ax, report, mm.HOPPER_SEARCH_SPACE, ["BM", "BN"], ["STAGES", "CLUSTER"], CUDA, reasons)

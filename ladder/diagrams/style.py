@@ -157,11 +157,27 @@ def _search_report(tuner: str, shape: tuple):
     return None
 
 
-def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color: str, reasons: dict) -> None:
+class PruneReasons:
+    """The prune reasons of the searches a figure draws, by kind (autotune.reason_kind): every one is collected,
+    and a kind gets its number (p1, p2, ...) when a cell first shows it; the key (_reasons_key) writes each numbered
+    kind with the ranges all its reasons span, as the search's printout does."""
+
+    def __init__(self):
+        self.by_kind: dict[str, list[str]] = {}
+        self.numbers: dict[str, int] = {}
+
+    def add(self, reason: str) -> None:
+        self.by_kind.setdefault(autotune.reason_kind(reason), []).append(reason)
+
+    def number(self, reason: str) -> int:
+        return self.numbers.setdefault(autotune.reason_kind(reason), len(self.numbers) + 1)
+
+
+def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color: str,
+                  reasons: PruneReasons) -> None:
     """One search as a grid: a row per combination of row_keys, a column per combination of col_keys; each cell
     the best of its configurations over the other keys: timed (shaded by the best time / its time, the winner
-    starred) or pruned (p1, p2, ...: the kind of reason, numbered in `reasons`, which also collects every reason
-    of each kind drawn, for the key)."""
+    starred) or pruned (p1, p2, ...: the kind of one of its reasons, numbered in `reasons`)."""
     rows = list(itertools.product(*(space[k] for k in row_keys)))
     cols = list(itertools.product(*(space[k] for k in col_keys)))
     cell = lambda c: (tuple(c[k] for k in row_keys), tuple(c[k] for k in col_keys))  # noqa: E731
@@ -172,10 +188,10 @@ def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color
         for t in report.timed:
             key = cell(t["config"])
             timed[key] = min(timed.get(key, t["ms"]), t["ms"])
-        every: dict[tuple, list[str]] = {}
+        pruned: dict[tuple, str] = {}
         for p in report.pruned + report.failed:
-            every.setdefault(cell(p["config"]), []).append(p["reason"])
-        pruned = {key: reasons_here[-1] for key, reasons_here in every.items()}   # the reason a cell shows
+            pruned[cell(p["config"])] = p["reason"]   # the reason a cell shows: its last configuration's
+            reasons.add(p["reason"])
         for i, r in enumerate(rows):
             for j, c in enumerate(cols):
                 if (r, c) in timed:
@@ -183,15 +199,8 @@ def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color
                     cells[i, j] = _shade(color, max(0.08, report.best_ms / ms) ** 2)
                     marks[i, j] = "★" if ms == report.best_ms else f"{report.best_ms / ms:.0%}"
                 elif (r, c) in pruned:
-                    number, of_kind = reasons.setdefault(autotune.reason_kind(pruned[r, c]), (len(reasons) + 1, []))
-                    of_kind.append(pruned[r, c])
                     cells[i, j] = LIGHT
-                    marks[i, j] = f"p{number}"
-        # the key's range for a kind drawn covers every configuration pruned for it, as the search's printout does
-        for reason in (x for reasons_here in every.values() for x in reasons_here):
-            drawn = reasons.get(autotune.reason_kind(reason))
-            if drawn is not None and reason not in drawn[1]:
-                drawn[1].append(reason)
+                    marks[i, j] = f"p{reasons.number(pruned[r, c])}"
     _cells(ax, cells, grid="0.7", lw=0.8)
     for (i, j), text in marks.items():
         ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=8 if text != "★" else 12,
@@ -206,7 +215,7 @@ def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color
     ax.set_ylabel(" × ".join(row_keys), fontsize=9)
 
 
-def _reasons_key(fig, reasons: dict) -> None:
-    fig.text(0.01, 0.01, "\n".join(f"p{n}: pruned, {next(iter(autotune.fold_reasons(of_kind)))}"
-                                   for n, of_kind in reasons.values()) or " ", fontsize=8, va="bottom")
-    fig.tight_layout(rect=(0, 0.03 + 0.035 * len(reasons), 1, 1))
+def _reasons_key(fig, reasons: PruneReasons) -> None:
+    fig.text(0.01, 0.01, "\n".join(f"p{n}: pruned, {next(iter(autotune.fold_reasons(reasons.by_kind[kind])))}"
+                                   for kind, n in reasons.numbers.items()) or " ", fontsize=8, va="bottom")
+    fig.tight_layout(rect=(0, 0.03 + 0.035 * len(reasons.numbers), 1, 1))
