@@ -205,17 +205,20 @@ def named_sections(sentence: str, all_sections: list[Section]) -> list[Section]:
     return [s for s in all_sections for name in names if name and (slug(s.heading) + "-").startswith(name + "-")]
 
 
+def _listed(nb) -> dict:
+    """The lesson's constants as listed: the number as written -> its source (the module's docstring says where)."""
+    return nb.metadata.get("ladder", {}).get("constants", {})
+
+
 def constants(nb) -> set[str]:
-    """The numbers the lesson lists as constants, as written (the module's docstring says where)."""
-    listed = nb.metadata.get("ladder", {}).get("constants", {})
-    return {m.group(0) for key in listed for m in [_NUMBER.search(str(key))] if m}
+    """The numbers the lesson lists as constants, as written."""
+    return {m.group(0) for key in _listed(nb) for m in [_NUMBER.search(str(key))] if m}
 
 
 def unquoted_constants(nb) -> list[str]:
     """The listed constants no markdown cell states any more, as written (a list kept up to date is a short one)."""
     prose = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
-    listed = nb.metadata.get("ladder", {}).get("constants", {})
-    return [key for key in listed if not re.search(rf"(?<![\w.]){re.escape(str(key))}(?![\w.]\w)", prose)]
+    return [key for key in _listed(nb) if not re.search(rf"(?<![\w.]){re.escape(str(key))}(?![\w.]\w)", prose)]
 
 
 def check(nb) -> tuple[list[Number], list[Finding]]:
