@@ -152,7 +152,7 @@ SIGNATURE = {**_POINTERS, **_SIZES}
 TILE_SIGNATURE = {**SIGNATURE, **_TILES, "TENSOR_CORES": "constexpr", "EVEN_K": "constexpr"}
 _STRIDES = {"stride_am": "i32", "stride_ak": "i32", "stride_bk": "i32", "stride_bn": "i32", "stride_cm": "i32",
             "stride_cn": "i32"}
-PERSISTENT_SIGNATURE = {**_POINTERS, "bias_ptr": "*fp16", **_SIZES, **_STRIDES, **_TILES, "GROUP_M": "constexpr",
+PERSISTENT_SIGNATURE = {**_POINTERS, "bias_ptr": "*fp16", "pre_ptr": "constexpr", **_SIZES, **_STRIDES, **_TILES, "GROUP_M": "constexpr",
                         "BIAS_RELU": "constexpr", "EVEN_K": "constexpr", "FLATTEN": "constexpr",
                         "BIAS_GELU": "constexpr"}
 ROW_MAJOR = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1}  # what Triton makes of row-major A, B, C's unit strides
@@ -180,7 +180,7 @@ def persistent_sass_case(config: dict) -> dict:
     return dict(kernel=tm.persistent_kernel, signature=PERSISTENT_SIGNATURE,
                 divisible_by_16=_ALIGNED + ("bias_ptr", "stride_am", "stride_bk", "stride_cm"),
                 constexprs={**ROW_MAJOR, "GROUP_M": BENCH_GROUP_M, **_constexprs(config), "BIAS_RELU": False,
-                            "EVEN_K": True, "FLATTEN": True, "BIAS_GELU": False},
+                            "EVEN_K": True, "FLATTEN": True, "BIAS_GELU": False, "pre_ptr": None},
                 **_launch(config))
 
 

@@ -288,7 +288,7 @@ def _compile_ahead(a, b, bias, activation, configs: list[dict]) -> None:
         return
     out = a.new_empty(a.shape[0], b.shape[1])
     fused = bias is not None and activation is not None
-    args = (a, b, out, bias if fused else None, *out.shape, a.shape[1], *a.stride(), *b.stride(), *out.stride())
+    args = (a, b, out, bias if fused else None, None, *out.shape, a.shape[1], *a.stride(), *b.stride(), *out.stride())
     autotune.compile_ahead(tm.persistent_kernel, [triton.Config({k: v for k, v in c.items() if k.startswith("BLOCK_")},
                                                                 num_warps=c["num_warps"], num_stages=c["num_stages"])
                                                   for c in configs],

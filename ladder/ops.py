@@ -9,8 +9,9 @@ implementation: torch.compile(fullgraph=True) keeps it in the graph, and a CUDA 
 is a `triton_op` whose kernel is called through `wrap_triton`, so Inductor sees the Triton kernel itself and
 launches it from its own generated code. In the CPU world it is a `custom_op` with its own fake: there the
 kernels run in Triton's interpreter, which torch cannot trace (`wrap_triton` hands an interpreted kernel back as
-it is). matmul has its backward (through the same op, on transposed views); attention returns, beside O, the
-log-sum-exp of each query's scores, from which its backward (FlashAttention-2's, kernels/triton/
+it is). matmul has its backward (through the same op, on transposed views; with a bias and GELU, where a gradient
+is wanted, `ladder::matmul_gelu_and_input` also returns GELU's input, for its backward); attention returns,
+beside O, the log-sum-exp of each query's scores, from which its backward (FlashAttention-2's, kernels/triton/
 attention_backward.py, an operator too: `ladder::attention_backward`) recomputes the probabilities.
 
 Which kernel runs: `backend(op)` says, and why (`describe()` for both; `matmul_choice(...)` per case).
@@ -455,8 +456,9 @@ def _sizes(*sizes) -> tuple:
 
 # ------------------------------------------------------------- matmul
 
-def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
-    """ladder::matmul on checked operands."""
+def _matmul_run(a, b, bias, activation, M: int, N: int, K: int, keep_input: bool = False):
+    """ladder::matmul on checked operands; with keep_input (a bias and GELU: ladder::matmul_gelu_and_input), the
+    output and GELU's input a @ b + bias."""
     fused = bias is not None and activation is not None
     traced = _traced(a, b, bias)
     layout = "row" if b.is_contiguous() else "weight_t" if validate.is_stored_transposed(b) else "strided"
@@ -473,18 +475,23 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
         if picked == RUNG7 and not a.is_contiguous():   # rung 7's descriptors take a row-major A only
             picked = matmul_choice(M, N, K, layout, epilogue, dtype).kernel
     if picked == CUBLAS:
-        return first_use.epilogue(torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b), None, activation)
+        out = torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b)
+        return (F.gelu(out, approximate="tanh"), out) if keep_input else first_use.epilogue(out, None, activation)
     if picked == RUNG7:   # bias and activation as torch ops; K or N padded (a copy) where not a multiple of 8
-        return first_use.epilogue(tm.tma_persistent(a, b), bias, activation)
+        out = tm.tma_persistent(a, b)
+        if keep_input:
+            return F.gelu(out.add_(bias), approximate="tanh"), out
+        return first_use.epilogue(out, bias, activation)
     (stride_am, stride_ak), (stride_bk, stride_bn) = a.stride(), b.stride()
     # rung 6 forms a row's offset in 64 bits, a column's and a k step's in 32 (as its row-major rungs do)
     if max(stride_ak, stride_bk) * 256 >= INT32 or (N - 1) * stride_bn >= INT32:
         raise ValueError(f"ladder.ops.matmul: a's strides {a.stride()} or b's {b.stride()} with N={N} overflow the "
                          "kernel's 32-bit column offsets; pass a or b with rows contiguous")
     out = a.new_empty((M, N))
+    pre = a.new_empty((M, N)) if keep_input else None
     if fused and bias.stride(0) != 1:  # the epilogue reads the bias as one contiguous row: N elements copied
         bias = bias.contiguous()
-    tensors = (a, b, out, bias if fused else None)
+    tensors = (a, b, out, bias if fused else None, pre)
     scalars = (M, N, K, stride_am, stride_ak, stride_bk, stride_bn, N, 1)
     if traced:
         if out.numel():
@@ -495,8 +502,10 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int) -> torch.Tensor:
         # out is fresh from the caching allocator, 512-byte aligned: only a, b and the bias can be misaligned.
         # Plans live until forget_choices, which forgets the compiled kernels too: id(plan) names the config
         key = (a.get_device(), a.dtype, id(plan), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
-               fused and bias.data_ptr() % 16 == 0)
+               fused and bias.data_ptr() % 16 == 0, keep_input)
         _MATMUL_LAUNCHES(key, plan, tensors, scalars)
+    if keep_input:
+        return out, pre
     return out if fused else first_use.epilogue(out, bias, activation)
 
 
@@ -508,6 +517,16 @@ def _matmul_impl(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] 
 def _matmul_fake(a, b, bias=None, activation=None):
     M, N, K = _check_matmul(a, b, bias, activation)
     return a.new_empty((M, N))
+
+
+def _matmul_gelu_and_input_impl(a: torch.Tensor, b: torch.Tensor,
+                                bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _matmul_run(a, b, bias, "gelu", *_check_matmul(a, b, bias, "gelu"), keep_input=True)
+
+
+def _matmul_gelu_and_input_fake(a, b, bias):
+    out = _matmul_fake(a, b, bias, "gelu")
+    return out, torch.empty_like(out)
 
 
 def _attention_outputs(q: torch.Tensor) -> tuple:
@@ -562,8 +581,11 @@ def _register(name: str, impl, fake) -> None:
 
 
 _register("matmul", _matmul_impl, _matmul_fake)
+# gelu(a @ b + bias) and a @ b + bias, both written by one kernel: what training keeps for GELU's backward
+_register("matmul_gelu_and_input", _matmul_gelu_and_input_impl, _matmul_gelu_and_input_fake)
 _register("attention", _attention_impl, _attention_fake)
 MATMUL_OP = torch.ops.ladder.matmul.default
+MATMUL_GELU_AND_INPUT_OP = torch.ops.ladder.matmul_gelu_and_input.default
 ATTENTION_OP = torch.ops.ladder.attention.default
 
 
@@ -591,7 +613,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     nn.Linear is read in place). With a bias and an activation
     the epilogue is fused into the kernel (C written once); a bias alone or an activation alone takes one more
     pass over C (torch ops). A bias whose elements are not adjacent is copied (N elements). Differentiable in
-    a, b and bias (where a gradient is wanted, GELU runs after the op, which keeps its input for the backward); on a
+    a, b and bias (where a gradient is wanted, the fused kernel also writes GELU's input for its backward); on a
     GPU before sm_80 it runs torch.matmul (`backend("matmul")`), and on newer ones whichever of torch.matmul, rung 6
     and rung 7 this GPU measured fastest in the call's case (`matmul_choice`: on first use, ladder.first_use)."""
     shape = _check_matmul(a, b, bias, activation)
@@ -599,9 +621,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
         return _matmul_run(a, b, bias, activation, *shape)
     if activation == "gelu" and torch.is_grad_enabled() and (
             a.requires_grad or b.requires_grad or (bias is not None and bias.requires_grad)):
-        # training: GELU's backward needs its input, which the fused epilogue never writes (its backward would run
-        # the matmul again to get it); unfused, autograd keeps it, as for nn.Linear then F.gelu
-        return F.gelu(MATMUL_OP(a, b, bias, None), approximate="tanh")
+        # training: GELU's backward needs its input a @ b + bias; the kernel writes it beside the output (without
+        # a bias, which the kernel fuses only with GELU, autograd keeps it from F.gelu, as for nn.Linear then F.gelu)
+        if bias is None:
+            return F.gelu(MATMUL_OP(a, b), approximate="tanh")
+        return MATMUL_GELU_AND_INPUT_OP(a, b, bias)[0]
     return MATMUL_OP(a, b, bias, activation)
 
 
@@ -682,8 +706,18 @@ HOPPER_OP = torch.ops.ladder.attention_hopper.default
 def _matmul_setup(ctx, inputs, output) -> None:
     a, b, bias, activation = inputs
     ctx.activation = activation
-    # ReLU's derivative is read off its output; GELU's needs the input, a @ b + bias, recomputed in the backward
+    # ReLU's derivative is read off its output. GELU's needs its input, a @ b + bias: ops.matmul calls
+    # ladder::matmul_gelu_and_input where a gradient is wanted, which keeps it; called directly, this op recomputes it
     ctx.save_for_backward(a, b, bias if activation == "gelu" else None, output if activation == "relu" else None)
+
+
+def _linear_grads(ctx, a, b, grad) -> tuple:
+    """The gradients of a, b and the bias, from the gradient of a @ b + bias."""
+    # the dispatcher drops trailing arguments left at their defaults (bias=None, activation=None) from the inputs
+    need_a, need_b, need_bias = (*ctx.needs_input_grad, False)[:3]
+    return (matmul(grad, b.mT) if need_a else None,   # b.mT, a.mT: views, read in place
+            matmul(a.mT, grad) if need_b else None,
+            grad.sum(0) if need_bias else None)
 
 
 def _matmul_backward(ctx, grad):
@@ -692,14 +726,23 @@ def _matmul_backward(ctx, grad):
         grad = torch.where(out > 0, grad, 0)
     elif ctx.activation == "gelu":
         grad = torch.ops.aten.gelu_backward(grad, matmul(a, b, bias), approximate="tanh")
-    # the dispatcher drops trailing arguments left at their defaults (bias=None, activation=None) from the inputs
-    need_a, need_b, need_bias = (*ctx.needs_input_grad, False)[:3]
-    return (matmul(grad, b.mT) if need_a else None,   # b.mT, a.mT: views, read in place
-            matmul(a.mT, grad) if need_b else None,
-            grad.sum(0) if need_bias else None, None)
+    return (*_linear_grads(ctx, a, b, grad), None)
+
+
+def _matmul_gelu_and_input_setup(ctx, inputs, output) -> None:
+    a, b, _ = inputs
+    ctx.mark_non_differentiable(output[1])   # kept for the backward, never handed to the caller
+    ctx.save_for_backward(a, b, output[1])
+
+
+def _matmul_gelu_and_input_backward(ctx, grad, _):
+    a, b, pre = ctx.saved_tensors
+    return _linear_grads(ctx, a, b, torch.ops.aten.gelu_backward(grad, pre, approximate="tanh"))
 
 
 torch.library.register_autograd("ladder::matmul", _matmul_backward, setup_context=_matmul_setup)
+torch.library.register_autograd("ladder::matmul_gelu_and_input", _matmul_gelu_and_input_backward,
+                                setup_context=_matmul_gelu_and_input_setup)
 
 
 # ------------------------------------------------------------- attention's backward

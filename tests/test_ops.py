@@ -54,16 +54,24 @@ def test_matmul_backward_against_float64_through_the_op_on_views(activation, mon
     grad = randn(9, 11)
     storages = []
     run = ops._matmul_run
-    monkeypatch.setattr(ops, "_matmul_run", lambda x, y, *rest: storages.append(
-        {x.untyped_storage().data_ptr(), y.untyped_storage().data_ptr()}) or run(x, y, *rest))
+    monkeypatch.setattr(ops, "_matmul_run", lambda x, y, *rest, **kept: storages.append(
+        {x.untyped_storage().data_ptr(), y.untyped_storage().data_ptr()}) or run(x, y, *rest, **kept))
     ops.matmul(a, b, bias, activation).backward(grad)
     wanted = [t.detach().double().requires_grad_() for t in (a, b, bias)]
     reference(*wanted, activation).backward(grad.double())
     for got, want in zip((a, b, bias), wanted):
         assert compare(got.grad, want.grad).ok
     operands = {a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()}
-    assert len(storages) == 3  # forward, grad_a, grad_b: GELU's input kept by autograd, not recomputed
+    assert len(storages) == 3  # forward, grad_a, grad_b: GELU's input kept from the forward, not recomputed
     assert all(len(s & operands) >= 1 for s in storages[1:])  # a and b read where they are: a.mT, b.mT
+
+
+def test_the_gelu_kernel_also_writes_its_input_for_the_backward(monkeypatch):
+    a, w, bias = randn(37, 29), randn(45, 29), randn(45)
+    poisoned = torch.full((37, 45), float("nan"), dtype=torch.float16)
+    monkeypatch.setattr(torch.Tensor, "new_empty", lambda t, *size, **kw: poisoned.clone())
+    out, pre = ops.MATMUL_GELU_AND_INPUT_OP(a, w.t(), bias)
+    assert compare(out, reference(a, w.t(), bias, "gelu")).ok and compare(pre, reference(a, w.t(), bias)).ok
 
 
 @pytest.mark.parametrize("shape", [(1, 2, 1, 64, 0), (1, 1, 19, 64, 1), (2, 3, 17, 128, 0)])
@@ -116,7 +124,8 @@ def test_bad_input_is_one_value_error_that_names_it(call, message):
 def test_the_ops_launches_compile_for_hopper():
     """What the interpreter lets through and a GPU's compiler does not (a global that is no constexpr, a float
     of the wrong width, say): the flash kernel writing the log-sum-exp with its scale passed as Inductor passes a
-    Python float (fp64), and rung 6 on a transposed A with its GELU epilogue, built for sm_90."""
+    Python float (fp64), and rung 6 on a transposed A with its GELU epilogue, built for sm_90, also storing GELU's
+    input for the backward."""
     flash = attention_problem.flash_sass_case("5_pipelined")
     without_lse = sass.triton_sass(**flash, arch="sm_90")
     flash["constexprs"] = {**{k: v for k, v in flash["constexprs"].items() if k != "lse_ptr"}, "STORE_LSE": True}
@@ -126,7 +135,11 @@ def test_the_ops_launches_compile_for_hopper():
     matmul["constexprs"] = {**{k: v for k, v in matmul["constexprs"].items() if k != "stride_ak"}, "stride_am": 1,
                             "BIAS_GELU": True}  # A read down its columns: a.t() of a row-major matrix
     matmul["divisible_by_16"] = tuple(a for a in matmul["divisible_by_16"] if a != "stride_am") + ("stride_ak",)
-    assert sass.triton_sass(**matmul, arch="sm_90").count("HGMMA") > 0
+    without_input = sass.triton_sass(**matmul, arch="sm_90")
+    assert without_input.count("HGMMA") > 0
+    matmul["constexprs"] = {k: v for k, v in matmul["constexprs"].items() if k != "pre_ptr"}
+    matmul["signature"] = {**matmul["signature"], "pre_ptr": "*fp16"}
+    assert sass.triton_sass(**matmul, arch="sm_90").count("STG") > without_input.count("STG")   # GELU's input
 
 
 def test_opcheck_in_the_interpreter():
@@ -134,6 +147,8 @@ def test_opcheck_in_the_interpreter():
     for args in [(a, b), (a.t().contiguous().t(), b, bias, "gelu"), (a, b, bias), (a, b, None, "relu"),
                  (a.requires_grad_(), b.requires_grad_(), bias.requires_grad_(), "relu")]:
         assert set(torch.library.opcheck(ops.MATMUL_OP, args).values()) == {"SUCCESS"}, args
+    assert set(torch.library.opcheck(ops.MATMUL_GELU_AND_INPUT_OP, (a, b.t().contiguous().t(), bias)).values()) == {
+        "SUCCESS"}
     q, k, v = randn(1, 5, 3, 2, 64).permute(2, 0, 3, 1, 4)
     for args in [(q, k, v, True, None), (q.contiguous(), k, v.contiguous(), False, 0.2)]:
         assert set(torch.library.opcheck(ops.ATTENTION_OP, args).values()) == {"SUCCESS"}

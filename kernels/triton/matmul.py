@@ -172,7 +172,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 @GROUPED
 @EVEN_K
 @triton.jit
-def persistent_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+def persistent_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, pre_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
                       stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       GROUP_M: tl.constexpr, BIAS_RELU: tl.constexpr, EVEN_K: tl.constexpr,
                       FLATTEN: tl.constexpr = True, BIAS_GELU: tl.constexpr = False):
@@ -180,12 +180,18 @@ def persistent_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_
     apart. Flattening the tile loop and the K loop into one pipelined loop lets the loads of the next
     tile's first K steps fly while this tile's sums are stored: with a program per tile, those loads
     would wait for the next program to start. A, B and C may be any strided views (ladder.ops passes transposed
-    ones without copying them)."""
+    ones without copying them). With the GELU epilogue and a pre_ptr (C's strides), A·B + bias is stored there too:
+    GELU's backward needs it, and would otherwise recompute A·B."""
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=FLATTEN):
         tile_m, tile_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tile_product(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, tile_m, tile_n,
                            BLOCK_M, BLOCK_N, BLOCK_K, True, EVEN_K)
+        if pre_ptr is not None:
+            cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0)
+            store_tile(pre_ptr, None, acc + bias[None, :].to(tl.float32), tile_m, tile_n, M, N, stride_cm, stride_cn,
+                       BLOCK_M, BLOCK_N, False, False)
         store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BIAS_RELU,
                    BIAS_GELU)
 
@@ -288,7 +294,7 @@ def launch_persistent(kernel, a: torch.Tensor, b: torch.Tensor, out: torch.Tenso
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
     if out.numel():
         grid = lambda meta: (programs(triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
-        kernel[grid](a, b, out, bias, M, N, K, *a.stride(), *b.stride(), *out.stride(),
+        kernel[grid](a, b, out, bias, None, M, N, K, *a.stride(), *b.stride(), *out.stride(),
                      BIAS_RELU=bias is not None and activation == "relu",
                      BIAS_GELU=bias is not None and activation == "gelu", **(config or {}))
     return out
@@ -309,8 +315,8 @@ def schedules(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: dict)
     tiles = triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])
 
     def launch(grid: int, flatten: bool):
-        return lambda: persistent_kernel[(grid,)](a, b, out, None, M, N, K, *a.stride(), *b.stride(), *out.stride(),
-                                                  BIAS_RELU=False, FLATTEN=flatten, **config)
+        return lambda: persistent_kernel[(grid,)](a, b, out, None, None, M, N, K, *a.stride(), *b.stride(),
+                                                  *out.stride(), BIAS_RELU=False, FLATTEN=flatten, **config)
     return {"a program per tile": launch(tiles, True),
             "persistent, loop not flattened": launch(programs(tiles), False),
             "persistent, flattened (rung 6)": launch(programs(tiles), True)}

@@ -58,12 +58,13 @@ def show_op_template(op: str = "matmul") -> None:
     parts = [
         ("1. the body: where torch traces the call (fake tensors), it launches the kernel through wrap_triton",
          function(f"_{op}_impl") + [""] + _excerpt(lines, functions[f"_{op}_run"],
-                                                   ["out = ", "if traced:", "elif out.numel():"])),
+                                                   ["out = a.new_empty", "if traced:", "elif out.numel():"])),
         ("2. the fake: the output's shape, dtype and device, no launch", function(f"_{op}_fake")),
         ("3. the operator: a triton_op on a GPU, a custom_op with the fake in Triton's interpreter",
          function("_register") + statement(f'_register("{op}"')),
         ("4. the backward: what to save (setup_context), the gradients, and their registration",
-         function(f"_{op}_setup") + [""] + function(f"_{op}_backward")
+         function(f"_{op}_setup") + [""] + function("_linear_grads") * (op == "matmul") + [""] * (op == "matmul")
+         + function(f"_{op}_backward")
          + statement(f'torch.library.register_autograd("ladder::{op}"')),
     ]
     print("\n\n".join(f"# ladder/ops.py, {title}\n" + "\n".join(body) for title, body in parts))
@@ -158,11 +159,11 @@ def rung6_memory_instructions(arch: str = "sm_90") -> str:
     with N (and every stride) a multiple of 16, and with N = 50257 (the vocabulary) while B's rows are padded to
     a multiple of 16. The mask on N must then hold over 8 neighbours for a 16-byte access, which Triton can prove
     only from N itself."""
-    signature = dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", bias_ptr="*fp16", M="i32", N="i32", K="i32",
-                     stride_am="i32", stride_ak="i32", stride_bk="i32", stride_bn="i32", stride_cm="i32",
-                     stride_cn="i32")
+    signature = dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", bias_ptr="*fp16", pre_ptr="constexpr", M="i32",
+                     N="i32", K="i32", stride_am="i32", stride_ak="i32", stride_bk="i32", stride_bn="i32",
+                     stride_cm="i32", stride_cn="i32")
     constexprs = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, BIAS_RELU=False, EVEN_K=True, FLATTEN=True,
-                      BIAS_GELU=False, stride_ak=1, stride_bn=1, stride_cn=1, bias_ptr=None)
+                      BIAS_GELU=False, stride_ak=1, stride_bn=1, stride_cn=1, bias_ptr=None, pre_ptr=None)
     aligned = ("a_ptr", "b_ptr", "c_ptr", "M", "K", "stride_am", "stride_bk")
     lines = [f"rung 6's SASS for {arch}, tile 128x256x64: memory instructions (static counts; .128: 16 bytes, "
              ".U16: one fp16)"]

@@ -79,6 +79,25 @@ def test_matmul_backward_against_float64():
         assert compare(got.grad, want.grad).ok
 
 
+def test_a_gelu_layer_keeps_its_input_from_the_forward_eager_and_compiled():
+    """Where a gradient is wanted, the GELU kernel also writes its input a @ b + bias, which the backward reads
+    (its three matmuls are the forward and the two gradients), eager and in a fullgraph compile of the step."""
+    a, w, bias = randn(257, 67), randn(131, 67), randn(131)
+    grad = randn(257, 131)
+    assert set(torch.library.opcheck(ops.MATMUL_GELU_AND_INPUT_OP, (a, w.t(), bias)).values()) == {"SUCCESS"}
+    wanted = [t.double().requires_grad_() for t in (a, w, bias)]
+    reference(wanted[0], wanted[1].t(), wanted[2], "gelu").backward(grad.double())
+    torch._dynamo.reset()
+    step = lambda x, y, z: ops.matmul(x, y.t(), z, "gelu")
+    for run in (step, torch.compile(step, fullgraph=True)):
+        leaves = [t.clone().requires_grad_() for t in (a, w, bias)]
+        out = run(*leaves)
+        assert compare(out, reference(a, w.t(), bias, "gelu")).ok
+        out.backward(grad)
+        for got, want in zip(leaves, wanted):
+            assert compare(got.grad, want.grad).ok
+
+
 @pytest.mark.parametrize("shape", [(1, 2, 1, 64, 0), (1, 2, 100, 64, 1), (2, 3, 129, 128, 0), (1, 1, 257, 128, 1)])
 @pytest.mark.parametrize("packed", [True, False])
 def test_attention_and_its_log_sum_exp_against_float64(shape, packed):
