@@ -34,7 +34,7 @@ DIAGRAMS = {
     "matmul_hopper": ["matmul_wgmma", "tma_tile_copy", "matmul_tma_ring", "matmul_cluster_multicast",
                       "matmul_tma_store_epilogue", "matmul_hopper_search"],
     "attention": ["attention_scores_in_dram", "attention_flash_sweep", "attention_causal_skip",
-                  "attention_tensor_core_tile", "attention_kv_ring", "attention_search"],
+                  "attention_tensor_core_tile", "attention_p_fragment", "attention_kv_ring", "attention_search"],
     "attention_backward": ["attention_backward_programs", "attention_backward_atomics"],
     "attention_hopper": ["attention_wgmma_tma_ring", "attention_warp_specialized_ring", "attention_pingpong",
                          "attention_intra_overlap", "softmax_instruction_mix", "attention_three_consumers",
@@ -48,7 +48,8 @@ VARIANTS = [(name, ()) for name in MODULE] + [
     ("matmul_tile_order", ("cuda", (8192, 8192, 8192), "9_persistent"))]
 # Diagrams drawn for lessons whose owners insert them (the cell to add is in the commit that added the diagram):
 # the test below fails once one of them is in its lesson, so that it leaves this list.
-AWAITING_A_LESSON: dict[str, str] = {}  # a diagram drawn by no lesson yet: its "module.name" and where it will go
+AWAITING_A_LESSON: dict[str, str] = {  # a diagram drawn by no lesson yet: its "module.name" and where it will go
+    "attention.attention_p_fragment": "04b, under the p_fragment paragraph, in the lesson's next run on a GPU"}
 
 
 def texts(fig) -> list[str]:
@@ -228,6 +229,15 @@ def test_lane_elements_are_the_compilers_layout(block_n):
     case = dict(mm.TRITON_SASS_CASES["2_coalesced"], constexprs=dict(BLOCK_N=block_n))
     layout = re.search(r"#ttg.blocked<\{sizePerThread = \[(\d+)\]", ttgir(case, 90))
     assert int(layout.group(1)) == matmul.triton_lane_elements(block_n, case["num_warps"])
+
+
+def test_p_fragment_picture_reads_the_kernels_packing(monkeypatch):
+    assert attention.p_fragment_packing() == [(0, 0, 1), (0, 2, 3), (1, 0, 1), (1, 2, 3)]
+    assert "a7" in texts(attention.attention_p_fragment()) and "c3" in texts(attention.attention_p_fragment())
+    edited_source(monkeypatch, "attention/flash_mma.cuh", "p[1] = pack_half2(s[mi][kj][2], s[mi][kj][3])",
+                  "p[1] = pack_half2(s[mi][kj + 1][0], s[mi][kj + 1][1])")
+    with pytest.raises(ValueError, match=r"p\[1\] is not lane 0's part of the A operand"):
+        attention.attention_p_fragment()
 
 
 def test_triton_lanes_follow_the_launch(monkeypatch):

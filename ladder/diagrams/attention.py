@@ -4,6 +4,8 @@ blocks and the causal blocks skipped (rung 3 on), a tensor-core tile (rung 4), t
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from matplotlib.patches import Rectangle
 
@@ -12,6 +14,8 @@ from kernels.cuda import attention as cuda_attention
 from kernels.triton import attention as ta
 from kernels.triton.attention import causal_key_range
 from ladder.diagrams.matmul import cp_async_ring, mma_shape
+from ladder.exercises.a12_mma_fragments import REFERENCE as MMA_FRAGMENTS
+from ladder.runtime import cuda
 from ladder.diagrams.style import (CUDA, CUDA_CORES, FP16_BYTES, LIGHT, MEMORY, TENSOR_CORES, TRITON, PruneReasons,
                                    _arrow, _bare, _box, _cdiv, _cells, _count, _figure, _fill, _key, _reasons_key,
                                    _rings, _search_panel, _search_report, _shade)
@@ -197,6 +201,66 @@ def attention_tensor_core_tile(backend: str = "cuda", head_dim: int = 64):
              f"and ℓ); white lines part the warps.\n{inst}. The scores never leave the registers: the online softmax "
              f"rescales m, ℓ and acc there,\nand P rounded to fp16 is already the A operand of P·V", ha="center",
              fontsize=9)
+    return fig
+
+
+def p_fragment_packing() -> list[tuple[int, int, int]]:
+    """flash_mma.cuh's p_fragment, read from the file: per register p[r] of P·V's A operand, (which of the two score
+    fragments, kj or kj + 1, and the two accumulator indices it packs into an fp16 pair)."""
+    body = re.search(r"p_fragment\(.*?\{(.*?)\n\s*\}", cuda.source("attention/flash_mma.cuh"), re.S).group(1)
+    found = re.findall(r"p\[(\d)\] = pack_half2\(s\[mi\]\[kj( \+ 1)?\]\[(\d)\], s\[mi\]\[kj(?: \+ 1)?\]\[(\d)\]\)", body)
+    return [(int(bool(next_one)), int(first), int(second)) for _, next_one, first, second in sorted(found)]
+
+
+def attention_p_fragment(lanes: tuple[int, ...] = (0, 5)):
+    """Attention rung 4's p_fragment (kernels/cuda/attention/flash_mma.cuh): two neighbouring 16×8 score fragments,
+    mma.sync's fp32 accumulators for keys kj·8 … kj·8 + 15, are lane by lane the 16×16 A operand of P·V. Left, the
+    lane holding each score (PTX's accumulator layout); right, the lane holding each element of A where
+    p_fragment's packing puts it; `lanes` marked with their registers. Equal grids: no value changes lane."""
+    c_layout, a_layout = MMA_FRAGMENTS["C"], MMA_FRAGMENTS["A"]
+    fm, fn, fk = mma_shape()
+    scores, operand = np.zeros((fm, 2 * fn), int), np.full((fm, fk), -1)
+    names_s, names_a = {}, {}
+    for lane in range(32):
+        group, pair = lane // 4, lane % 4
+        for frag in range(2):
+            for i in range(4):
+                row, col = c_layout(group, pair, i)
+                scores[row, frag * fn + col] = lane
+                names_s[row, frag * fn + col] = f"c{i}"
+        for r, (frag, first, second) in enumerate(p_fragment_packing()):
+            for half, i in enumerate((first, second)):   # p[r] holds A's elements 2r (low half) and 2r + 1
+                row, col = c_layout(group, pair, i)
+                if a_layout(group, pair, 2 * r + half) != (row, frag * fn + col):
+                    raise ValueError(f"p_fragment's p[{r}] is not lane {lane}'s part of the A operand")
+                operand[row, frag * fn + col] = lane
+                names_a[row, frag * fn + col] = f"a{2 * r + half}"
+    marks = {lane: color for lane, color in zip(lanes, (TENSOR_CORES, CUDA, TRITON))}
+    fig = _figure(12, 5.6)
+    gap = 1.0
+    for ax, grid, names, x0, title in (
+            (fig.add_axes((0.02, 0.12, 0.46, 0.7)), scores, names_s, (0, fn + gap),
+             f"two score fragments of S, {fm}×{fn} each: keys kj·8 … +7 | +8 … +15\n(mma.sync accumulators, fp32)"),
+            (fig.add_axes((0.52, 0.12, 0.46, 0.7)), operand, names_a, (0, fn),
+             f"P·V's A operand, {fm}×{fk}: p[0] … p[3] (fp16 pairs)\nafter p_fragment")):
+        for frag, left in enumerate(x0):
+            colors = _fill((fm, fn))
+            for (row, col), lane in np.ndenumerate(grid[:, frag * fn:(frag + 1) * fn]):
+                if lane in marks:
+                    colors[row, col] = _shade(marks[lane], 0.7)
+            _cells(ax, colors, left, 0, grid="white", lw=1)
+            for (row, col), lane in np.ndenumerate(grid[:, frag * fn:(frag + 1) * fn]):
+                text = names[row, frag * fn + col] if lane in marks else str(lane)
+                ax.text(left + col + 0.5, row + 0.5, text, ha="center", va="center", fontsize=6.5,
+                        weight="bold" if lane in marks else "normal")
+        _bare(ax, -0.3, x0[1] + fn + 0.3, -0.3, fm + 0.3)
+        ax.set_title(title, fontsize=10)
+    fig.suptitle("CUDA attention rung 4, p_fragment: each lane's scores are already its part of P·V's A operand",
+                 fontsize=12, y=0.98)
+    named = " and ".join(map(str, lanes))
+    fig.text(0.5, 0.02, f"A number: the lane holding that value. Lanes {named} (coloured) show their registers instead: "
+             "c0 … c3, fp32 accumulators; a0 … a7, the fp16 halves of p[0] … p[3].\nSame lane, same place: packing "
+             "into fp16 moves no value between lanes.", ha="center", fontsize=9)
     return fig
 
 
