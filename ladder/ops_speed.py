@@ -14,7 +14,7 @@ Cases (B·S = 8192 tokens: lesson 05's GPT-2 small):
              8192x768x768, MLP up 8192x3072x768 with bias + GELU (anchor: F.gelu of F.linear), MLP down
              8192x768x3072, vocabulary 8192x50257x768, and the vocabulary with B row-major; 2048³, 4096³ and
              8192³ row-major; the qkv projection and MLP up again in bf16; anchor torch.matmul (F.linear where B is a
-             weight)
+             weight). MLP up + GELU as a training step too: forward and backward, checked by its three gradients
   attention  B4 H32 S4096 at D64 and D128, causal and not; GPT-2's B8 H12 S1024 D64 causal; B1 H32 S16384 D128
              causal: q, k, v views of one packed (B, S, 3, H, D) projection; anchor SDPA on the same views
 `--record` merges the rows into results/<gpu>.json under "ops_speed" (a fresh install's and a tuned one's apart).
@@ -51,6 +51,7 @@ MATMUL_CASES = [("qkv projection", 8192, 2304, 768, "weight", None),
                 ("8192³", 8192, 8192, 8192, "row", None),
                 ("qkv projection, bf16", 8192, 2304, 768, "weight", None, torch.bfloat16),
                 ("MLP up + bias + GELU, bf16", 8192, 3072, 768, "weight", "gelu", torch.bfloat16)]
+TRAINING_CASES = [("MLP up + bias + GELU, forward and backward", 8192, 3072, 768)]
 ATTENTION_CASES = [(4, 32, 4096, 64, 0), (4, 32, 4096, 64, 1), (4, 32, 4096, 128, 0), (4, 32, 4096, 128, 1),
                    (8, 12, 1024, 64, 1), (1, 32, 16384, 128, 1)]
 WARMUP_MS, REP_MS = 50, 200
@@ -76,6 +77,29 @@ def _matmul_case(name: str, M: int, N: int, K: int, b_layout: str, epilogue: str
             "kernel": kernel, "anchor_name": "F.linear" if weight else "torch.matmul"}
 
 
+def _training_case(name: str, M: int, N: int, K: int, *, gen, device: str = "cuda") -> dict:
+    """A linear + GELU's forward and backward (nn.Linear's weight), the op's against F.linear then F.gelu: each run
+    returns the gradients of the input, the weight and the bias."""
+    a, w, bias = (torch.randn(*shape, generator=gen, device=device).half().requires_grad_()
+                  for shape in ((M, K), (N, K), (N,)))
+    grad = torch.randn(M, N, generator=gen, device=device).half()
+
+    def step(forward, leaves=(a, w, bias)):
+        def run():
+            for t in leaves:
+                t.grad = None
+            forward(*leaves).backward(grad.to(leaves[0].dtype))
+            return tuple(t.grad for t in leaves)
+        return run
+    fp32 = tuple(t.detach().float().requires_grad_() for t in (a, w, bias))
+    return {"op": "matmul", "case": name, "shape": [M, N, K],
+            "run": step(lambda x, y, z: ops.matmul(x, y.t(), z, "gelu")),
+            "anchor": step(lambda x, y, z: F.gelu(F.linear(x, y, z), approximate="tanh")),
+            "want": step(lambda x, y, z: F.gelu(F.linear(x, y, z), approximate="tanh"), fp32),
+            "kernel": lambda: ops.matmul_choice(M, N, K, "weight_t", "bias_gelu").kernel,
+            "anchor_name": "F.linear+F.gelu"}
+
+
 def _attention_case(shape: tuple, gen) -> dict:
     B, H, S, D, causal = shape
     q, k, v = torch.randn(B, S, 3, H, D, generator=gen, device="cuda").half().permute(2, 0, 3, 1, 4)
@@ -93,12 +117,15 @@ def measure_case(case: dict, rounds: int) -> dict:
     got = case["run"]()
     torch.cuda.synchronize()
     first_call_s = time.perf_counter() - start
-    verdict = check.compare(got, case["want"]())
-    del got
+    want = case["want"]()
+    verdicts = [check.compare(g, w) for g, w in zip(got, want)] if isinstance(got, tuple) else [
+        check.compare(got, want)]
+    del got, want
     row = {"op": case["op"], "case": case["case"], "shape": case["shape"], "kernel": case["kernel"](),
-           "anchor": case["anchor_name"], "correct": verdict.ok, "rel_error": verdict.rel_error,
+           "anchor": case["anchor_name"], "correct": all(v.ok for v in verdicts),
+           "rel_error": max(v.rel_error for v in verdicts),
            "first_call_s": first_call_s, "rounds": rounds}
-    if not verdict.ok:   # a wrong result is not timed
+    if not row["correct"]:   # a wrong result is not timed
         return row
     ours, anchor = [], []
     for _ in range(rounds):
@@ -116,6 +143,8 @@ def measure(rounds: int = 5, only: str | None = None) -> list[dict]:
     for name, *case in MATMUL_CASES if only in (None, "matmul") else []:
         rows.append(measure_case(_matmul_case(name, *case, gen=gen), rounds))
         torch.cuda.empty_cache()   # the vocabulary's output is 823 MB: leave the next case its memory
+    for name, *case in TRAINING_CASES if only in (None, "matmul") else []:
+        rows.append(measure_case(_training_case(name, *case, gen=gen), rounds))
     for shape in ATTENTION_CASES if only in (None, "attention") else []:
         rows.append(measure_case(_attention_case(shape, gen), rounds))
     return rows

@@ -54,3 +54,13 @@ def test_add_rows_merges_one_kind_into_this_gpus_recording_and_needs_one(tmp_pat
                                                    "ops_speed": [{**ROW, "install": "tuned"}]}))
     saved = json.loads(results.add_rows(gpu, "ops_speed", [ROW]).read_text())
     assert sorted(r["install"] for r in saved["ops_speed"]) == ["fresh", "tuned"]
+
+
+def test_the_training_case_returns_the_three_gradients_each_checked():
+    import torch
+    from ladder import check
+    case = ops_speed._training_case("linear + GELU", 37, 45, 29, gen=torch.Generator().manual_seed(0), device="cpu")
+    got, want = case["run"](), case["want"]()
+    assert [g.shape for g in got] == [(37, 29), (45, 29), (45,)]
+    assert all(check.compare(g, w).ok for g, w in zip(got, want))
+    assert all(check.compare(g, w).ok for g, w in zip(case["anchor"](), want))
