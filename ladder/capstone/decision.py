@@ -126,7 +126,7 @@ def recorded_answers(rec) -> list[str]:
         f"torch.add, 10^9 fp16 elements: {add['tbps']:.2f} TB/s = {100 * add['tbps'] / copy['copy_TBps']:.0f}% "
         "of the copy bandwidth measured in its run: no room above the floor",
         (f"cuBLAS, {'x'.join(map(str, cublas['shape']))}: tensor pipe busy {cublas['metrics']['tensor_pipe_pct']:.1f}% "
-         "of its cycles (ncu): at the roof" if cublas else "cuBLAS: no ncu profile recorded"),
+         "of its cycles (ncu): the tensor cores seldom idle" if cublas else "cuBLAS: no ncu profile recorded"),
         f"relu(A·B + bias) at 4096³: torch.compile {eager / compiled:.2f}x over eager, our fused kernel "
         f"{eager / fused:.2f}x: compile already captures {100 * (eager / compiled - 1) / (eager / fused - 1):.0f}% "
         "of the fusion's gain",
