@@ -12,7 +12,7 @@ from ladder.lessons import layers, reading
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 LESSONS = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
-SOURCE_CELL = re.compile(r"show_source|show_diff|show_cuda_rung|show_code")  # a kernel's source or diff
+SOURCE_CELL = re.compile(r"show_source|show_diff|show_cuda_rung|show_code|show_op_template")  # source text, or a diff
 
 
 def code_lines(source: str) -> int:
