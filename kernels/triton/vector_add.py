@@ -24,7 +24,7 @@ BLOCK = 4096  # elements a program adds
 
 @triton.jit
 def vector_add_kernel(a_ptr, b_ptr, c_ptr, n, BLOCK: tl.constexpr):
-    start = tl.program_id(0).to(tl.int64) * BLOCK  # int64: 1e9 elements overflow int32 offsets
+    start = tl.program_id(0).to(tl.int64) * BLOCK  # int64: past 2**31 elements, int32 offsets would overflow
     offsets = start + tl.arange(0, BLOCK)
     mask = offsets < n
     a = tl.load(a_ptr + offsets, mask=mask)
