@@ -118,7 +118,7 @@ def _choice(q, do, causal: bool) -> tuple[dict | None, dict | None]:
 
 
 def _backward(q, k, v, o, lse, do, causal, scale, dlse, out, delta=None, sums=None) -> tuple:
-    """autotuned_backward's choice, run; delta and sums: buffers for D and rung 3's dQ sums (tab's, else new)."""
+    """autotuned_backward's choice, run; delta and sums: buffers for Δ and rung 3's dQ sums (tab's, else new)."""
     tiles, one = _choice(q, do, causal)
     if one:
         return tab.atomic_dq_backward(q, k, v, o, lse, do, causal, scale, dlse, out, config=one, delta=delta, sums=sums)
@@ -126,7 +126,7 @@ def _backward(q, k, v, o, lse, do, causal, scale, dlse, out, delta=None, sums=No
 
 
 def _buffers(q, k, v, acc: torch.dtype, atomic: bool) -> tuple:
-    """New dQ, dK, dV (laid out as tab.prepare makes them), D's buffer, and rung 3's zeroed dQ sums (None for
+    """New dQ, dK, dV (laid out as tab.prepare makes them), Δ's buffer, and rung 3's zeroed dQ sums (None for
     rung 2): what a recorded backward and each replay of it write."""
     sums = q.new_zeros(q.shape, dtype=acc) if atomic else None
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), q.new_empty(q.shape[:3], dtype=acc), sums
@@ -153,7 +153,7 @@ def _replayed(q, k, v, o, lse, do, causal: bool, scale, dlse) -> tuple:
 
 
 class _Replayed:
-    """One layout's backward replayed: new dQ, dK, dV, D's buffer (and rung 3's zeroed dQ sums), the recorded
+    """One layout's backward replayed: new dQ, dK, dV, Δ's buffer (and rung 3's zeroed dQ sums), the recorded
     launches on them (and the sums' cast into dQ)."""
 
     def __init__(self, launches: Replay, acc: torch.dtype, atomic: bool):

@@ -6,7 +6,7 @@ in the inputs' dtype. (float64 inputs run the same kernels in float64 throughout
 1_materialized  autograd through the math: S = Q·Kᵀ·scale, P = softmax(S), O = P·V in fp32, and autograd saves
                 P, B·H·S² fp32, for the backward: 4 GiB at B·H = 64, S = 4096 (saved_bytes says how much)
 2_flash         FlashAttention-2's backward: the forward saves only each query's log-sum-exp (B, H, S); a
-                preprocess computes D = rowsum(dO ∘ O); one program per K/V tile accumulates dK and dV over the
+                preprocess computes Δ = rowsum(dO ∘ O); one program per K/V tile accumulates dK and dV over the
                 Q tiles, one per Q tile accumulates dQ over the K/V tiles, each recomputing P tile by tile
                 from Q, K and the log-sum-exp; causal blocks above the diagonal are skipped
 3_atomic_dq     one kernel: rung 2's K/V programs also add their share of dQ, scale·dS·K, into an fp32 buffer
@@ -26,11 +26,11 @@ The derivation. With the scaled scores S = scale·Q·Kᵀ, P = softmax(S) row by
 
     dV = Pᵀ·dO                  (O is linear in V)
     dP = dO·Vᵀ                  (O is linear in P)
-    dS = P ∘ (dP − D)           (softmax's Jacobian, row i: dS_ij = P_ij·(dP_ij − Σ_k P_ik·dP_ik))
+    dS = P ∘ (dP − Δ)           (softmax's Jacobian, row i: dS_ij = P_ij·(dP_ij − Σ_k P_ik·dP_ik))
     dQ = scale·dS·K,  dK = scale·dSᵀ·Q
 
 and the row sum in softmax's Jacobian needs neither P nor dP: Σ_k P_ik·dP_ik = Σ_k P_ik·(dO_i·V_k) =
-dO_i·(Σ_k P_ik·V_k) = dO_i·O_i. So D = rowsum(dO ∘ O), one number per query from O and dO alone, computed
+dO_i·(Σ_k P_ik·V_k) = dO_i·O_i. So Δ = rowsum(dO ∘ O), one number per query from O and dO alone, computed
 before any tile of P exists. P itself is recomputed: P_ij = exp(S_ij − LSE_i), where LSE_i = log Σ_j exp(S_ij)
 is what the forward (kernels/triton/attention.py, flash_kernel with STORE_LSE) wrote. No running max, no
 rescaling: one exp per score. If the log-sum-exp is itself used downstream (its gradient dLSE), then
@@ -87,13 +87,13 @@ def saved_bytes(B: int, H: int, S: int, D: int, rung: str) -> int:
     raise ValueError(f"no rung {rung!r}: the backward has 1_materialized, 2_flash, 3_atomic_dq and 4_autotuned")
 
 
-# ------------------------------------------------------------- rung 2: the preprocess, D = rowsum(dO ∘ O)
+# ------------------------------------------------------------- rung 2: the preprocess, Δ = rowsum(dO ∘ O)
 
 @triton.jit
 def delta_kernel(o_ptr, do_ptr, dlse_ptr, delta_ptr, S, H,
                  stride_ob, stride_oh, stride_os, stride_od, stride_dob, stride_doh, stride_dos, stride_dod,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
-    """D for queries BLOCK_M·program_id(0).. of head program_id(1) = b·H + h, in delta's dtype (the sums'),
+    """Δ for queries BLOCK_M·program_id(0).. of head program_id(1) = b·H + h, in delta's dtype (the sums'),
     (B, H, S) contiguous; minus dLSE (same layout) when the log-sum-exp has a gradient (dlse_ptr not None)."""
     start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
@@ -177,7 +177,7 @@ def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
                 stride_dkb, stride_dkh, stride_dks, stride_dkd, stride_dvb, stride_dvh, stride_dvs, stride_dvd,
                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                 ATOMIC_DQ: tl.constexpr, QDO_BY_TMA: tl.constexpr = False, DQ_BY_TMA: tl.constexpr = False):
-    """dK and dV of keys BLOCK_N·program_id(0).. of head program_id(1) = b·H + h. The log-sum-exp and D are
+    """dK and dV of keys BLOCK_N·program_id(0).. of head program_id(1) = b·H + h. The log-sum-exp and Δ are
     (B, H, S) contiguous, in the sums' dtype (fp32; float64 for float64 inputs). Causal: BLOCK_N is a multiple
     of BLOCK_M, so that the diagonal is whole query steps. ATOMIC_DQ (rung 3): dQ too, added into dq_ptr,
     (B, H, S, D) contiguous in the sums' dtype and zeroed (rung 2 passes None). QDO_BY_TMA: q_ptr and do_ptr
@@ -236,7 +236,7 @@ def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
 def dq_steps(dq, q, do, lse2, delta, rows, k_ptr, v_ptr, stride_ks, stride_kd, stride_vs, stride_vd, S, qk_scale,
              lo, hi, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr):
     """Keys lo..hi (BLOCK_N at a time) into the dQ of the queries `rows` (Q, dO, their log-sum-exp in base 2
-    and D: their tiles). The same P and dS as dkdv_steps, untransposed. MASKED: steps that may hold keys past S
+    and Δ: their tiles). The same P and dS as dkdv_steps, untransposed. MASKED: steps that may hold keys past S
     or (causal) after a query."""
     dims = tl.arange(0, HEAD_DIM)
     for start_n in range(lo, hi, BLOCK_N):
@@ -257,7 +257,7 @@ def dq_steps(dq, q, do, lse2, delta, rows, k_ptr, v_ptr, stride_ks, stride_kd, s
             if CAUSAL:
                 keep = keep & (keys[None, :] <= rows[:, None])
             p = tl.where(keep, p, 0.0)
-        ds = p * (dp - delta[:, None])                         # dS = P ∘ (dP − D)
+        ds = p * (dp - delta[:, None])                         # dS = P ∘ (dP − Δ)
         dq = tl.dot(ds.to(kt.dtype), tl.trans(kt), dq, out_dtype=dq.dtype)  # dQ += dS·K
     return dq
 
@@ -276,7 +276,7 @@ def dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, S, H, sca
     scale = tl.cast(scale, acc)
     rows = start_m + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, HEAD_DIM)
-    # queries past S load as zeros (and a log-sum-exp and D of 0): finite, their rows of dQ never stored
+    # queries past S load as zeros (and a log-sum-exp and Δ of 0): finite, their rows of dQ never stored
     q = tl.load(q_ptr + b * stride_qb + h * stride_qh + rows[:, None] * stride_qs + dims[None, :] * stride_qd,
                 mask=rows[:, None] < S, other=0.0)
     do = tl.load(do_ptr + b * stride_dob + h * stride_doh + rows[:, None] * stride_dos + dims[None, :] * stride_dod,
@@ -372,8 +372,8 @@ def recording():
 
 
 def prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None, delta=None) -> tuple:
-    """What every rung from 2 on does first: check the operands, make (or take) dQ, dK, dV and D's buffer, and
-    launch the preprocess, D = rowsum(dO ∘ O) − dLSE. Returns (dq, dk, dv, delta, scale, tiles), delta None if q is
+    """What every rung from 2 on does first: check the operands, make (or take) dQ, dK, dV and Δ's buffer, and
+    launch the preprocess, Δ = rowsum(dO ∘ O) − dLSE. Returns (dq, dk, dv, delta, scale, tiles), delta None if q is
     empty."""
     B, H, S, D = q.shape
     for name, t in (("k", k), ("v", v), ("o", o), ("do", do)):
@@ -461,7 +461,7 @@ def backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse
     contiguous, fp32; float64 for float64 inputs) is lse, given dO = do and optionally dLSE = dlse (B, H, S).
     q, k, v, o, do: (B, H, S, D) views of one shape, any strides, all fp16 or all float64; D 64 or 128.
     out: (dq, dk, dv) to write (else new, laid out as q, k, v where they are dense). tiles: TILES[D]'s form
-    (rung 4 passes its searched ones). delta: a (B, H, S) buffer for D (else new)."""
+    (rung 4 passes its searched ones). delta: a (B, H, S) buffer for Δ (else new)."""
     dq, dk, dv, delta, scale, tiles = prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles, delta)
     if delta is not None:
         _launch_dkdv(q, k, v, do, lse, delta, dk, dv, None, scale, causal, tiles["dkdv"])
@@ -479,7 +479,7 @@ def atomic_dq_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = 
     S / BLOCK_N programs, the buffer's zeroing and cast (4 + 4 + 2 bytes an element), and a dQ whose sums come in a
     different order from run to run (not bit-reproducible). Where the tiles say DQ_BY_TMA and the launch has the
     TMA (qdo_by_tma), each step's dQ tile goes as one bulk reduction, not an atomic per element. delta, sums:
-    buffers for D and the dQ sums, zeroed (else new)."""
+    buffers for Δ and the dQ sums, zeroed (else new)."""
     dq, dk, dv, delta, scale, tiles = prepare(q, k, v, o, lse, do, causal, scale, dlse, out, None, delta)
     if delta is not None:
         _atomic_dq(q, k, v, do, lse, delta, dq, dk, dv, scale, causal, config or tiles["dkdv_atomic"], sums)
