@@ -138,8 +138,8 @@ def gelu_tanh(x):
 @triton.jit
 def store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, stride_cm, stride_cn, BLOCK_M: tl.constexpr,
                BLOCK_N: tl.constexpr, BIAS_RELU: tl.constexpr, BIAS_GELU: tl.constexpr):
-    """C's tile (tile_m, tile_n) = the fp32 sums `acc` in C's dtype (fp16, or bf16 for ladder.ops), the part inside
-    C only (C's element (m, n) stride_cm·m + stride_cn·n from c_ptr)."""
+    """C's tile (tile_m, tile_n) = the fp32 sums `acc` in C's dtype (fp16; bf16, fp32's range in 16 bits, where
+    lesson 06's op gets it), the part inside C only (C's element (m, n) stride_cm·m + stride_cn·n from c_ptr)."""
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     if BIAS_RELU:  # the epilogue works on the fp32 tile in registers: no trip through memory
@@ -179,9 +179,9 @@ def persistent_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, pre_ptr, M, N, K, stride_am
     """Rung 6 (and the fused kernel): one program per SM walks C's tiles in grouped order, a grid
     apart. Flattening the tile loop and the K loop into one pipelined loop lets the loads of the next
     tile's first K steps fly while this tile's sums are stored: with a program per tile, those loads
-    would wait for the next program to start. A, B and C may be any strided views (ladder.ops passes transposed
-    ones without copying them). With the GELU epilogue and a pre_ptr (C's strides), A·B + bias is stored there too:
-    GELU's backward needs it, and would otherwise recompute A·B."""
+    would wait for the next program to start. A, B and C may be any strided views (lesson 06's op, ladder.ops, passes
+    transposed ones without copying them). With the GELU epilogue (lesson 05) and a pre_ptr (C's strides), A·B + bias
+    is stored there too: training needs it to differentiate GELU, and would otherwise recompute A·B."""
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=FLATTEN):
         tile_m, tile_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
