@@ -1,6 +1,6 @@
 """Is a figure legible? `collisions(fig)` lists what a reader could not read: two pieces of text on top
-of each other (roof labels included), text over a plotted point, a marker hiding another marker, a legend
-over data. tests/test_figures.py runs it on every figure the lessons and the package draw.
+of each other (roof labels included), text over a plotted point, a marker hiding another marker or a small mark
+at a true place, a legend over data. tests/test_figures.py runs it on every figure the lessons and the package draw.
 
 A mark drawn in layers (a shape and the rung's number on it) is one mark: its layers share a gid, which also
 names it in what `collisions` reports."""
@@ -88,8 +88,8 @@ def _covered(a: Bbox, b: Bbox) -> float:
     return max(width, 0) * max(height, 0) / smaller if smaller > 0 else 0.0
 
 
-# The gid of a small mark at a point's true place, drawn on top of the marks crowding it (a zoom's overview dots, a
-# set-aside mark's true place, ladder.roofline): sitting on other marks is what it is for.
+# The gid of a small mark at a point's true place (a zoom's overview dots, a set-aside mark's true place,
+# ladder.roofline): such marks may sit on one another, but no other marker may hide one.
 PLACE = "place of "
 
 
@@ -100,6 +100,16 @@ def _markers_on_markers(ax) -> list[str]:
     return [f"marker {a!r} sits on marker {b!r}{where}"
             for i, (gid_a, a, box_a) in enumerate(marks) for gid_b, b, box_b in marks[i + 1:]
             if (gid_a is None or gid_a != gid_b) and _covered(box_a, box_b) > MARKER_OVERLAP]
+
+
+def _hidden_places(ax) -> list[str]:
+    """A small mark at a true place that another mark's marker covers: the reader is promised it shows."""
+    found = markers(ax)
+    where = f" in {ax.get_title().splitlines()[0]!r}" if ax.get_title() else ""
+    return [f"marker {name!r} hides the {place}{where}"
+            for gid, place, dot in found if (gid or "").startswith(PLACE)
+            for other, name, box in found if not (other or "").startswith(PLACE)
+            and other != gid.removeprefix(PLACE) and _covered(dot, box) > 0.5]
 
 
 def _data(ax) -> list[Bbox]:
@@ -137,7 +147,7 @@ def collisions(fig) -> list[str]:
             for text, box in texts:
                 if _shrunk(box).overlaps(_shrunk(marker)):
                     found.append(f"text {text!r} covers a plotted point ({name})")
-        found += _markers_on_markers(ax)
+        found += _markers_on_markers(ax) + _hidden_places(ax)
     for legend in _legends(fig):
         box = _shrunk(legend.get_window_extent(renderer))
         if any(box.overlaps(b) for ax in fig.axes for b in _data(ax)):

@@ -8,13 +8,15 @@ machine without one, and `gpu_model` bounds every rung of a ladder on it (a less
 
 The plot: measured roofs solid, datasheet roofs dashed, each labelled where it runs; every rung is a
 marker whose glyph is the rung's number (the same in every lesson) on its backend's colour and shape
-(CUDA a circle, Triton a square, the library a diamond: told apart without colour), named in a
-key beside the axes, so no label sits on the data. A second panel zooms on the top decade, where the
-best rungs crowd: their numbered marks are drawn there only (a grey box in the first panel, with a dot at each
-rung's place, stands for them), and a mark that would hide another is set beside it at its own height, with a
-leader from a small mark at its true place (`spread`). A rung profiled by ncu is placed twice on one horizontal line: by the bytes it moved
-from DRAM (filled) and by the bytes the SMs moved through L2 (hollow); the one nearer its roof binds.
-Roof labels keep off the marks, each other and the other roofs; a roof with no room is named in the key.
+(CUDA a circle, Triton a square, the library a diamond: told apart without colour; the shape grows to hold a
+wide number), named in a key beside the axes, so no label sits on the data. A second panel zooms on the top
+decade, where the best rungs crowd: their numbered marks are drawn there only (a grey box in the first panel,
+with a dot at each rung's place, stands for them), and marks that would hide one another are set beside their
+places at their own heights, off the roofs, each with a leader from a small mark at its true place (`spread`).
+A rung profiled by ncu is placed twice on one horizontal line: by the bytes it moved from DRAM (filled) and by
+the bytes the SMs moved through L2 (hollow); the one nearer its roof binds. Faint arrows step up each ladder,
+bent around other rungs' marks, none where two rungs nearly meet (`_draw_arrows`). Roof labels keep off the
+marks, each other, the other roofs and the lines between marks; a roof with no room is named in the key.
 """
 from __future__ import annotations
 
@@ -237,78 +239,142 @@ def _draw_roofs(ax, ceilings, datasheet, lo, hi):
 
 
 def _glyph_size(size: float, glyph: str) -> float:
-    """Scatter size of a rung's number drawn on a mark of `size`: wider numbers get more room."""
+    """Scatter size of a rung's number on a mark of `size`: every number one height, wider numbers wider."""
     return size * 0.4 * len(glyph)
 
 
+GLYPH_MARGIN = 1.0   # points between a rung's number and its shape's outline (half the outline's width included)
+
+
+def mark_size(size: float, glyph: str, backend: str) -> float:
+    """Scatter size of a rung's shape: `size`, or larger where the number on it would reach past the outline
+    ("10" is as tall as "1" and twice as wide: on a disc of a "1"'s size it sticks out at both sides)."""
+    from matplotlib.markers import MarkerStyle   # matplotlib loads only to draw (verdicts and capstone use the model)
+    number = MarkerStyle(f"${glyph}$")
+    outlines = number.get_transform().transform_path(number.get_path()).to_polygons(closed_only=False)
+    ink = np.vstack(outlines) * np.sqrt(_glyph_size(size, glyph))
+    ink = ink + GLYPH_MARGIN * ink / np.maximum(np.hypot(*ink.T), 1e-9)[:, None]   # pushed out by the margin
+    shape = MarkerStyle(BACKEND_MARKERS.get(backend, "o"))
+    outline = shape.get_transform().transform_path(shape.get_path())   # at scatter size 1
+    scale = np.sqrt(size)
+    while not outline.contains_points(ink / scale).all():
+        scale *= 1.02
+    return scale ** 2
+
+
 def draw_mark(ax, x, y, glyph: str, backend: str, size: float, gid: str, hollow: bool = False):
-    """One rung's mark: its backend's shape and colour with its number on it (hollow: white inside). Both layers
-    carry `gid`, which tells ladder.figcheck they are one mark and names it."""
+    """One rung's mark: its backend's shape and colour with its number on it (hollow: white inside), the shape
+    grown where the number needs it (`mark_size`). Both layers carry `gid`, which tells ladder.figcheck they are
+    one mark and names it."""
     color, shape = BACKEND_COLORS.get(backend, "k"), BACKEND_MARKERS.get(backend, "o")
+    outline = mark_size(size, glyph, backend)
     if hollow:
-        ax.scatter(x, y, s=size, marker=shape, facecolors="white", edgecolors=color, lw=1.4, zorder=3, gid=gid)
+        ax.scatter(x, y, s=outline, marker=shape, facecolors="white", edgecolors=color, lw=1.4, zorder=3, gid=gid)
     else:
-        ax.scatter(x, y, s=size, marker=shape, color=color, zorder=3, gid=gid)
+        ax.scatter(x, y, s=outline, marker=shape, color=color, zorder=3, gid=gid)
     # no outline on the number: stroked, a two-digit number fills a small hollow mark and it reads as filled
     ax.scatter(x, y, s=_glyph_size(size, glyph), marker=f"${glyph}$", color=color if hollow else "white", zorder=4,
                linewidths=0, gid=gid)
 
 
 def mark_extent(ax, glyph: str, backend: str, size: float) -> tuple[float, float]:
-    """(width, height) in pixels of a rung's mark: its shape, or the number on it where that is larger."""
-    from matplotlib.markers import MarkerStyle   # matplotlib loads only to draw (verdicts and capstone use the model)
-    extents = []
-    for marker, s in ((BACKEND_MARKERS.get(backend, "o"), size), (f"${glyph}$", _glyph_size(size, glyph))):
-        style = MarkerStyle(marker)
-        box = style.get_path().get_extents(style.get_transform())
-        extents.append((box.width * np.sqrt(s), box.height * np.sqrt(s)))
-    to_pixels = ax.figure.dpi / 72
-    return max(w for w, _ in extents) * to_pixels, max(h for _, h in extents) * to_pixels
+    """(width, height) in pixels of a rung's mark: its shape, which holds its number (`mark_size`)."""
+    from matplotlib.markers import MarkerStyle   # matplotlib loads only to draw
+    style = MarkerStyle(BACKEND_MARKERS.get(backend, "o"))
+    box = style.get_path().get_extents(style.get_transform())
+    to_pixels = np.sqrt(mark_size(size, glyph, backend)) * ax.figure.dpi / 72
+    return box.width * to_pixels, box.height * to_pixels
 
 
 MARK_GAP = 4.0   # pixels between two marks set side by side (their outlines are drawn half outside them)
+TRUE_PLACE = 14   # points² of the small mark at a rung's true place when its numbered mark is set beside it
+LEADER_WIDTH = 2.0   # pixels: the band along a leader that no other mark may cover
+REACH = 4   # marks' widths a mark may be set from its place
 
 
 def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, float]],
-           sides: tuple[int, ...] = (-1, 1)) -> list[float]:
-    """The x (data) to draw each mark at so that none hides another: in order, a mark (its place in data, its
-    (width, height) in pixels) keeps its place if no mark placed before covers it, else moves sideways to the
-    nearest free place, a mark's width at a time, to the `sides` in their order (-1 left, 1 right: by default
-    left first, as roofs are labelled from their right end), inside the axes. Its y stays: that is the
-    measurement. The axes' limits must be set."""
+           roofs: np.ndarray | None = None, sides: tuple[int, ...] = (-1, 1)) -> list[float]:
+    """The x (data) to draw each mark at, so that a reader can tell every mark and every true place apart.
+
+    Marks are given by their places in data and their (width, height) in pixels. Of two marks that would overlap
+    at their places the later is set aside, and both are where either, left there, would hide the other's true
+    place (drawn as a small mark). In order, each mark set aside moves sideways, a mark's width at a time, to the
+    `sides` in their order (-1 left, 1 right: by default left first, as roofs are labelled from their right end),
+    to the nearest place inside the axes where it covers no other mark, no true place, no other mark's leader and
+    none of `roofs` (pixels along the roof lines: a mark on a roof reads as a point of it), and where its own
+    leader, from its true place, runs through no other mark and across no roof (the mark would read as on the
+    roof's other side). Where no place spares its leader both (three marks or more within one mark's height), the
+    nearest that spares it the roofs, else the nearest that meets the rest; with none within REACH marks' widths,
+    it stays at its place (a longer leader is hard to follow back; ladder.figcheck says what it hides). Its y
+    stays: that is the measurement. The axes' limits must be set."""
+    from itertools import combinations
     from matplotlib.transforms import Bbox   # matplotlib loads only to draw
-    taken, xs = [], []
-    for (x, y), (w, h) in zip(places, extents):
-        px, py = ax.transData.transform((x, y))
-        for step in (0, *(side * k for k in range(1, 16) for side in sides)):
-            box = Bbox.from_bounds(px + step * (w + MARK_GAP) - w / 2, py - h / 2, w, h)
-            if ax.bbox.x0 <= box.x0 and box.x1 <= ax.bbox.x1 and not any(box.overlaps(t) for t in taken):
-                break
-        else:   # no room anywhere: left where it is (ladder.figcheck will say so)
-            step, box = 0, Bbox.from_bounds(px - w / 2, py - h / 2, w, h)
-        taken.append(box.padded(MARK_GAP / 2))
-        xs.append(x if step == 0 else ax.transData.inverted().transform((px + step * (w + MARK_GAP), py))[0])
+    roofs = np.empty((0, 2)) if roofs is None else roofs
+    pixels = ax.transData.transform(places)
+
+    def box_at(i, x):
+        w, h = extents[i]
+        return Bbox.from_bounds(x - w / 2, pixels[i][1] - h / 2, w, h)
+
+    at_place = [box_at(i, px) for i, (px, _) in enumerate(pixels)]
+    radius = np.sqrt(TRUE_PLACE) * ax.figure.dpi / 72 * 0.75 + MARK_GAP / 2   # a small diamond's half diagonal, a gap
+    dot = [Bbox.from_bounds(px - radius, py - radius, 2 * radius, 2 * radius) for px, py in pixels]
+    overlapping = [(i, j) for i, j in combinations(range(len(places)), 2)
+                   if at_place[i].overlaps(at_place[j].padded(MARK_GAP / 2))]
+    aside = {k for i, j in overlapping if at_place[i].overlaps(dot[j]) or at_place[j].overlaps(dot[i]) for k in (i, j)}
+    for i, j in overlapping:
+        if not aside & {i, j}:
+            aside.add(j)
+    taken = [box.padded(MARK_GAP / 2) for i, box in enumerate(at_place) if i not in aside]
+    dots_shown = [dot[i] for i in aside]
+    leaders, xs = [], [x for x, _ in places]
+
+    def leader_to(i, x):
+        px, py = pixels[i]
+        return Bbox([[min(px, x), py - LEADER_WIDTH / 2], [max(px, x), py + LEADER_WIDTH / 2]])
+
+    def free(i, x, leader_spares_marks: bool, leader_spares_roofs: bool) -> bool:
+        box, leader = box_at(i, x), leader_to(i, x)
+        return ax.bbox.x0 <= box.x0 and box.x1 <= ax.bbox.x1 \
+            and not any(box.overlaps(t) for t in (*taken, *dots_shown, *leaders)) \
+            and not _covers(box.padded(MARK_GAP / 2), roofs) \
+            and not (leader_spares_marks and any(leader.overlaps(t) for t in taken)) \
+            and not (leader_spares_roofs and _covers(leader, roofs))
+
+    for i in sorted(aside):
+        px, py = pixels[i]
+        nearest = [px + side * k * (extents[i][0] + MARK_GAP) for k in range(1, REACH + 1) for side in sides]
+        rules = ((True, True), (False, True), (False, False))   # what the leader must spare, strictest first
+        x = next((x for rule in rules for x in nearest if free(i, x, *rule)), None)
+        if x is None:   # no room within reach: left where it is
+            continue
+        taken.append(box_at(i, x).padded(MARK_GAP / 2))
+        leaders.append(leader_to(i, x))
+        xs[i] = ax.transData.inverted().transform((x, py))[0]
     return xs
 
 
-TRUE_PLACE = 14   # points² of the small mark at a rung's true place when its numbered mark is set beside it
+def _covers(box, points: np.ndarray) -> bool:
+    """Whether any of `points` (pixels) lies inside `box`."""
+    return bool(np.any((box.x0 < points[:, 0]) & (points[:, 0] < box.x1)
+                       & (box.y0 < points[:, 1]) & (points[:, 1] < box.y1)))
 
 
 def _draw_points(ax, pts, size) -> bool:
     """Every rung at its DRAM place (filled) and, where profiled, its L2 place (hollow) on one horizontal line.
-    A mark that would hide another is set beside it (spread), with a leader from a small mark at its true place.
-    Returns whether any mark was set aside."""
+    Marks that would hide one another are set beside their places (spread), off the roofs, each with a leader from
+    a small mark at its true place. Returns whether any mark was set aside."""
     from ladder import figcheck   # matplotlib's, loaded only to draw
     marks = [(p, p.intensity, False) for p in pts] + [(p, p.l2_intensity, True) for p in pts if p.l2_intensity]
+    roofs = np.vstack([np.empty((0, 2)), *(_pixels_along(ax, line) for line in ax.get_lines() if line.get_gid())])
     xs = spread(ax, [(x, p.tflops) for p, x, _ in marks],
-                [mark_extent(ax, p.glyph, p.backend, size) for p, *_ in marks])
+                [mark_extent(ax, p.glyph, p.backend, size) for p, *_ in marks], roofs)
     for p in pts:
         if p.l2_intensity:
             ax.plot([p.l2_intensity, p.intensity], [p.tflops, p.tflops], color=BACKEND_COLORS.get(p.backend, "k"),
                     lw=0.8, alpha=0.5, zorder=2)
     for (p, x, hollow), drawn_x in zip(marks, xs):
-        if drawn_x != x:   # a small mark of its kind at the true place, and a leader from it to the numbered one;
-            # both under the numbered marks: a true place can sit under another rung's number, which must stay legible
+        if drawn_x != x:   # a small mark of its kind at the true place, and a leader from it to the numbered one
             color = BACKEND_COLORS.get(p.backend, "k")
             ax.plot([x, drawn_x], [p.tflops, p.tflops], color=color, lw=0.8, zorder=2)
             ax.scatter(x, p.tflops, s=TRUE_PLACE, marker=BACKEND_MARKERS.get(p.backend, "o"), zorder=2.5,
@@ -318,20 +384,62 @@ def _draw_points(ax, pts, size) -> bool:
     return any(drawn != x for (_, x, _), drawn in zip(marks, xs))
 
 
-def _draw_arrows(ax, pts, shown) -> bool:
-    """Each backend's ladder, rung to rung, between the rungs' DRAM places; a step between two rungs not `shown`
-    (both in the zoomed top decade) is left to the zoom. Returns whether any step was drawn."""
-    drawn = False
+ARROW_SHRINK = 8.0   # points an arrow stops short of each end's place, clear of the mark there
+SHORTEST_ARROW = 12.0   # pixels of shaft (twice an arrowhead) an arrow needs to read as a step
+ARROW_BENDS = (0.0, 0.2, -0.2, 0.4, -0.4)   # arc3 bends tried in turn: straight where nothing is in the way
+
+
+def _rung_order(p: Point) -> tuple:
+    """Where a rung stands in its ladder: by its number ("3b" after "3", before "4")."""
+    number = re.match(r"(\d+)(.*)", p.glyph)
+    return (int(number.group(1)), number.group(2)) if number else (float("inf"), p.glyph)
+
+
+def _rung_of(gid: str | None) -> str:
+    """The rung a marker's gid names, without the prefix and suffixes `_draw_points` and `plot` add to it (a rung's
+    label holds no space or comma)."""
+    from ladder import figcheck   # matplotlib's, loaded only to draw
+    return re.match(r"[^ ,]*", (gid or "").removeprefix(figcheck.PLACE)).group(0)
+
+
+def _arrow_crosses(start, end, bend: float, shrink: float, boxes) -> bool:
+    """Whether an arc3 arrow from `start` to `end` (pixels) of this `bend`, `shrink` pixels short of both ends,
+    runs through any of `boxes`."""
+    (x0, y0), (x1, y1) = start, end
+    control = np.array([(x0 + x1) / 2 + bend * (y1 - y0), (y0 + y1) / 2 - bend * (x1 - x0)])   # as arc3 bends
+    t = np.linspace(0, 1, 200)[:, None]
+    curve = (1 - t) ** 2 * np.asarray(start) + 2 * t * (1 - t) * control + t ** 2 * np.asarray(end)
+    shaft = curve[(np.hypot(*(curve - start).T) > shrink) & (np.hypot(*(curve - end).T) > shrink)]
+    return any(_covers(box, shaft) for box in boxes)
+
+
+def _draw_arrows(ax, pts, shown) -> tuple[bool, bool]:
+    """Each backend's ladder, in rung order, rung to rung between the rungs' DRAM places; a step between two
+    rungs not `shown` (both in the zoomed top decade) is left to the zoom. A step too short to read (two rungs at
+    nearly one place) gets no arrow: such stubs stack into a pile of arrowheads along the longer steps. An arrow
+    bends, as little as it can, around other rungs' marks. Returns (whether any step was drawn, whether any
+    was left out as too short)."""
+    from ladder import figcheck   # matplotlib's, loaded only to draw
+    marks = figcheck.markers(ax)
+    shrink = ARROW_SHRINK * ax.figure.dpi / 72
+    drawn = short = False
     for backend in dict.fromkeys(p.backend for p in pts if p.backend != "torch"):
-        ladder = [p for p in pts if p.backend == backend]
+        ladder = sorted((p for p in pts if p.backend == backend), key=_rung_order)
         for a, b in zip(ladder, ladder[1:]):
             if a not in shown and b not in shown:
                 continue
+            start, end = ax.transData.transform([(a.intensity, a.tflops), (b.intensity, b.tflops)])
+            if np.hypot(*(end - start)) - 2 * shrink < SHORTEST_ARROW:
+                short = True
+                continue
+            others = [box for gid, _, box in marks if _rung_of(gid) not in (a.label, b.label)]
+            bend = next((rad for rad in ARROW_BENDS if not _arrow_crosses(start, end, rad, shrink, others)), 0.0)
             ax.annotate("", (b.intensity, b.tflops), (a.intensity, a.tflops), zorder=2,
                         arrowprops=dict(arrowstyle="->", color=BACKEND_COLORS.get(backend, "k"), alpha=0.35,
-                                        shrinkA=8, shrinkB=8))
+                                        shrinkA=ARROW_SHRINK, shrinkB=ARROW_SHRINK,
+                                        connectionstyle=f"arc3,rad={bend}"))
             drawn = True
-    return drawn
+    return drawn, short
 
 
 LABEL_GAP = 3.0   # pixels kept clear around a roof's label: two labels end to end would read as one
@@ -339,19 +447,25 @@ LABEL_GAP = 3.0   # pixels kept clear around a roof's label: two labels end to e
 
 def _label_roofs(ax) -> set[str]:
     """Write each roof's name on the roof itself, at the first place along it where the text covers no
-    marker, no other label and no other roof (tried from the right end of the roof leftwards). Returns the
+    marker, no other label, no other roof and no line drawn between marks: leaders, a rung's DRAM-to-L2 line,
+    arrows (a line through a name hides it; tried from the right end of the roof leftwards). Returns the
     names written."""
     from ladder import figcheck   # matplotlib's, loaded only to draw
     placed = set()
     renderer = ax.figure.canvas.get_renderer()
     taken = [box for _, _, box in figcheck.markers(ax)]
     roofs = [line for line in ax.get_lines() if line.get_gid()]
+    between_marks = [_pixels_along(ax, line) for line in ax.get_lines() if not line.get_gid()]
+    between_marks += [_resampled(polygon) for text in ax.texts if getattr(text, "arrow_patch", None)
+                      for polygon in text.arrow_patch.get_transform().transform_path(
+                          text.arrow_patch.get_path()).to_polygons(closed_only=False)]
     # flat roofs first: a sloped label's box is far larger than its text and would shut them out
     for line in sorted(roofs, key=lambda line: not _flat(line)):
         xs, ys = line.get_data()
         inside = [(x, y) for x, y in zip(xs, ys) if _in_view(ax, x, y)]
         flat = _flat(line)
-        crossing = np.vstack([np.empty((0, 2)), *(_pixels_along(ax, other) for other in roofs if other is not line)])
+        crossing = np.vstack([np.empty((0, 2)), *between_marks,
+                              *(_pixels_along(ax, other) for other in roofs if other is not line)])
         angle = 0.0 if flat else _slope_degrees(ax, line)
         cos, sin = np.cos(np.radians(angle)), np.sin(np.radians(angle))
         spots = [(x, y, side) for side in (1, -1) for x, y in reversed(inside[:: max(1, len(inside) // 48)])]
@@ -392,7 +506,11 @@ def _crosses(text, renderer, points: np.ndarray) -> bool:
 
 def _pixels_along(ax, line, step: float = 2.0) -> np.ndarray:
     """Points every `step` pixels along a line, in pixels."""
-    pixels = ax.transData.transform(np.column_stack(line.get_data()))
+    return _resampled(ax.transData.transform(np.column_stack(line.get_data())), step)
+
+
+def _resampled(pixels: np.ndarray, step: float = 2.0) -> np.ndarray:
+    """Points every `step` pixels along the polyline through `pixels`."""
     along = np.concatenate([[0], np.cumsum(np.hypot(*np.diff(pixels, axis=0).T))])
     at = np.arange(0, along[-1] + step, step)
     return np.column_stack([np.interp(at, along, pixels[:, 0]), np.interp(at, along, pixels[:, 1])])
@@ -428,14 +546,15 @@ ZOOM_ROOF = 1.6   # the zoom reaches up to the highest roof when it is at most t
 
 
 def _zoom_limits(pts, roof_top: float):
-    """The top decade: rungs within 10x of the fastest, with just enough room around them; up to the highest flat
-    roof where it is near (within ZOOM_ROOF), so the gap from the fastest rung to its ceiling shows."""
+    """The top decade: rungs within 10x of the fastest, with room at the sides for the marks `spread` sets beside
+    the outermost; up to the highest flat roof where it is near (within ZOOM_ROOF), so the gap from the fastest
+    rung to its ceiling shows."""
     best = max(p.tflops for p in pts)
     top = [p for p in pts if p.tflops >= best / 10]
     xs = [x for p in top for x in (p.intensity, p.l2_intensity) if x]
     ys = [p.tflops for p in top]
     high = roof_top * 1.05 if best < roof_top <= ZOOM_ROOF * best else max(ys) * 1.12
-    return (min(xs) / 1.6, max(xs) * 1.6), (min(ys) / 1.08, high)
+    return (min(xs) / 2, max(xs) * 2), (min(ys) / 1.08, high)
 
 
 def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source: str = "",
@@ -473,13 +592,6 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
         where.grid(True, which="both", alpha=0.2)
         _draw_roofs(where, ceilings, datasheet, *xlim)
         set_aside |= _draw_points(where, shown, size)   # after the limits: spreading marks measures them in pixels
-    stepped = False
-    if arrows:
-        stepped = _draw_arrows(ax, pts, below)
-        if zoom_ax is not None:   # the steps between the zoomed rungs
-            stepped |= _draw_arrows(zoom_ax, top, top)
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(title or "Roofline" + (f" — {source}" if source else ""), fontsize=10, wrap=True)
     if zoom_ax is not None:
         for axis, (low, high) in ((zoom_ax.xaxis, zoom_ax.get_xlim()), (zoom_ax.yaxis, zoom_ax.get_ylim())):
             _plain_ticks(axis, low, high, ticker)
@@ -487,11 +599,20 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
         zoom_ax.set_ylabel("TFLOP/s")
         (x0, x1), (y0, y1) = zoom_ax.get_xlim(), zoom_ax.get_ylim()
         ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, color="0.85", zorder=0))   # no edge to cross a label
-        for p in top:   # a dot at each zoomed rung's place, so the box shows where they are
+        for p in top:   # a dot at each zoomed rung's place, so the box shows where they are (and arrows keep off)
             for x in (p.intensity, p.l2_intensity):
                 if x:
                     ax.scatter(x, p.tflops, s=6, color=BACKEND_COLORS.get(p.backend, "k"), zorder=1, lw=0,
                                gid=f"{figcheck.PLACE}{p.label}, zoomed")
+    stepped = short = False   # whether any rung-to-rung arrow is drawn, and any step left without one
+    if arrows:
+        fig.canvas.draw()   # sets the marks' sizes in pixels, which the arrows bend around
+        stepped, short = _draw_arrows(ax, pts, below)
+        if zoom_ax is not None:   # the steps between the zoomed rungs
+            in_zoom = _draw_arrows(zoom_ax, top, top)
+            stepped, short = stepped or in_zoom[0], short or in_zoom[1]
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(title or "Roofline" + (f" — {source}" if source else ""), fontsize=10, wrap=True)
     fig.canvas.draw()
     placed = set().union(*(_label_roofs(where) for where, *_ in panels))
     unlabelled = {line.get_gid(): line for line in ax.get_lines() if line.get_gid() and line.get_gid() not in placed}
@@ -505,14 +626,14 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
                                 "L2 byte (ncu lts__t_bytes, the tables' L2 GB" + (
                                     "; where an entry says so, per byte the SMs read from L2, l1tex__m_xbar2l1tex_read_bytes)"
                                     if any(p.l2_counter == "l2_to_sm_bytes" for p in pts if p.l2_intensity) else ")")))
-    if stepped:
+    if stepped or short:
         key.append(Line2D([], [], ls="-", lw=1, marker=">", ms=4, color="0.3", alpha=0.5,
                           label="a faint arrow: the ladder's step from one rung to the next, between their DRAM "
-                                "places"))
+                                "places" + ("; none where the two places nearly meet" if short else "")))
     if set_aside:
         key.append(Line2D([], [], ls="-", lw=0.8, marker="o", ms=3.5, color="0.3",
-                          label="a small mark on a leader: the rung's true place, where its numbered mark would hide "
-                                "another's and is set beside it"))
+                          label="a small mark on a leader: the rung's true place, where its numbered mark would "
+                                "overlap another's and is set beside it"))
     key.append(Line2D([], [], ls="-", color="0.3", label="roofs measured on this GPU (solid), datasheet (dashed)"))
     for name, line in unlabelled.items():   # roofs too close to others for their name to fit on them in any panel
         key.append(Line2D([], [], ls=line.get_linestyle(), color=line.get_color(), label=name))

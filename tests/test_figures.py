@@ -17,6 +17,7 @@ import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.transforms import Affine2D, Bbox  # noqa: E402
 
 import kernels.attention as at  # noqa: E402
 import kernels.attention_backward as ab  # noqa: E402
@@ -225,6 +226,139 @@ def test_a_crowded_top_decade_is_spread_at_its_own_heights():
         assert {c.get_gid() for c in ax.collections} == {f"{figcheck.PLACE}{p.label}, zoomed" for p in pts}
     finally:
         plt.close(ax.figure)
+
+
+# What readers found on the lessons' rooflines, each on a few synthetic rungs: a mark set aside onto a roof, a line
+# through a roof's name or a rung's mark, a number overflowing its disc, a pile of arrowheads, a hidden true place.
+ROOFS = {"copy_TBps": 3.0, "fp32_TFLOPs": 58.0, "wgmma_TFLOPs": 700.0}
+
+
+def _inside(box, pixels: np.ndarray) -> bool:
+    return bool(np.any((box.x0 < pixels[:, 0]) & (pixels[:, 0] < box.x1)
+                       & (box.y0 < pixels[:, 1]) & (pixels[:, 1] < box.y1)))
+
+
+def _along(pixels: np.ndarray, step: float = 1.0) -> np.ndarray:
+    """Points every `step` pixels along the polyline through `pixels`."""
+    along = np.concatenate([[0], np.cumsum(np.hypot(*np.diff(pixels, axis=0).T))])
+    at = np.arange(0, along[-1] + step, step)
+    return np.column_stack([np.interp(at, along, pixels[:, 0]), np.interp(at, along, pixels[:, 1])])
+
+
+def _arrows(ax) -> list[np.ndarray]:
+    """The rung-to-rung arrows' shafts as drawn, in pixels."""
+    ax.figure.canvas.draw()
+    shafts = []
+    for text in ax.texts:
+        if getattr(text, "arrow_patch", None):
+            path = text.arrow_patch.get_transform().transform_path(text.arrow_patch.get_path())
+            shafts.append(_along(path.to_polygons(closed_only=False)[0]))   # the first polygon: the shaft
+    return shafts
+
+
+def test_a_mark_set_aside_keeps_off_the_roofs():
+    """The L2 places of two rungs crowd just right of the DRAM slope: the one set aside must not land on it."""
+    pts = [roofline.Point("cuda:4_a", 700.0, 150.0, "cuda", 80.0), roofline.Point("cuda:5_b", 705.0, 152.0, "cuda", 81.0)]
+    ax = roofline.plot(pts, ROOFS, zoom=False)
+    try:
+        ax.figure.canvas.draw()
+        roofs = np.vstack([_along(ax.transData.transform(np.column_stack(line.get_data())))
+                           for line in ax.get_lines() if line.get_gid()])
+        found = figcheck.markers(ax)
+        set_aside = {gid.removeprefix(figcheck.PLACE) for gid, _, _ in found if gid.startswith(figcheck.PLACE)}
+        assert set_aside
+        assert [gid for gid, _, box in found if gid in set_aside and _inside(box, roofs)] == []
+    finally:
+        plt.close(ax.figure)
+
+
+def test_no_line_between_marks_runs_through_a_roof_name():
+    """A rung's DRAM-to-L2 line crosses the DRAM slope where its name would go first (the slope's top)."""
+    pts = [roofline.Point("cuda:1_a", 1000.0, 400.0, "cuda", 20.0)]
+    ax = roofline.plot(pts, ROOFS, zoom=False)
+    try:
+        renderer = ax.figure.canvas.get_renderer()
+        lines = [_along(ax.transData.transform(np.column_stack(line.get_data())))
+                 for line in ax.get_lines() if not line.get_gid()]
+        names = [t for t in ax.texts if t.get_text() and not getattr(t, "arrow_patch", None)]
+        assert "DRAM copy 3.00 TB/s" in {t.get_text() for t in names}
+        assert [t.get_text() for t in names for pixels in lines if roofline._crosses(t, renderer, pixels)] == []
+    finally:
+        plt.close(ax.figure)
+
+
+def test_an_arrow_bends_around_another_rungs_mark():
+    """SDPA sits on the straight way from rung 1 to rung 2."""
+    pts = [roofline.Point("cuda:1_a", 1000.0, 100.0), roofline.Point("torch:sdpa", 1000.0, 200.0, "torch"),
+           roofline.Point("cuda:2_b", 1000.0, 400.0)]
+    ax = roofline.plot(pts, ROOFS, zoom=False)
+    try:
+        (shaft,) = _arrows(ax)
+        assert not any(_inside(box, shaft) for gid, _, box in figcheck.markers(ax) if gid == "torch:sdpa")
+    finally:
+        plt.close(ax.figure)
+
+
+def test_a_leader_passes_no_other_mark_where_a_place_spares_it():
+    """B is crowded by A above it; C, at B's height, holds B's left; D, a little lower, holds its right. The
+    place two steps left would draw B's leader through C; two steps right spares every mark."""
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.set(xlim=(0, 1), ylim=(0, 1))
+    w = h = 17.0
+    step = w + roofline.MARK_GAP
+    x0, y0 = ax.transAxes.transform((0.5, 0.5))
+    pixels = {"C": (x0 - step, y0), "D": (x0 + step, y0 - 0.8 * h), "A": (x0, y0 + 0.9 * h), "B": (x0, y0)}
+    places = [tuple(ax.transData.inverted().transform(p)) for p in pixels.values()]
+    try:
+        xs = roofline.spread(ax, places, [(w, h)] * 4)
+        drawn = dict(zip(pixels, ax.transData.transform(list(zip(xs, [y for _, y in places])))))
+        assert [name for name in pixels if not np.allclose(drawn[name], pixels[name])] == ["B"]   # B set aside
+        leader = _along(np.array([pixels["B"], drawn["B"]]))
+        others = [Bbox.from_bounds(x - w / 2, y - h / 2, w, h) for name, (x, y) in drawn.items() if name != "B"]
+        assert not any(_inside(box, leader) for box in others)
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("glyph,backend", [("10", "cuda"), ("15", "cuda"), ("3b", "cuda"), ("FA", "torch"),
+                                           ("12", "triton"), ("7", "cuda")])
+def test_a_rungs_number_stays_inside_its_mark(glyph, backend):
+    fig, ax = plt.subplots(figsize=(3, 3))
+    try:
+        roofline.draw_mark(ax, 0.5, 0.5, glyph, backend, 120, f"{backend}:{glyph}_rung")
+        fig.canvas.draw()
+        (shape, number) = ax.collections
+        outline = shape.get_paths()[0].transformed(Affine2D(shape.get_transforms()[0]))
+        ink = np.vstack(number.get_paths()[0].transformed(Affine2D(number.get_transforms()[0]))
+                        .to_polygons(closed_only=False))
+        assert outline.contains_points(ink).all()
+    finally:
+        plt.close(fig)
+
+
+def test_steps_too_short_to_read_get_no_arrow_and_the_key_says_so():
+    """Rungs 2-4 sit at nearly one place (given out of order, as recordings list them): one arrow, 1 to 2."""
+    pts = [roofline.Point("cuda:3_c", 2000.0, 305.0), roofline.Point("cuda:1_a", 2000.0, 100.0),
+           roofline.Point("cuda:2_b", 2000.0, 300.0), roofline.Point("cuda:4_d", 2000.0, 310.0)]
+    ax = roofline.plot(pts, ROOFS, zoom=False)
+    try:
+        steps = [(t.xyann, t.xy) for t in ax.texts if getattr(t, "arrow_patch", None)]
+        assert steps == [((2000.0, 100.0), (2000.0, 300.0))]
+        key = [t.get_text() for t in ax.figure.legends[0].get_texts()]
+        assert any("arrow" in line and "none where" in line for line in key)
+    finally:
+        plt.close(ax.figure)
+
+
+def test_the_check_sees_a_true_place_hidden_under_a_mark():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.set(xlim=(0, 10), ylim=(0, 10))
+    roofline.draw_mark(ax, 5.0, 5.0, "9", "cuda", 120, "cuda:9_persistent")
+    ax.scatter(5.05, 5.0, s=roofline.TRUE_PLACE, gid=f"{figcheck.PLACE}cuda:10_cluster_multicast")
+    ax.scatter(8.0, 8.0, s=roofline.TRUE_PLACE, gid=f"{figcheck.PLACE}cuda:11_tma_store")   # in the open
+    found = figcheck.collisions(fig)
+    plt.close(fig)
+    assert found == ["marker 'cuda:9_persistent' hides the place of cuda:10_cluster_multicast"]
 
 
 def test_a_size_sweep_draws_each_rung_at_its_timed_sizes_in_a_style_of_its_own():
