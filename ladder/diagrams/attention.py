@@ -117,13 +117,17 @@ def attention_causal_skip(rung: str = "5_pipelined", S: int | None = None):
     ax = fig.add_axes((0.08, 0.1, 0.88, 0.76))
     attention_grid(ax, cols * bn, bm, bn, colors)
     ax.plot([0, S], [0, S], color="k", lw=0.8, ls="--")
-    # the last blocks reach past S: the rows and keys there do not exist, and the kernel masks them too
+    # a computed block reaching past S: the rows and keys there do not exist, and the kernel masks them too
     past = dict(facecolor=PAST_S, edgecolor="0.35", hatch="///", lw=0, zorder=3)
-    ax.add_patch(Rectangle((0, S), cols * bn, rows * bm - S, **past))
-    ax.add_patch(Rectangle((S, 0), cols * bn - S, S, **past))
+    for i in range(rows):
+        reach = _cdiv(causal_key_range(i * bm, bm, S)[1], bn) * bn
+        if reach > S:
+            ax.add_patch(Rectangle((S, i * bm), reach - S, min(bm, S - i * bm), **past))
+    ax.add_patch(Rectangle((0, S), reach, rows * bm - S, **past))   # the last row block's rows past S
     _box(ax, 0, 0, S, S, "k", lw=1)
     _bare(ax, -0.08 * S, cols * bn + 0.02 * S, -0.06 * S, rows * bm + 0.02 * S)
-    fig.suptitle(f"Causal attention (rung {rung.split('_')[0]}), S = {S}: {done} of {rows * cols} blocks computed "
+    fig.suptitle(f"Causal attention in Triton rung {rung.split('_')[0]}'s tiles, S = {S}: {done} of {rows * cols} "
+                 f"blocks computed "
                  f"({done / (rows * cols):.0%})\ndashed: the diagonal (a query sees keys up to itself)", fontsize=11)
     _key(fig, [("no mask", TRITON), ("masked (crosses the diagonal)", _shade(TRITON, 0.4)),
                ("skipped: never loaded", "white"), (f"past S = {S}: masked", PAST_S)], y=0.0)

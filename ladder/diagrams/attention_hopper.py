@@ -11,7 +11,7 @@ from matplotlib.patches import Polygon, Rectangle
 from kernels import attention as at
 from kernels.cuda import attention as cuda_attention
 from ladder.diagrams.matmul_hopper import warp_specialized_ring
-from ladder.diagrams.style import (CUDA, TENSOR_CORES, _bare, _box, _cdiv, _figure, _key, _rings, _shade)
+from ladder.diagrams.style import (CUDA, IN_FLIGHT, TENSOR_CORES, _bare, _box, _cdiv, _figure, _key, _rings, _shade)
 from ladder.lessons import l04f_attention_softmax_instructions as l04f
 from ladder.lessons.source import cu_define
 
@@ -144,7 +144,8 @@ def play_consumers(programs: list[list[tuple]], softmax: float = 2.0, rescale: f
 
 
 def _timeline(ax, boxes: list[tuple], rows: list[str], end: float, title: str):
-    colors = {"product": TENSOR_CORES, "softmax": CUDA, "rescale": _shade(CUDA, 0.45), "idle": "0.92"}
+    colors = {"product": TENSOR_CORES, "softmax": CUDA, "rescale": _shade(CUDA, 0.45), "idle": "0.92",
+              "copy": IN_FLIGHT}
     for row, start, stop, label, kind in boxes:
         y = rows.index(row)
         ax.add_patch(Rectangle((start, y + 0.1), stop - start, 0.8, facecolor=colors[kind], edgecolor="white",
@@ -278,7 +279,7 @@ def attention_persistent(items: int = 3, tiles: int = 5, copy_in: float = 1.5, t
     defines, rows, _ = cuda_attention.hopper_launch("13_persistent", D)
     blocks = -(-S // rows) * B * H
     walkers = cuda_attention.persistent_grid(blocks, bool(causal), sm_count)
-    twelve, thirteen = "SM, rung 12", "SM, rung 13"
+    twelve, thirteen, copies = "SM, rung 12", "SM, rung 13", "rung 13's copies"
     boxes, t = [], 0.0
     for i in range(items):   # rung 12: a block an item, each starting cold
         boxes += [(twelve, t, t + copy_in, "Q, K/V in", "idle"), (twelve, t + copy_in, t + copy_in + tiles,
@@ -287,21 +288,25 @@ def attention_persistent(items: int = 3, tiles: int = 5, copy_in: float = 1.5, t
         t += copy_in + tiles + tail
     end12, t = t, copy_in
     boxes.append((thirteen, 0.0, copy_in, "Q, K/V in", "idle"))
-    for i in range(items):   # rung 13: the next item's copies under this one's tail
+    for i in range(items):   # rung 13: the next item's copies under this one's tail, waited for where they outlast it
         boxes += [(thirteen, t, t + tiles, f"item {i}: {tiles} key tiles", "product"),
                   (thirteen, t + tiles, t + tiles + tail, "store O", "rescale")]
+        if i < items - 1:
+            boxes.append((copies, t + tiles, t + tiles + copy_in, f"item {i + 1}'s Q, K/V", "copy"))
+            if copy_in > tail:
+                boxes.append((thirteen, t + tiles + tail, t + tiles + copy_in, "", "idle"))
         t += tiles + (max(tail, copy_in) if i < items - 1 else tail)
     end13 = t
-    fig = _figure(12, 2.9)
+    fig = _figure(12, 3.3)
     ax = fig.subplots()
-    _timeline(ax, boxes, [twelve, thirteen], end12,
+    _timeline(ax, boxes, [twelve, thirteen, copies], end12,
               f"{items} items: rung 12 {end12:g} units, rung 13 {end13:g}, its next item's copies under each store "
               f"(the tensor cores busy {items * tiles / end12:.0%} and {items * tiles / end13:.0%} of the modelled time)")
     fig.suptitle(f"B{B} H{H} S{S} D{D}: rung 12 launches {blocks:,} blocks of one item, rung 13 {walkers} (one an SM), "
                  f"each walking about {blocks / walkers:.0f}\nItems drawn {tiles} key tiles long, not this shape's "
                  f"{-(-S // defines['BLOCK_N'])}, so the drawn saving is larger (units, not measured times)", fontsize=11)
     _key(fig, [("key tiles: the tensor cores busy", TENSOR_CORES), ("the last P·V and the store of O", _shade(CUDA, 0.45)),
-               ("waiting for the first copies", "0.92")], y=0.0)
+               ("waiting for copies", "0.92"), ("copies in flight (TMA)", IN_FLIGHT)], y=0.0)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
 
