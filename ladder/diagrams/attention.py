@@ -282,7 +282,9 @@ def attention_kv_ring(tiles: int = 6):
                   (["buffer 0"], [{"buffer 0": (t // 2, "math" if t % 2 else "copy")} for t in range(tiles)],
                    "rung 4 (and sm_75, whose math runs on CUDA cores): one buffer; the math waits while each "
                    "block loads")],
-                 f"Attention rung 5: the K and V blocks each buffer holds at each step of the key loop\n(kv2: the 3rd block of keys)",
+                 f"Attention rung 5: the K and V blocks each buffer holds at each step of the key loop\n(kv2: the 3rd "
+                 f"block of keys; t=0 follows the prologue's copy of kv0; a copy drawn as long as the math,\nthe most "
+                 f"the overlap can save)",
                  prefix="kv", math="tensor cores compute on it")
     fig.text(0.5, 0.07, f"Triton rung 5, num_stages = {triton_stages} (BLOCK_M = {t['BLOCK_M']}, BLOCK_N = "
              f"{t['BLOCK_N']}): the compiler builds such a ring itself,\n{triton_stages} K and {triton_stages} V "
