@@ -190,8 +190,8 @@ def _end_marks(ax, ends: dict[str, tuple[float, float]], side: int):
         for label, py in zip(labels, placed):
             backend = label.split(":")[0]
             y = ax.transData.inverted().transform((ax.transData.transform((x, 1.0))[0], py))[1]
-            ax.plot([ends[label][0], x], [ends[label][1], y], color=roofline.BACKEND_COLORS.get(backend, "k"),
-                    lw=0.6, zorder=2)
+            # dotted grey: a leader is not data, and must not read as the line's next segment
+            ax.plot([ends[label][0], x], [ends[label][1], y], color="0.55", ls=":", lw=0.9, zorder=2)
             roofline.draw_mark(ax, x, y, glyphs[label], backend, SWEEP_MARK, label)
 
 
