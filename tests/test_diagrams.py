@@ -48,8 +48,7 @@ VARIANTS = [(name, ()) for name in MODULE] + [
     ("matmul_tile_order", ("cuda", (8192, 8192, 8192), "9_persistent"))]
 # Diagrams drawn for lessons whose owners insert them (the cell to add is in the commit that added the diagram):
 # the test below fails once one of them is in its lesson, so that it leaves this list.
-AWAITING_A_LESSON: dict[str, str] = {  # a diagram drawn by no lesson yet: its "module.name" and where it will go
-    "attention.attention_p_fragment": "04b, under the p_fragment paragraph, in the lesson's next run on a GPU"}
+AWAITING_A_LESSON: dict[str, str] = {}  # a diagram drawn by no lesson yet: its "module.name" and where it will go
 
 
 def texts(fig) -> list[str]:

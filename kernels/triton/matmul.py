@@ -136,20 +136,25 @@ def gelu_tanh(x):
 
 
 @triton.jit
-def store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, stride_cm, stride_cn, BLOCK_M: tl.constexpr,
+def store_tile(c_ptr, bias_ptr, pre_ptr, acc, tile_m, tile_n, M, N, stride_cm, stride_cn, BLOCK_M: tl.constexpr,
                BLOCK_N: tl.constexpr, BIAS_RELU: tl.constexpr, BIAS_GELU: tl.constexpr):
     """C's tile (tile_m, tile_n) = the fp32 sums `acc` in C's dtype (fp16; bf16, fp32's range in 16 bits, where
-    lesson 06's op gets it), the part inside C only (C's element (m, n) stride_cm·m + stride_cn·n from c_ptr)."""
+    lesson 06's op gets it), the part inside C only (C's element (m, n) stride_cm·m + stride_cn·n from c_ptr).
+    Where pre_ptr is given (C's strides), the epilogue's input, acc + bias, is stored there too."""
     rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    if BIAS_RELU:  # the epilogue works on the fp32 tile in registers: no trip through memory
+    offsets = rows[:, None].to(tl.int64) * stride_cm + cols[None, :] * stride_cn
+    inside = (rows[:, None] < M) & (cols[None, :] < N)
+    if BIAS_RELU or BIAS_GELU:  # the epilogue works on the fp32 tile in registers: no trip through memory
         bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0)
-        acc = tl.maximum(acc + bias[None, :].to(tl.float32), 0.0)
+        acc = acc + bias[None, :].to(tl.float32)
+    if pre_ptr is not None:
+        tl.store(pre_ptr + offsets, acc.to(pre_ptr.dtype.element_ty), mask=inside)
+    if BIAS_RELU:
+        acc = tl.maximum(acc, 0.0)
     if BIAS_GELU:
-        bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0)
-        acc = gelu_tanh(acc + bias[None, :].to(tl.float32))
-    c_tile = c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :] * stride_cn
-    tl.store(c_tile, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
+        acc = gelu_tanh(acc)
+    tl.store(c_ptr + offsets, acc.to(c_ptr.dtype.element_ty), mask=inside)
 
 
 EVEN_K = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
@@ -166,7 +171,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     tile_m, tile_n = tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, 1)
     acc = tile_product(a_ptr, b_ptr, M, N, K, K, 1, N, 1, tile_m, tile_n, BLOCK_M, BLOCK_N, BLOCK_K, TENSOR_CORES,
                        EVEN_K)
-    store_tile(c_ptr, None, acc, tile_m, tile_n, M, N, N, 1, BLOCK_M, BLOCK_N, False, False)
+    store_tile(c_ptr, None, None, acc, tile_m, tile_n, M, N, N, 1, BLOCK_M, BLOCK_N, False, False)
 
 
 @GROUPED
@@ -187,13 +192,8 @@ def persistent_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, pre_ptr, M, N, K, stride_am
         tile_m, tile_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tile_product(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, tile_m, tile_n,
                            BLOCK_M, BLOCK_N, BLOCK_K, True, EVEN_K)
-        if pre_ptr is not None:
-            cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-            bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0)
-            store_tile(pre_ptr, None, acc + bias[None, :].to(tl.float32), tile_m, tile_n, M, N, stride_cm, stride_cn,
-                       BLOCK_M, BLOCK_N, False, False)
-        store_tile(c_ptr, bias_ptr, acc, tile_m, tile_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BIAS_RELU,
-                   BIAS_GELU)
+        store_tile(c_ptr, bias_ptr, pre_ptr, acc, tile_m, tile_n, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N,
+                   BIAS_RELU, BIAS_GELU)
 
 
 # Tile sizes per rung on a GPU; on CPU every rung uses 16-wide tiles (see the module docstring).
@@ -343,7 +343,7 @@ def tma_persistent_kernel(a_desc, b_desc, c_ptr, M, N, K,
             else:
                 b = b_desc.load([k * BLOCK_K, tile_n * BLOCK_N])
             acc = tl.dot(a, b, acc)
-        store_tile(c_ptr, None, acc, tile_m, tile_n, M, N, N, 1, BLOCK_M, BLOCK_N, False, False)
+        store_tile(c_ptr, None, None, acc, tile_m, tile_n, M, N, N, 1, BLOCK_M, BLOCK_N, False, False)
 
 
 TMA_PERSISTENT = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3)
