@@ -130,7 +130,7 @@ def attention_causal_skip(rung: str = "5_pipelined", S: int | None = None):
                  f"blocks computed "
                  f"({done / (rows * cols):.0%})\ndashed: the diagonal (a query sees keys up to itself)", fontsize=11)
     _key(fig, [("no mask", TRITON), ("masked (crosses the diagonal)", _shade(TRITON, 0.4)),
-               ("skipped: never loaded", "white"), (f"past S = {S}: masked", PAST_S)], y=0.0)
+               ("skipped: never loaded", "white"), (f"past S = {S}: masked", dict(facecolor=PAST_S, hatch="///"))], y=0.0)
     return fig
 
 

@@ -333,8 +333,8 @@ def matmul_hopper_search(shapes: tuple = ((4096, 4096, 4096), (8192, 8192, 8192)
     """CUDA matmul rung 12 (HOPPER_SEARCH_SPACE of kernels/matmul.py, and the recorded searches at `shapes`): a row
     per block of C (BM x BN), a column per ring depth and cluster size, each cell the best of its tile orders
     (GROUP_M) and epilogues (BOX_BY_BOX): pruned (why) or timed against the winner, the winner starred."""
-    fig = _figure(6 * len(shapes), 4.6)
-    axes = fig.subplots(1, len(shapes), squeeze=False)[0]
+    fig = _figure(9, 3.4 * len(shapes) + 1.2)   # one shape under another: readable at a notebook's width
+    axes = fig.subplots(len(shapes), 1, squeeze=False)[:, 0]
     reasons = PruneReasons()
     for ax, shape in zip(axes, shapes):
         report = _search_report(mm.HOPPER_TUNER.name, shape)

@@ -91,8 +91,9 @@ def _shade(color: str, amount: float) -> str:
 
 def _key(fig, entries: list[tuple[str, object]], y: float = 0.02, ncol: int | None = None):
     """A legend of coloured squares along the bottom of the figure, outside every axes: one row, or `ncol`
-    columns."""
-    handles = [Rectangle((0, 0), 1, 1, facecolor=color, edgecolor="0.4", lw=0.5) for _, color in entries]
+    columns. An entry's colour may instead be a dict of the square's patch properties (a hatch, say)."""
+    handles = [Rectangle((0, 0), 1, 1, edgecolor="0.4", lw=0.5,
+                         **(color if isinstance(color, dict) else {"facecolor": color})) for _, color in entries]
     fig.legend(handles, [label for label, _ in entries], loc="lower center", bbox_to_anchor=(0.5, y),
                ncol=ncol or len(entries), frameon=False, fontsize=9, handlelength=1.2)
 
@@ -218,4 +219,4 @@ def _search_panel(ax, report, space: dict, row_keys: list, col_keys: list, color
 def _reasons_key(fig, reasons: PruneReasons) -> None:
     fig.text(0.01, 0.01, "\n".join(f"p{n}: pruned, {next(iter(autotune.fold_reasons(reasons.by_kind[kind])))}"
                                    for kind, n in reasons.numbers.items()) or " ", fontsize=8, va="bottom")
-    fig.tight_layout(rect=(0, 0.03 + 0.035 * len(reasons.numbers), 1, 1))
+    fig.tight_layout(rect=(0, (0.14 + 0.16 * len(reasons.numbers)) / fig.get_figheight(), 1, 1))  # the key's inches
