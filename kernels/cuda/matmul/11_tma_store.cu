@@ -134,8 +134,8 @@ matmul(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMa
     } else {  // ------------------------------------------------------------------ consumer warpgroups
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int consumer = threadIdx.x / 128 - 1, warp_in_group = threadIdx.x / 32 % 4;
-        // One thread per warpgroup arrives on empty[s]: with an arrive from one lane of every warp, ptxas
-        // waits for each wgmma to finish before it issues the next.
+        // One thread per warpgroup arrives on empty[s]: wgmma_wait<1> has waited for the whole warpgroup, so
+        // its one arrival speaks for all 128 threads.
         const bool releases = threadIdx.x % 128 == 0;  // also the thread that issues the warpgroup's TMA stores
         half* staging = Cs + consumer * C_STAGE;
         int kt = 0;
