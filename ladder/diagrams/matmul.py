@@ -450,7 +450,8 @@ def matmul_triton_lanes(rung: str = "2_coalesced"):
     fig.suptitle(f"Triton rung 2: a program per strip of BLOCK_N = {block} columns on {_count(warps, 'warp')}: "
                  f"one vector load of B's row k\n= {warps} warps × 32 lanes × {per_lane} elements"
                  + (f" × {rounds} rounds" if rounds > 1 else "") + f"; warp w covers elements {span}w … {span}w + "
-                 f"{span - 1}", fontsize=11)
+                 f"{span - 1}" + (f"\ndrawn: warps 0–{shown - 1}, the strip's first {shown * span} elements"
+                                  if shown < warps else ""), fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     return fig
 
