@@ -166,7 +166,7 @@ def warp_specialized_ring(stages: int = 4, producers: int = 1, consumers: int = 
                  title, math="read by the consumers' wgmma")
     fig.text(0.5, 0.09, "stage s: the producer waits on empty[s], issues the TMA copy (full[s] expects its bytes); "
              "the consumers wait on full[s],\nrun their wgmmas on it, then arrive on empty[s]. "
-             "No __syncthreads: the two mbarriers per stage are the only handshake.", ha="center", fontsize=9)
+             "No __syncthreads in the loop: the two mbarriers per stage are the only handshake.", ha="center", fontsize=9)
     fig.tight_layout(rect=(0, 0.16, 1, 1))
     return fig
 

@@ -64,8 +64,9 @@ def hopper_attention_blocks(head_dims=(64, 128), sm: dict | None = None, names=N
             cubin = cuda.compile_cubin(path, "sm_90a", tuple(sorted(dict(HEAD_DIM=d, **tiles).items())))
             use, split = sass.resource_usage(cubin), setmaxnreg_split(sass.disassemble(cubin, "sm_90a").text)
             smem = cuda_attention.wgmma_tma_shared_bytes(d, tiles, rows) + use["shared_bytes"]
-            per_warp = -(-use["registers"] * 32 // 256) * 256   # registers go to a warp in units of 256
-            limits = {"registers": sm["registers"] // (threads // 32 * per_warp),
+            per_warp = -(-use["registers"] * 32 // 256) * 256   # registers go to a warp in units of 256,
+            warps_by_registers = 4 * (sm["registers"] // 4 // per_warp)   # whole warps in each quarter's file
+            limits = {"registers": warps_by_registers // (threads // 32),
                       "shared memory": sm["shared_bytes"] // (smem + sm["reserved_per_block"]),
                       "warps": sm["warps"] // (threads // 32), "blocks": sm["blocks"]}
             blocks = min(limits.values())
