@@ -389,7 +389,7 @@ class Ladder:
             pct = 100 * value / ceil[roof] if ceil else None
             pct = f"{pct:5.{2 if pct < 10 else 1}f}%{note or ' '} of {ROOF_NAMES[roof]} roof" if ceil else ""
             prev = _row(self.rows, before, shape) if before else None
-            step = f"  {prev['ms'] / row['ms']:6.2f}x over {before.split(':', 1)[1]}" if prev else ""
+            step = f"  {prev['ms'] / row['ms']:6.3f}x over {before.split(':', 1)[1]}" if prev else ""
             out.append(f"  {tag:>11s} {row['ms']:10.4f} ms {rate}  {pct}{step}"
                        + ("" if row.get("correct", True) else "  WRONG"))
         if any("*" in line for line in out[1:]):
