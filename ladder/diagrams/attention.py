@@ -93,7 +93,7 @@ def attention_flash_sweep(rung: str = "3_fused", blocks_m: int = 6, step: int = 
     fig.suptitle(f"Fused attention (rung {rung.split('_')[0]}): query block {row + 1} sweeps the key blocks "
                  f"1, 2, …; block {step + 1} is on chip now", fontsize=11)
     _key(fig, [("folded into m, ℓ, acc", _shade(TRITON, 0.35)), ("scores on chip now", TRITON),
-               ("never stored", LIGHT)], y=0.0)
+               ("not reached yet (no block is ever stored)", LIGHT)], y=0.0)
     return fig
 
 
