@@ -146,8 +146,8 @@ def dkdv_steps(dk, dv, k, v, keys, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, b,
             lse2 = tl.load(lse_ptr + rows) * LOG2E
             delta = tl.load(delta_ptr + rows)
         # Pᵀ from the forward's log-sum-exp (here in base 2, as the scale): the softmax without its max or sum.
-        # Both score products first, then the exponentials, so that the tensor cores may run dPᵀ's product
-        # while the threads exponentiate (issued after them, it could only start once they were done)
+        # Both score products first, then the exponentials: the tensor cores may run dPᵀ's product while the
+        # threads exponentiate
         st = tl.dot(k, tl.trans(q))                            # Sᵀ = K·Qᵀ
         dpt = tl.dot(v, tl.trans(do))                          # dPᵀ = V·dOᵀ
         pt = tl.exp2(st * qk_scale - lse2[None, :])
