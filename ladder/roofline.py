@@ -130,6 +130,11 @@ def unit(problem, rung, gpu) -> str:
     return "mma.sync"
 
 
+def _rate(tflops: float) -> str:
+    """One decimal, or three significant figures below 1 TFLOP/s (a memory-bound rate would print 0.1)."""
+    return f"{tflops:.1f}" if tflops >= 1 else f"{tflops:.3g}"
+
+
 def gpu_model(problem, shape: tuple, name: str = "T4") -> str:
     """What each rung does on the GPU of `name`'s datasheet and the least time it could take there at `shape`:
     the roofline bound max(FLOPs / peak of the unit it uses, minimum bytes / DRAM bandwidth). A model from the
@@ -151,7 +156,8 @@ def gpu_model(problem, shape: tuple, name: str = "T4") -> str:
         compute_ms = flops / (peak[where] * 1e12) * 1e3
         ms, bound_by = max((compute_ms, where), (memory_ms, "DRAM"))
         how = rung.fallback_note(gpu) or "as on any GPU"
-        lines.append(f"{rung.label:24s} {bound_by:13s} {ms:11.3f} {flops / ms / 1e9:15.1f}  {how}")
+        tflops = flops / ms / 1e9
+        lines.append(f"{rung.label:24s} {bound_by:13s} {ms:11.3f} {_rate(tflops):>15s}  {how}")
     return "\n".join(lines)
 
 
