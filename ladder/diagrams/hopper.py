@@ -116,9 +116,11 @@ def tensor_map_box(rows: int, cols: int, box: tuple[int, int], element_bytes: in
 
 # ------------------------------------------------------------- (3) wgmma: descriptors and accumulators
 
-def _descriptor_fields(start: int, leading: int, stride: int, mode: int) -> list[tuple[int, int, str, int]]:
-    """(first bit, bits, name, value) of a shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format")."""
-    return [(0, 14, "start address >> 4", (start & 0x3FFFF) >> 4), (16, 14, "leading byte offset >> 4", leading >> 4),
+def _descriptor_fields(offset: int, leading: int, stride: int, mode: int) -> list[tuple[int, int, str, int | str]]:
+    """(first bit, bits, name, value) of a shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format") for
+    a slice `offset` bytes into A's tile, whose address is the kernel's: the start is drawn as a sum."""
+    return [(0, 14, "start address >> 4", f"(A's tile + {offset} B) >> 4"),
+            (16, 14, "leading byte offset >> 4", leading >> 4),
             (32, 14, "stride byte offset >> 4", stride >> 4), (62, 2, "swizzle mode", mode)]
 
 
@@ -171,13 +173,13 @@ def wgmma_operands(wgmma: tuple[int, int, int], bk: int, a_leading: int, b_leadi
     _bare(ax, -0.2, cx + cw + 0.2, -0.9, max(ah, bh) + 1.6)
     # the descriptor's bits
     bits = fig.add_axes((0.06, 0.03, 0.88, 0.14))
-    for first, count, name, value in _descriptor_fields(0, a_leading, stride, swizzle_mode):
+    for first, count, name, value in _descriptor_fields(k_step * k * element_bytes, a_leading, stride, swizzle_mode):
         _box(bits, first, 0, count, 1, _shade(TENSOR_CORES, 0.3), fill=True, lw=1)
         _box(bits, first, 0, count, 1, "k", lw=1)
         bits.text(first + count / 2, 0.5, f"{name}\n= {value}" if count > 2 else f"{value}", ha="center",
                   va="center", fontsize=8)
         bits.text(first, 1.1, f"bit {first}", ha="left", va="top", fontsize=7)
-    bits.text(32, -0.15, f"A's descriptor, 64 bits (start address: the slice's own; bits 62–63: swizzle mode "
+    bits.text(32, -0.15, f"A's descriptor for the red k16 step, 64 bits (bits 62–63: swizzle mode "
               f"{swizzle_mode} = 128 bytes)", ha="center", va="bottom", fontsize=8.5)
     bits.set_xlim(-0.5, 64.5)
     bits.set_ylim(1.6, -0.8)
