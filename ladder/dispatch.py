@@ -220,6 +220,10 @@ class Loaded:
     reason: str   # one line: where the table came from, or why there is none
 
 
+def _cases(n: int) -> str:
+    return f"{n} case" if n == 1 else f"{n} cases"
+
+
 def load(gpu) -> Loaded:
     """The dispatch table of `gpu` (a ladder.runtime.hardware.GPU; None: the CPU) if its key is this process's."""
     if gpu is None:
@@ -236,7 +240,7 @@ def load(gpu) -> Loaded:
     if changed:
         return Loaded(None, f"{path} was measured under other versions ({', '.join(changed)}); ignored until "
                             "first use or `python -m ladder sweep` measures again")
-    return Loaded(table, f"{path}: {len(table.entries)} cases measured under this process's versions")
+    return Loaded(table, f"{path}: {_cases(len(table.entries))} measured under this process's versions")
 
 
 _loaded: Loaded | None = None   # the table in effect, read at the first lookup
@@ -265,7 +269,7 @@ def update(gpu, entries) -> DispatchTable:
         table = DispatchTable.of(process_key(gpu.slug), entries).over(load(gpu).table)
         table.write(path)
     if not suspending:
-        _loaded = Loaded(table, f"{path}: {len(table.entries)} cases measured under this process's versions")
+        _loaded = Loaded(table, f"{path}: {_cases(len(table.entries))} measured under this process's versions")
     return table
 
 
