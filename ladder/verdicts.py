@@ -417,7 +417,7 @@ class Ladder:
             ratio = ref["ms"] / row["ms"]
             lo, hi = ref["ms_p20"] / row["ms_p80"], ref["ms_p80"] / row["ms_p20"]
             print(f"{tag:>11s}: {label} runs at {ratio:.3f}x {anchor.split(':', 1)[1]}'s speed "
-                  f"(spread of the two timings: {lo:.3f}-{hi:.3f}x)")
+                  f"(spread of the two timings, 20th-80th percentiles: {lo:.3f}-{hi:.3f}x)")
 
     def prediction(self, name: str) -> None:
         rung = self._rung(name)
