@@ -272,7 +272,8 @@ def format_verdicts(found: list[Verdict], title: str = "") -> str:
                      + "".join(f"{by[p, lab].text():>{width}s}" for lab in labels))
     judged = [v for v in found if v.value is not None]
     hits = sum(v.outcome == "hit" for v in judged)
-    lines.append(f"{hits} hits, {len(judged) - hits} misses in {len(judged)} verdicts"
+    misses = len(judged) - hits
+    lines.append(f"{hits} hit{'s' * (hits != 1)}, {misses} miss{'es' * (misses != 1)} in {len(judged)} verdicts"
                  + (f"; {len(found) - len(judged)} not judged" if len(judged) < len(found) else ""))
     if any(v.note == "*" for v in found):
         lines.append("* the run that timed this rung kept no ceilings: the roof is the recording's newest")
