@@ -15,12 +15,14 @@ from ladder.check import compare
 from ladder.timing import bench
 
 
-def profiled_kernels(recording, problem: str, width: int = 34) -> str:
-    """Per recorded profile of `problem`: DRAM MB read and written (ncu) and the kernels that ran, short names."""
+def profiled_kernels(recording, problem: str, width: int = 40) -> str:
+    """Per recorded profile of `problem`: DRAM MB read and written (ncu) and the kernels that ran, short names
+    (cut at `width` characters, marked …)."""
     lines = [f"{'variant':18s} {'DRAM read MB':>13s} {'written MB':>11s}  kernels (ncu)"]
     for p in recording.profiles(problem):
         m = p["metrics"]
-        names = ", ".join(k.split("(")[0].split("<")[0][:width] for k in m.get("kernels", []))
+        short = [k.split("(")[0].split("<")[0] for k in m.get("kernels", [])]
+        names = ", ".join(k if len(k) <= width else k[:width - 1] + "…" for k in short)
         lines.append(f"{p['backend'] + ':' + p['rung']:18s} {m['dram_bytes_read'] / 1e6:13.0f} "
                      f"{m['dram_bytes_write'] / 1e6:11.0f}  {names}")
     shape = recording.profiles(problem)[0]["shape"] if recording.profiles(problem) else None
