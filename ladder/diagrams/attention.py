@@ -280,7 +280,7 @@ def attention_kv_ring(tiles: int = 6):
                    f"CUDA: STAGES = {stages} K and V buffers, cp.async {_count(stages - 1, 'key block')} ahead; "
                    f"BLOCK_M = {bm} queries, BLOCK_N = {bn} keys a block"),
                   (["buffer 0"], [{"buffer 0": (t // 2, "math" if t % 2 else "copy")} for t in range(tiles)],
-                   "rung 4 (and sm_75, whose math runs on CUDA cores): one buffer; the math waits while each "
+                   "rung 4 (and rung 5 on sm_75, which has no cp.async): one buffer; the math waits while each "
                    "block loads")],
                  f"Attention rung 5: the K and V blocks each buffer holds at each step of the key loop\n(kv2: the 3rd "
                  f"block of keys; t=0 follows kv0's copy, made before the loop; a copy drawn as long as the math,\nthe most "
