@@ -81,8 +81,8 @@ attention(const half* Q, const half* K, const half* V, half* O, int S, float qk_
         *reinterpret_cast<float4*>(&Qs[at + 4]) = make_float4(c.x * qk_scale, c.y * qk_scale, d.x * qk_scale, d.y * qk_scale);
     });
 
-    // m starts at -1e30, not -inf: a row whose keys in a tile are all masked (-inf) then gets
-    // m_new = m_old, alpha = exp2(0) = 1 and p = exp2(-inf) = 0, never exp2(-inf - -inf) = NaN.
+    // m starts at -1e30, not -inf, as a guard (the first tile holds key 0, never masked): a tile whose keys
+    // are all masked (-inf) gets m_new = m_old, alpha = exp2(0) = 1 and p = 0, never exp2(-inf - -inf) = NaN.
     float m[ROWS], l[ROWS], acc[ROWS][2 * PAIRS];
     #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
@@ -146,7 +146,7 @@ attention(const half* Q, const half* K, const half* V, half* O, int S, float qk_
             #pragma unroll
             for (int off = 16; off > 0; off /= 2) top = fmaxf(top, __shfl_xor_sync(FULL, top, off));
             const float m_new = fmaxf(m[r], top);   // finite: m[r] >= -1e30
-            const float alpha = exp2f(m[r] - m_new);  // 1 if the max did not grow, 0 on the first real tile
+            const float alpha = exp2f(m[r] - m_new);  // 1 if the max did not grow, 0 on the first tile
             m[r] = m_new;
             float sum = 0.0f;
             #pragma unroll
