@@ -152,11 +152,12 @@ def recorded_winner(tuner: str, head_dim: int, causal: int = 0) -> dict | None:
                  and tuple(r.shape)[2:] == (4096, head_dim, causal)), None)
 
 
-def attention_sass(rung, arch: str, head_dim: int = 64, config: dict | None = None):
+def attention_sass(rung, arch: str, head_dim: int = 64, config: dict | None = None, causal: bool = False):
     """The SASS of an attention rung at `head_dim`, built as its launcher builds it on a GPU (CUDA with NVRTC, the
     launcher's tiles where they are fixed: cuda_attention_tiles; Triton with triton.compile as at the headline
-    shapes); None for the torch rungs, and for Triton's searched rungs unless given the `config` to build (rung 7's
-    TMA kernel; rung 6 is rung 5's kernel)."""
+    shapes, `causal` its own build: CAUSAL is a constexpr of Triton's fused kernel, a runtime flag of CUDA's);
+    None for the torch rungs, and for Triton's searched rungs unless given the `config` to build (rung 7's TMA
+    kernel; rung 6 is rung 5's kernel)."""
     if rung.backend == "cuda":
         return sass.cuda_sass(f"attention/{rung.name}.cu", arch,
                               dict(HEAD_DIM=head_dim, **cuda_attention_tiles(rung.name, head_dim)))
@@ -171,7 +172,7 @@ def attention_sass(rung, arch: str, head_dim: int = 64, config: dict | None = No
                                   num_warps=w) for kernel, sig, const, w in materialized[rung.name]]
         return sass.Sass(arch, {name: body for p in parts for name, body in p.functions.items()})
     if rung.backend == "triton" and rung.name in ta.GPU_TILES:
-        return sass.triton_sass(**at.flash_sass_case(rung.name, head_dim=head_dim), arch=arch)
+        return sass.triton_sass(**at.flash_sass_case(rung.name, head_dim=head_dim, causal=causal), arch=arch)
     return None
 
 
@@ -213,14 +214,20 @@ def attention_checks(problem) -> str:
                      for r in problem.rungs)
 
 
-def opcode_counts(problem, labels: list[str], arch: str, head_dims=(64, 128), families=("FFMA", "LDS", "LDL", "STL")) -> str:
-    """How many of each opcode family the SASS of each rung holds (static counts), per head dimension."""
+def opcode_counts(problem, labels: list[str], arch: str, head_dims=(64, 128), families=("FFMA", "LDS", "LDL", "STL"),
+                  causal: tuple = (False,)) -> str:
+    """How many of each opcode family the SASS of each rung holds (static counts), per head dimension, and per
+    mask in `causal` where the mask is a build of its own (Triton's fused rungs)."""
     lines = [f"{arch} SASS, instructions in the code (not executed counts)"]
     for label in labels:
         rung = problem.rung(*label.split(":"))
         for d in head_dims:
-            s = attention_sass(rung, arch, d)
-            lines.append(f"  {label:16s} D{d:<4d}" + "".join(f"{f:>6s} {s.count(f):5d}" for f in families))
+            for masked in causal:
+                if masked and rung.backend != "triton":   # CUDA's causal is a runtime flag: the same code
+                    continue
+                s = attention_sass(rung, arch, d, causal=masked)
+                shape = f"D{d}" + (" causal" if masked else "")
+                lines.append(f"  {label:16s} {shape:12s}" + "".join(f"{f:>6s} {s.count(f):5d}" for f in families))
     return "\n".join(lines)
 
 
