@@ -283,7 +283,7 @@ def attention_kv_ring(tiles: int = 6):
                    "rung 4 (and rung 5 on sm_75, which has no cp.async): one buffer; the math waits while each "
                    "block loads")],
                  f"Attention rung 5: the K and V blocks each buffer holds at each step of the key loop\n(kv2: the 3rd "
-                 f"block of keys; t=0 follows kv0's copy, made before the loop; a copy drawn as long as the math,\nthe most "
+                 f"block of keys; the top row's t=0 follows kv0's copy, made before the loop; a copy drawn as long as the math,\nthe most "
                  f"the overlap can save)",
                  prefix="kv", math="tensor cores compute on it")
     fig.text(0.5, 0.07, f"Triton rung 5, num_stages = {triton_stages} (BLOCK_M = {t['BLOCK_M']}, BLOCK_N = "
