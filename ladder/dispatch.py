@@ -232,7 +232,7 @@ def load(gpu) -> Loaded:
     try:
         table = DispatchTable.from_dict(json.loads(path.read_text()))
     except FileNotFoundError:
-        return Loaded(None, f"none measured on this GPU yet ({path}): first use or `python -m ladder sweep` fills it")
+        return Loaded(None, f"none measured on this GPU yet, in {path}: first use or `python -m ladder sweep` fills it")
     except (OSError, ValueError, KeyError, TypeError) as e:
         return Loaded(None, f"{path} is unreadable ({type(e).__name__}: {e}); ignored")
     mine = process_key(gpu.slug)
@@ -323,7 +323,7 @@ def suspended():
 
 def describe() -> str:
     """One line for ladder.ops.backend: where the kernel per case comes from."""
-    return f"per case, the candidate measured fastest on this GPU ({current().reason})"
+    return f"per case, the candidate measured fastest on this GPU: {current().reason}"
 
 
 # ------------------------------------------------------------- what a sweep found

@@ -230,7 +230,7 @@ def test_an_eager_call_runs_rung_7_where_the_table_picks_it_and_compile_runs_the
 
 def test_describe_says_where_the_pick_comes_from(in_effect):
     in_effect(table(entry((1, 1, 1), cublas=1.0)))
-    assert dispatch.describe() == "per case, the candidate measured fastest on this GPU (installed by the test)"
+    assert dispatch.describe() == "per case, the candidate measured fastest on this GPU: installed by the test"
 
 
 # ------------------------------------------------------------- the sweep, its timer and GPU faked
