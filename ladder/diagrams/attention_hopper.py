@@ -242,8 +242,7 @@ def softmax_instruction_mix(head_dim: int = 64):
     return _opcode_bars(mix, families, {name: f"{t:.2f} a score" for name, t in total.items()},
                         f"SASS instructions per score a consumer thread owns: the softmax, O's rescale and its epilogue "
                         f"(sm_90a, D = {head_dim}; count / BLOCK_N)",
-                        "rung 11 drops exp2f's range fix-up (FSETP and two FMULs an exponential): the rest of the "
-                        "softmax is the same", 3.2, 1.35 * max(total.values()))
+                        "rung 11 drops exp2f's range fix-up (FSETP and two FMULs an exponential): the rest is the same", 3.2, 1.35 * max(total.values()))
 
 
 def attention_three_consumers(tiles: int = 4, softmax: float = 4.0, rescale: float = 0.25):
