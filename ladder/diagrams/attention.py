@@ -87,13 +87,13 @@ def attention_flash_sweep(rung: str = "3_fused", blocks_m: int = 6, step: int = 
         x = state + sum((width, width)[:i]) + 0.02 * S * i
         _box(ax, x, row * bm, w, bm, _shade(TRITON, 0.6), fill=True)
         ax.text(x + w / 2, row * bm - 0.01 * S, name, ha="center", va="bottom", fontsize=10)
-    ax.text(state, row * bm + bm + 0.02 * S, f"on chip, per query:\nrunning max m, sum ℓ,\nacc (BLOCK_M × D)",
-            va="top", fontsize=9)
+    ax.text(state, row * bm + bm + 0.02 * S, f"on chip, for the block's\nBLOCK_M queries: m and ℓ\n(one each), "
+            f"acc (BLOCK_M × D)", va="top", fontsize=9)
     _bare(ax, -0.08 * S, S + 0.3 * S, -0.08 * S, S + 0.02 * S)
-    fig.suptitle(f"Fused attention (rung {rung.split('_')[0]}): query block {row + 1} sweeps the key blocks "
-                 f"1, 2, …; block {step + 1} is on chip now", fontsize=11)
+    fig.suptitle(f"Fused attention (rung {rung.split('_')[0]}): query block {row + 1} sweeps the key blocks 1, 2, …;"
+                 f"\nkey block {step + 1}'s scores are on chip now; no block of scores is ever stored", fontsize=11)
     _key(fig, [("folded into m, ℓ, acc", _shade(TRITON, 0.35)), ("scores on chip now", TRITON),
-               ("not reached yet (no block is ever stored)", LIGHT)], y=0.0)
+               ("not reached yet; other rows: other blocks, running at the same time", LIGHT)], y=0.0)
     return fig
 
 
