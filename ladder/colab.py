@@ -35,7 +35,7 @@ if "google.colab" in sys.modules:
         sh("git", "-C", home, "pull", "-q", "--ff-only")
     else:
         sh("git", "clone", "-q", "--depth", "1", url, home)
-    extra = sh(sys.executable, "-m", "ladder.install", "cupy-extra", cwd=home)  # CuPy (GPU arrays; it launches the lessons' CUDA C++ kernels), built for torch's CUDA version
+    extra = sh(sys.executable, "-m", "ladder.install", "cupy-extra", cwd=home)  # CuPy (GPU arrays; it launches the lessons' CUDA C++ kernels), built for PyTorch's CUDA version
     sh(sys.executable, "-m", "pip", "install", "-q", "-e", f"{home}[{extra}]" if extra else home)
     if home not in sys.path:  # this kernel started before the install
         sys.path.insert(0, home)
