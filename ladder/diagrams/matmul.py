@@ -118,7 +118,7 @@ def matmul_shared_tile(backend: str = "cuda"):
     step = 1
     _tile_layout(ax, (4, 4, _cdiv(4 * max(bm, bn), bk)), (bm, bn, bk), (1, 2), step, color)
     fig.suptitle(f"{who} computes a {bm}×{bn} tile of C", fontsize=12)
-    fig.text(0.5, 0.035, f"k{step} (k steps count from k0, as in the ring pictures): A's {bm}×{bk} and B's {bk}×{bn} tiles (dark) sit in shared memory;\n"
+    fig.text(0.5, 0.035, f"k step {step} (counting from 0): A's {bm}×{bk} and B's {bk}×{bn} tiles (dark) sit in shared memory;\n"
              f"each A element is used {bn} times, each B element {bm} times, then the next k step (→)",
              ha="center", fontsize=10)
     return fig
