@@ -285,7 +285,7 @@ def attention_kv_ring(tiles: int = 6):
                  f"Attention rung 5: the K and V blocks each buffer holds at each step of the key loop\n(kv2: the 3rd "
                  f"block of keys; the top row's t=0 follows kv0's copy, made before the loop; a copy drawn as long as the math,\nthe most "
                  f"the overlap can save)",
-                 prefix="kv", math="tensor cores compute on it")
+                 prefix="kv", math="the math runs on it (tensor cores; Triton on sm_75: CUDA cores)")
     fig.text(0.5, 0.07, f"Triton rung 5, num_stages = {triton_stages} (BLOCK_M = {t['BLOCK_M']}, BLOCK_N = "
              f"{t['BLOCK_N']}): the compiler builds such a ring itself,\n{triton_stages} K and {triton_stages} V "
              f"buffers on sm_90, {triton_stages - 1} of each on sm_80", ha="center", fontsize=9)

@@ -260,7 +260,7 @@ def attention_three_consumers(tiles: int = 4, softmax: float = 4.0, rescale: flo
         busy = 2 * n / period
         _timeline(ax, boxes, ["tensor cores"] + [f"warpgroup {g}" for g in range(n)], end,
                   f"rung {rung}: {n} consumer warpgroups take turns: {n} tiles of 64 queries every {period:g} units, "
-                  f"the tensor cores busy {busy:.0%} of the modelled time")
+                  f"the tensor cores busy {busy:.0%} of the steady state (not the fill and drain at the ends)")
     fig.suptitle(f"One SM at D64, rung 10's loop in each warpgroup: a product 1 unit, a softmax {softmax:g}, "
                  f"O's rescale {rescale:g} (units, not measured times)", fontsize=12)
     _consumers_key(fig, "O rescaled once its P·V is done")
