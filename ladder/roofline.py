@@ -137,13 +137,13 @@ def _rate(tflops: float) -> str:
 
 def gpu_model(problem, shape: tuple, name: str = "T4", moved=None) -> str:
     """What each rung does on the GPU of `name`'s datasheet and the least time it could take there at `shape`:
-    the roofline bound max(FLOPs / peak of the unit it uses, bytes / DRAM bandwidth), the bytes `moved(rung,
+    the roofline bound max(FLOPs / peak of the unit it uses, bytes / DRAM bandwidth), the bytes `moved(rung name,
     shape)` where given (a rung that moves more than the problem's minimum), else the problem's minimum. A model
     from the datasheet, never a measurement; the same for every reader."""
     gpu = datasheet_gpu(name)
     sheet = gpu.datasheet
     flops = problem.flops(shape)
-    moved = moved or (lambda rung, s: problem.min_bytes(s))
+    moved = moved or (lambda rung_name, s: problem.min_bytes(s))
     peak = {"tensor cores": sheet.fp16_tc_TFLOPs, "CUDA cores": sheet.fp32_TFLOPs}
     lines = [f"model, not a measurement: {sheet.name} ({gpu.arch}) from its datasheet: {sheet.hbm_TBps * 1000:.0f} GB/s, "
              f"fp32 {sheet.fp32_TFLOPs} TFLOP/s, fp16 tensor cores {sheet.fp16_tc_TFLOPs} TFLOP/s; shape {shape}",
@@ -155,7 +155,7 @@ def gpu_model(problem, shape: tuple, name: str = "T4", moved=None) -> str:
             continue
         where = compute_unit(problem, rung, gpu)
         compute_ms = flops / (peak[where] * 1e12) * 1e3
-        memory_ms = moved(rung, shape) / (sheet.hbm_TBps * 1e12) * 1e3
+        memory_ms = moved(rung.name, shape) / (sheet.hbm_TBps * 1e12) * 1e3
         ms, bound_by = max((compute_ms, where), (memory_ms, "DRAM"))
         how = rung.fallback_note(gpu) or "as on any GPU"
         tflops = flops / ms / 1e9

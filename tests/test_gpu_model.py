@@ -46,8 +46,8 @@ def test_an_unknown_gpu_is_named():
 
 
 def test_a_rung_that_moves_more_than_the_minimum_is_modelled_at_its_own_bytes():
-    from ladder.lessons.l04_attention import rung_traffic_bytes
-    rows = _rows(roofline.gpu_model(at.PROBLEM, (4, 32, 4096, 64, 0), "T4", moved=rung_traffic_bytes))
+    from ladder.lessons.l04_attention import attention_traffic_bytes
+    rows = _rows(roofline.gpu_model(at.PROBLEM, (4, 32, 4096, 64, 0), "T4", moved=attention_traffic_bytes))
     # rung 1's 51.81 GB (the score matrix written twice, read four times) at 320 GB/s; the fused rungs unchanged
     assert " DRAM              161.900" in rows["triton:1_naive"]
     assert "CUDA cores         67.871" in rows["triton:3_fused"]

@@ -31,11 +31,6 @@ def attention_traffic_bytes(name: str, shape: tuple) -> float:
     return at.min_bytes(shape) + (4 * B * H * S * S * (p["writes"] + p["reads"]) if p else 0)
 
 
-def rung_traffic_bytes(rung, shape: tuple) -> float:
-    """attention_traffic_bytes of a rung (roofline.gpu_model's `moved`)."""
-    return attention_traffic_bytes(rung.name, shape)
-
-
 def _shape_name(shape: tuple) -> str:
     return f"D{shape[3]}" + (" causal" if shape[4] else "")
 
