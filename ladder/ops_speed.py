@@ -136,17 +136,26 @@ def measure_case(case: dict, rounds: int) -> dict:
             "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
 
 
+def _progress(row: dict) -> dict:
+    """One line per case on stderr as it finishes: a run cut short still shows what it measured."""
+    speed = f"{row['ratio']:.3f}x (min {row['ratio_min']:.3f}, max {row['ratio_max']:.3f})" if "ratio" in row else \
+        f"WRONG (rel. error {row['rel_error']:.2e})"
+    print(f"{row['op']} {row['case']}: {speed} {row['anchor']}, kernel {row['kernel']}, "
+          f"first call {row['first_call_s']:.2f} s", file=sys.stderr, flush=True)
+    return row
+
+
 def measure(rounds: int = 5, only: str | None = None) -> list[dict]:
     """Every case's row in this process (with whatever cache and recording it sees)."""
     gen = torch.Generator("cuda").manual_seed(0)
     rows = []
     for name, *case in MATMUL_CASES if only in (None, "matmul") else []:
-        rows.append(measure_case(_matmul_case(name, *case, gen=gen), rounds))
+        rows.append(_progress(measure_case(_matmul_case(name, *case, gen=gen), rounds)))
         torch.cuda.empty_cache()   # the vocabulary's output is 823 MB: leave the next case its memory
     for name, *case in TRAINING_CASES if only in (None, "matmul") else []:
-        rows.append(measure_case(_training_case(name, *case, gen=gen), rounds))
+        rows.append(_progress(measure_case(_training_case(name, *case, gen=gen), rounds)))
     for shape in ATTENTION_CASES if only in (None, "attention") else []:
-        rows.append(measure_case(_attention_case(shape, gen), rounds))
+        rows.append(_progress(measure_case(_attention_case(shape, gen), rounds)))
     return rows
 
 

@@ -27,7 +27,7 @@ def test_rows_merge_by_op_case_and_install_and_show_on_the_results_page():
     assert "A fresh install:" in text and "A tuned install:" in text and "0.900x" in text
 
 
-def test_a_case_is_checked_then_timed_in_rounds_and_a_wrong_one_is_not_timed(monkeypatch):
+def test_a_case_is_checked_then_timed_in_rounds_and_a_wrong_one_is_not_timed(monkeypatch, capsys):
     import torch
     from ladder.timing import Timing
     times = iter([1.0, 2.0, 1.0, 3.0])   # ours, anchor, ours, anchor
@@ -40,6 +40,10 @@ def test_a_case_is_checked_then_timed_in_rounds_and_a_wrong_one_is_not_timed(mon
     assert row["correct"] and (row["ratio"], row["ratio_min"], row["ratio_max"]) == (2.5, 2.0, 3.0)
     wrong = ops_speed.measure_case({**case, "run": lambda: x @ x + 1}, rounds=2)
     assert not wrong["correct"] and "ms" not in wrong
+    ops_speed._progress(row), ops_speed._progress(wrong)   # a line per case as it finishes
+    right_line, wrong_line = capsys.readouterr().err.splitlines()
+    assert right_line.startswith("matmul 8³: 2.500x (min 2.000, max 3.000) torch.matmul, kernel k, first call")
+    assert wrong_line.startswith("matmul 8³: WRONG (rel. error")
 
 
 def test_add_rows_merges_one_kind_into_this_gpus_recording_and_needs_one(tmp_path, monkeypatch):
