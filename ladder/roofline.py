@@ -296,7 +296,7 @@ def mark_extent(ax, glyph: str, backend: str, size: float) -> tuple[float, float
 
 MARK_GAP = 4.0   # pixels between two marks set side by side (their outlines are drawn half outside them)
 TRUE_PLACE = 14   # points² of the small mark at a rung's true place when its numbered mark is set beside it
-TRUE_PLACE_SHRINK = np.sqrt(TRUE_PLACE) * 0.75 + 1.0   # points an arrow stops short of it: its half diagonal, a gap
+TRUE_PLACE_SHRINK = np.sqrt(TRUE_PLACE) / 2   # points an arrow stops short of it: its tip touches the small mark
 LEADER_WIDTH = 2.0   # pixels: the band along a leader that no other mark may cover
 REACH = 4   # marks' widths a mark may be set from its place
 
