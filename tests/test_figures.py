@@ -336,6 +336,21 @@ def test_a_rungs_number_stays_inside_its_mark(glyph, backend):
         plt.close(fig)
 
 
+def test_an_arrow_to_a_rung_set_aside_runs_up_to_its_small_mark():
+    """Rungs 3 and 4 crowd one place, so both are set aside: the step 2 -> 3 ends at 3's small mark (stopped a
+    numbered mark's width short, it pointed at 4's, just below)."""
+    pts = [roofline.Point("cuda:2_b", 2000.0, 100.0), roofline.Point("cuda:3_c", 2000.0, 367.0),
+           roofline.Point("cuda:4_d", 2000.0, 360.0)]
+    ax = roofline.plot(pts, ROOFS, zoom=False)
+    try:
+        assert {gid for gid, _, _ in figcheck.markers(ax) if gid.startswith(figcheck.PLACE)} >= {
+            f"{figcheck.PLACE}cuda:3_c"}
+        (arrow,) = [t.arrow_patch for t in ax.texts if getattr(t, "arrow_patch", None)]
+        assert (arrow.shrinkA, arrow.shrinkB) == (roofline.ARROW_SHRINK, roofline.TRUE_PLACE_SHRINK)
+    finally:
+        plt.close(ax.figure)
+
+
 def test_steps_too_short_to_read_get_no_arrow_and_the_key_says_so():
     """Rungs 2-4 sit at nearly one place (given out of order, as recordings list them): one arrow, 1 to 2."""
     pts = [roofline.Point("cuda:3_c", 2000.0, 305.0), roofline.Point("cuda:1_a", 2000.0, 100.0),
