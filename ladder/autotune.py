@@ -109,7 +109,7 @@ class Report:
     def summary(self) -> str:
         n = len(self.timed) + len(self.pruned) + len(self.failed) + len(self.untimed)
         lines = [f"{self.tuner} at {_key(self.shape)} on {self.gpu}: {n} configurations, {len(self.pruned)} pruned, "
-                 f"{self.tried} compiled and run, {len(self.failed)} failed; search took {self.seconds:.0f} s"]
+                 f"{self.tried} run, {len(self.failed)} failed; search took {self.seconds:.0f} s"]
         lines += [f"  pruned {k:3d}: {reason}" for reason, k in self.pruned_by_reason().most_common()]
         lines += [f"  failed: {format_config(f['config'])}: {f['reason']}" for f in self.failed]
         screened = sum(1 for t in self.timed if t.get("screened"))

@@ -160,7 +160,7 @@ def test_autotune_report_says_what_the_search_did():
     small = report[report.index("triton:6_autotuned at 3x5x7"):].splitlines()
     # a lone survivor is timed by Triton <= 3.8 and taken as is by 3.9: the report counts it either way
     assert "2 configurations, 1 pruned" in small[0] and "BLOCK_M wider than the matrix" in small[1]
-    assert "triton:6_autotuned at 40x5x7 on CPU (Triton interpreter): 2 configurations, 0 pruned, 2 compiled and run" in report
+    assert "triton:6_autotuned at 40x5x7 on CPU (Triton interpreter): 2 configurations, 0 pruned, 2 run" in report
     [again] = triton_search.tune([(40, 5, 7)])   # already searched in this process: its report, no new search
     assert again.shape == (40, 5, 7) and len(again.timed) == 2
 
@@ -170,7 +170,7 @@ def test_report_of_a_lone_untimed_survivor():
     only = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, num_warps=4, num_stages=1)
     report = autotune.Report("matmul", "triton:6_autotuned", (3, 5, 7), "CPU", only, float("nan"), 0.0,
                              pruned=[{"config": {**only, "BLOCK_M": 32}, "reason": "too wide"}], untimed=[{"config": only}])
-    assert "2 configurations, 1 pruned, 0 compiled and run" in report.summary()
+    assert "2 configurations, 1 pruned, 0 run" in report.summary()
     assert report.summary().endswith("not timed: the only configuration left")
     assert autotune.Report.from_dict(report.as_dict()) == report
 

@@ -158,7 +158,7 @@ def matmul_register_block():
                 ha="right" if where[0] < 0 else "center", va="top" if where[1] > 0 and x == c0[0] else
                 ("bottom" if where[1] < 0 else "center"))
     _bare(ax, -bk * 2.6, bk + gap + bn + 1, -gap * 0.6, bk + gap + bm + gap * 1.4)
-    fig.suptitle(f"CUDA rung 3b: thread {tid} keeps a {tm_}×{tn_} block of C in registers", fontsize=12)
+    fig.suptitle(f"CUDA rung 3b: thread {tid} keeps {tm_}×{tn_} values of C in registers", fontsize=12)
     fig.text(0.5, 0.03, f"per k: {tm_} values of A + {tn_} of B from shared memory → {tm_ * tn_} FMAs (orange)",
              ha="center", fontsize=10)
     return fig
