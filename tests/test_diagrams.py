@@ -124,10 +124,10 @@ def test_shared_tile_follows_tile_sizes(monkeypatch):
 
 
 def test_register_block_follows_the_defines(monkeypatch):
-    assert "thread 17 keeps a 8×8 block" in joined(matmul.matmul_register_block())
+    assert "thread 17 keeps 8×8 values of C" in joined(matmul.matmul_register_block())
     edited_source(monkeypatch, "matmul/3b_register_blocked.cu", "#define TM 8", "#define TM 4")
     text = joined(matmul.matmul_register_block())
-    assert "a 4×8 block" in text and "32×16 threads" in text and "32 FMAs" in text
+    assert "keeps 4×8 values" in text and "32×16 threads" in text and "32 FMAs" in text
 
 
 def test_warp_tiles_follow_the_warp_layout(monkeypatch):
