@@ -610,6 +610,14 @@ def tensor_pipe_table(problem, labels: list[str], recording=None, shape: tuple |
     return "\n".join(lines)
 
 
+def _longest_kernel(m: dict) -> str:
+    """Which kernel a profile of a rung that launches several describes (ncu profiles its longest)."""
+    if (m.get("kernels") or 1) < 2:
+        return ""
+    name = m["kernel"] if len(m["kernel"]) <= 32 else m["kernel"][:31] + "…"
+    return f"; the longest of its {m['kernels']} kernels, {name}, {m['time_share']:.0%} of its time"
+
+
 def warp_state_line(problem, label: str, recording=None, top: int = 3, shape: tuple | None = None) -> str:
     """One line beside a step: the reasons its warps waited on most, how often a warp issued, its occupancy and
     what limits it (recorded by ncu at the profiled shape, or `shape`)."""
@@ -619,7 +627,7 @@ def warp_state_line(problem, label: str, recording=None, top: int = 3, shape: tu
         return f"warp states: {label} not profiled"
     m = w["metrics"]
     reasons = _top_reasons(m, top)
-    return (f"warp states (ncu, {shape_label(problem, w['shape'])}, {rec.label}): waiting on {reasons} "
+    return (f"warp states (ncu, {shape_label(problem, w['shape'])}, {rec.label}{_longest_kernel(m)}): waiting on {reasons} "
             f"(warps per issued instruction); an instruction issued in {m['issue_active_pct']:.0f}% of cycles; "
             f"occupancy {m['occupancy_pct']:.0f}% of {m['occupancy_theoretical_pct']:.0f}% possible "
             f"(limited by {limiter(m)})")

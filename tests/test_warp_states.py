@@ -53,6 +53,13 @@ def test_the_table_and_the_line_beside_a_step():
     line = verdicts.warp_state_line("matmul", "cuda:5_pipelined", RECORDING)
     assert line.startswith("warp states (ncu, 4096³, recorded on NVIDIA H100 80GB HBM3") and "limited by" in line
     assert "not profiled" in verdicts.warp_state_line("matmul", "cuda:99_nothing", RECORDING)
+    assert "kernels" not in line   # one kernel: nothing to say which
+
+
+def test_a_rung_of_several_kernels_names_the_one_profiled():
+    m = {"kernels": 3, "kernel": "coalesced_pv_kernel", "time_share": 0.644}
+    assert verdicts._longest_kernel(m) == "; the longest of its 3 kernels, coalesced_pv_kernel, 64% of its time"
+    assert "_f3…, " in verdicts._longest_kernel({**m, "kernel": "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128"})
 
 
 @pytest.mark.parametrize("problem, backend", [("matmul", "cuda"), ("matmul", "triton"), ("attention", "cuda"),
