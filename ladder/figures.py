@@ -310,12 +310,12 @@ def host_timeline(rows: list[dict], source: str):
         # the call timed in one piece: its steps, each timed alone, sum to less (what lies between them)
         ax.plot([r["us"]] * 2, [y - 0.4, y + 0.4], color="k", lw=2.2,
                 label="black tick: the path's whole call, timed in one piece" if y == 0 else None)
-        ax.text(r["us"], y - 0.45, f" {r['us']:.1f} µs", ha="left", va="bottom", fontsize=8)
+        ax.text(r["us"], y, f" {r['us']:.1f} µs", ha="left", va="center", fontsize=8)   # no step lies right of it
     anchor = paths[0]["anchor_us"]
     ax.axvline(anchor, color="k", ls=":", lw=1.2, label=f"torch.matmul, its whole call: {anchor:.1f} µs")
     ax.set_yticks(range(len(paths)), [r["call"] for r in paths], fontsize=8)
-    ax.set_ylim(len(paths) - 0.5, -0.8)   # room above the top bar for its tick's µs
-    ax.set_xlim(0, 1.12 * max(max(r["us"] for r in paths), anchor))   # and right of the longest call's
+    ax.set_ylim(len(paths) - 0.5, -0.5)
+    ax.set_xlim(0, 1.15 * max(max(r["us"] for r in paths), anchor))   # room right of the longest call for its µs
     ax.set_xlabel(f"host µs per call, each step timed on its own (matmul {'×'.join(map(str, paths[0]['shape']))})")
     ax.set_title(source, fontsize=9)
     ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.22), fontsize=8, frameon=False)
