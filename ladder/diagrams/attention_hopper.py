@@ -300,11 +300,11 @@ def attention_persistent(items: int = 3, tiles: int = 5, copy_in: float = 1.5, t
     ax = fig.subplots()
     _timeline(ax, boxes, [twelve, thirteen, copies], end12,
               f"{items} items: rung 12 {end12:g} units, rung 13 {end13:g}, its next item's copies under each store "
-              f"(the tensor cores busy {items * tiles / end12:.0%} and {items * tiles / end13:.0%} of the modelled time)")
+              f"(key tiles {items * tiles / end12:.0%} and {items * tiles / end13:.0%} of the modelled time)")
     fig.suptitle(f"B{B} H{H} S{S} D{D}: rung 12 launches {blocks:,} blocks of one item, rung 13 {walkers} (one an SM), "
                  f"each walking about {blocks / walkers:.0f}\nItems drawn {tiles} key tiles long, not this shape's "
                  f"{-(-S // defines['BLOCK_N'])}, so the drawn saving is larger (units, not measured times)", fontsize=11)
-    _key(fig, [("key tiles: the tensor cores busy", TENSOR_CORES), ("the last P·V and the store of O", _shade(CUDA, 0.45)),
+    _key(fig, [("key tiles (their scores and P·V)", TENSOR_CORES), ("the last P·V and the store of O", _shade(CUDA, 0.45)),
                ("waiting for copies", "0.92"), ("copies in flight (TMA)", IN_FLIGHT)], y=0.0)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
