@@ -20,7 +20,8 @@
 extern "C" __global__ void __launch_bounds__(THREADS)
 matmul(const half* A, const half* B, half* C, int M, int N, int K) {
     __shared__ float As[BK][BM + 4];  // transposed, so a thread reads its TM rows of one k together;
-    __shared__ float Bs[BK][BN];      // the +4 spreads the transposing stores over all 32 banks
+    __shared__ float Bs[BK][BN];      // +4: a warp's transposing stores, As[k][r] with k = lane % 8 and
+                                      // r = lane / 8, land in bank (4k + r) % 32, a different bank a lane
     const int tid = threadIdx.x;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     const int tm = (tid / (BN / TN)) * TM, tn = (tid % (BN / TN)) * TN;  // this thread's sub-tile
