@@ -615,7 +615,7 @@ def _longest_kernel(m: dict) -> str:
     if (m.get("kernels") or 1) < 2:
         return ""
     name = m["kernel"] if len(m["kernel"]) <= 32 else m["kernel"][:31] + "…"
-    return f"; the longest of its {m['kernels']} kernels, {name}, {m['time_share']:.0%} of its time"
+    return f"; the longest of {m['kernels']} kernel launches, {name}, {m['time_share']:.0%} of the time"
 
 
 def warp_state_line(problem, label: str, recording=None, top: int = 3, shape: tuple | None = None) -> str:

@@ -58,7 +58,7 @@ def test_the_table_and_the_line_beside_a_step():
 
 def test_a_rung_of_several_kernels_names_the_one_profiled():
     m = {"kernels": 3, "kernel": "coalesced_pv_kernel", "time_share": 0.644}
-    assert verdicts._longest_kernel(m) == "; the longest of its 3 kernels, coalesced_pv_kernel, 64% of its time"
+    assert verdicts._longest_kernel(m) == "; the longest of 3 kernel launches, coalesced_pv_kernel, 64% of the time"
     assert "_f3…, " in verdicts._longest_kernel({**m, "kernel": "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128"})
 
 
