@@ -296,7 +296,6 @@ def mark_extent(ax, glyph: str, backend: str, size: float) -> tuple[float, float
 
 MARK_GAP = 4.0   # pixels between two marks set side by side (their outlines are drawn half outside them)
 TRUE_PLACE = 14   # points² of the small mark at a rung's true place when its numbered mark is set beside it
-TRUE_PLACE_SHRINK = np.sqrt(TRUE_PLACE) / 2   # points an arrow stops short of it: its tip touches the small mark
 LEADER_WIDTH = 2.0   # pixels: the band along a leader that no other mark may cover
 REACH = 4   # marks' widths a mark may be set from its place
 
@@ -411,14 +410,14 @@ def _rung_of(gid: str | None) -> str:
     return re.match(r"[^ ,]*", (gid or "").removeprefix(figcheck.PLACE)).group(0)
 
 
-def _arrow_crosses(start, end, bend: float, shrinks: tuple[float, float], boxes) -> bool:
-    """Whether an arc3 arrow from `start` to `end` (pixels) of this `bend`, `shrinks` pixels short of its two
-    ends, runs through any of `boxes`."""
+def _arrow_crosses(start, end, bend: float, shrink: float, boxes) -> bool:
+    """Whether an arc3 arrow from `start` to `end` (pixels) of this `bend`, `shrink` pixels short of both ends,
+    runs through any of `boxes`."""
     (x0, y0), (x1, y1) = start, end
     control = np.array([(x0 + x1) / 2 + bend * (y1 - y0), (y0 + y1) / 2 - bend * (x1 - x0)])   # as arc3 bends
     t = np.linspace(0, 1, 200)[:, None]
     curve = (1 - t) ** 2 * np.asarray(start) + 2 * t * (1 - t) * control + t ** 2 * np.asarray(end)
-    shaft = curve[(np.hypot(*(curve - start).T) > shrinks[0]) & (np.hypot(*(curve - end).T) > shrinks[1])]
+    shaft = curve[(np.hypot(*(curve - start).T) > shrink) & (np.hypot(*(curve - end).T) > shrink)]
     return any(_covers(box, shaft) for box in boxes)
 
 
@@ -426,31 +425,37 @@ def _draw_arrows(ax, pts, shown) -> tuple[bool, bool]:
     """Each backend's ladder, in rung order, rung to rung between the rungs' DRAM places; a step between two
     rungs not `shown` (both in the zoomed top decade) is left to the zoom. A step too short to read (two rungs at
     nearly one place) gets no arrow: such stubs stack into a pile of arrowheads along the longer steps. An arrow
-    bends, as little as it can, around other rungs' marks. It stops short of a numbered mark, but runs up to the
-    small mark of a rung set aside: stopped a numbered mark's width short, it would point at a neighbour. Returns
+    bends, as little as it can, around other rungs' marks. A rung set aside is met at its numbered mark, not at
+    its small one: near the rung it was set aside from, an arrow to the small mark points at both. Returns
     (whether any step was drawn, whether any was left out as too short)."""
     from ladder import figcheck   # matplotlib's, loaded only to draw
     marks = figcheck.markers(ax)
     set_aside = {_rung_of(gid) for gid, _, _ in marks if (gid or "").startswith(figcheck.PLACE) and "(L2)" not in gid}
-    def points_short(p):   # of p's DRAM place
-        return TRUE_PLACE_SHRINK if p.label in set_aside else ARROW_SHRINK
+    numbered = {gid: box for gid, _, box in marks}
+
+    def meets(p):   # pixels: where p's steps begin and end
+        if p.label in set_aside and p.label in numbered:
+            return np.array(numbered[p.label].get_points().mean(axis=0))
+        return ax.transData.transform((p.intensity, p.tflops))
+
+    shrink = ARROW_SHRINK * ax.figure.dpi / 72
     drawn = short = False
     for backend in dict.fromkeys(p.backend for p in pts if p.backend != "torch"):
         ladder = sorted((p for p in pts if p.backend == backend), key=_rung_order)
         for a, b in zip(ladder, ladder[1:]):
             if a not in shown and b not in shown:
                 continue
-            start, end = ax.transData.transform([(a.intensity, a.tflops), (b.intensity, b.tflops)])
-            shrinks = (points_short(a), points_short(b))
-            if np.hypot(*(end - start)) - sum(shrinks) * ax.figure.dpi / 72 < SHORTEST_ARROW:
+            places = ax.transData.transform([(a.intensity, a.tflops), (b.intensity, b.tflops)])
+            if np.hypot(*(places[1] - places[0])) - 2 * shrink < SHORTEST_ARROW:
                 short = True
                 continue
+            start, end = meets(a), meets(b)
             others = [box for gid, _, box in marks if _rung_of(gid) not in (a.label, b.label)]
-            bend = next((rad for rad in ARROW_BENDS if not _arrow_crosses(
-                start, end, rad, [s * ax.figure.dpi / 72 for s in shrinks], others)), 0.0)
-            ax.annotate("", (b.intensity, b.tflops), (a.intensity, a.tflops), zorder=2,
+            bend = next((rad for rad in ARROW_BENDS if not _arrow_crosses(start, end, rad, shrink, others)), 0.0)
+            to_data = ax.transData.inverted()
+            ax.annotate("", to_data.transform(end), to_data.transform(start), zorder=2,
                         arrowprops=dict(arrowstyle="->", color=BACKEND_COLORS.get(backend, "k"), alpha=0.35,
-                                        shrinkA=shrinks[0], shrinkB=shrinks[1],
+                                        shrinkA=ARROW_SHRINK, shrinkB=ARROW_SHRINK,
                                         connectionstyle=f"arc3,rad={bend}"))
             drawn = True
     return drawn, short
@@ -642,8 +647,8 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
                                     if any(p.l2_counter == "l2_to_sm_bytes" for p in pts if p.l2_intensity) else ")")))
     if stepped or short:
         key.append(Line2D([], [], ls="-", lw=1, marker=">", ms=4, color="0.3", alpha=0.5,
-                          label="a faint arrow: the ladder's step from one rung to the next, between their DRAM "
-                                "places" + ("; none where the two places nearly meet" if short else "")))
+                          label="a faint arrow: the ladder's step from one rung to the next, at their DRAM places (a "
+                                "rung set aside: its numbered mark)" + ("; none where two nearly meet" if short else "")))
     if set_aside:
         key.append(Line2D([], [], ls="-", lw=0.8, marker="o", ms=3.5, color="0.3",
                           label="a small mark on a leader: the rung's true place, where its numbered mark would "
