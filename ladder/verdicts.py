@@ -497,6 +497,11 @@ def _profiled_at(problem, profiles: dict, labels: list[str], rec) -> str:
     return f"ncu at {shape_label(problem, shape) if shape else '-'}, {rec.label}"
 
 
+def cut(name: str, width: int) -> str:
+    """`name` in at most `width` characters, a cut one marked with …"""
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
 def kernel_times(problem, labels: list[str], recording=None, width: int = 60) -> str:
     """Each rung's kernels as ncu timed them once (the recorded profile): name, time and share of the rung's time."""
     profiles, rec = _profiles(problem, recording)
@@ -509,8 +514,7 @@ def kernel_times(problem, labels: list[str], recording=None, width: int = 60) ->
             continue
         lines.append(f"{label}: {sum(times) / 1e3:.0f} µs in {len(times)} kernel{'s' * (len(times) > 1)}")
         for name, t in zip(p["metrics"]["kernels"], times):
-            short = name if len(name) <= width else name[:width - 1] + "…"
-            lines.append(f"  {short:{width}s} {t / 1e3:8.0f} µs {t / sum(times):5.0%}")
+            lines.append(f"  {cut(name, width):{width}s} {t / 1e3:8.0f} µs {t / sum(times):5.0%}")
     lines.append(f"({_profiled_at(problem, profiles, labels, rec)}: each kernel run once, clocks as found)")
     return "\n".join(lines)
 
@@ -614,8 +618,7 @@ def _longest_kernel(m: dict) -> str:
     """Which kernel a profile of a rung that launches several describes (ncu profiles its longest)."""
     if (m.get("kernels") or 1) < 2:
         return ""
-    name = m["kernel"] if len(m["kernel"]) <= 32 else m["kernel"][:31] + "…"
-    return f"; the longest of {m['kernels']} kernel launches, {name}, {m['time_share']:.0%} of the time"
+    return f"; the longest of {m['kernels']} kernel launches, {cut(m['kernel'], 32)}, {m['time_share']:.0%} of the time"
 
 
 def warp_state_line(problem, label: str, recording=None, top: int = 3, shape: tuple | None = None) -> str:

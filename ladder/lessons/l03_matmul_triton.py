@@ -10,7 +10,7 @@ import torch
 import kernels.matmul as mm
 from kernels import matmul_triton_search as triton_search
 from kernels.triton import matmul as tm
-from ladder import autotune
+from ladder import autotune, verdicts
 from ladder.check import compare
 from ladder.timing import bench
 
@@ -22,7 +22,7 @@ def profiled_kernels(recording, problem: str, width: int = 40) -> str:
     for p in recording.profiles(problem):
         m = p["metrics"]
         short = [k.split("(")[0].split("<")[0] for k in m.get("kernels", [])]
-        names = ", ".join(k if len(k) <= width else k[:width - 1] + "…" for k in short)
+        names = ", ".join(verdicts.cut(k, width) for k in short)
         lines.append(f"{p['backend'] + ':' + p['rung']:18s} {m['dram_bytes_read'] / 1e6:13.0f} "
                      f"{m['dram_bytes_write'] / 1e6:11.0f}  {names}")
     shape = recording.profiles(problem)[0]["shape"] if recording.profiles(problem) else None
