@@ -111,7 +111,8 @@ def _attention_case(shape: tuple, gen) -> dict:
 
 
 def measure_case(case: dict, rounds: int) -> dict:
-    """One case's row: its first call (tuning on first use included), its check, then `rounds` rounds."""
+    """One case's row: its first call (tuning on first use included), its check, then `rounds` rounds; a line on
+    stderr as it finishes (_progress)."""
     torch.cuda.synchronize()
     start = time.perf_counter()
     got = case["run"]()
@@ -126,14 +127,14 @@ def measure_case(case: dict, rounds: int) -> dict:
            "rel_error": max(v.rel_error for v in verdicts),
            "first_call_s": first_call_s, "rounds": rounds}
     if not row["correct"]:   # a wrong result is not timed
-        return row
+        return _progress(row)
     ours, anchor = [], []
     for _ in range(rounds):
         ours.append(bench(case["run"], WARMUP_MS, REP_MS, warmed=True).median_ms)
         anchor.append(bench(case["anchor"], WARMUP_MS, REP_MS).median_ms)
     ratios = [a / o for a, o in zip(anchor, ours)]
-    return {**row, "ms": statistics.median(ours), "anchor_ms": statistics.median(anchor),
-            "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
+    return _progress({**row, "ms": statistics.median(ours), "anchor_ms": statistics.median(anchor),
+                      "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)})
 
 
 def _progress(row: dict) -> dict:
@@ -150,12 +151,12 @@ def measure(rounds: int = 5, only: str | None = None) -> list[dict]:
     gen = torch.Generator("cuda").manual_seed(0)
     rows = []
     for name, *case in MATMUL_CASES if only in (None, "matmul") else []:
-        rows.append(_progress(measure_case(_matmul_case(name, *case, gen=gen), rounds)))
+        rows.append(measure_case(_matmul_case(name, *case, gen=gen), rounds))
         torch.cuda.empty_cache()   # the vocabulary's output is 823 MB: leave the next case its memory
     for name, *case in TRAINING_CASES if only in (None, "matmul") else []:
-        rows.append(_progress(measure_case(_training_case(name, *case, gen=gen), rounds)))
+        rows.append(measure_case(_training_case(name, *case, gen=gen), rounds))
     for shape in ATTENTION_CASES if only in (None, "attention") else []:
-        rows.append(_progress(measure_case(_attention_case(shape, gen), rounds)))
+        rows.append(measure_case(_attention_case(shape, gen), rounds))
     return rows
 
 

@@ -40,8 +40,7 @@ def test_a_case_is_checked_then_timed_in_rounds_and_a_wrong_one_is_not_timed(mon
     assert row["correct"] and (row["ratio"], row["ratio_min"], row["ratio_max"]) == (2.5, 2.0, 3.0)
     wrong = ops_speed.measure_case({**case, "run": lambda: x @ x + 1}, rounds=2)
     assert not wrong["correct"] and "ms" not in wrong
-    ops_speed._progress(row), ops_speed._progress(wrong)   # a line per case as it finishes
-    right_line, wrong_line = capsys.readouterr().err.splitlines()
+    right_line, wrong_line = capsys.readouterr().err.splitlines()   # a line per case as it finishes
     assert right_line.startswith("matmul 8³: 2.500x (min 2.000, max 3.000) torch.matmul, kernel k, first call")
     assert wrong_line.startswith("matmul 8³: WRONG (rel. error")
 
