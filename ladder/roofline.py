@@ -439,6 +439,7 @@ def _draw_arrows(ax, pts, shown) -> tuple[bool, bool]:
         return ax.transData.transform((p.intensity, p.tflops))
 
     shrink = ARROW_SHRINK * ax.figure.dpi / 72
+    to_data = ax.transData.inverted()
     drawn = short = False
     for backend in dict.fromkeys(p.backend for p in pts if p.backend != "torch"):
         ladder = sorted((p for p in pts if p.backend == backend), key=_rung_order)
@@ -452,7 +453,6 @@ def _draw_arrows(ax, pts, shown) -> tuple[bool, bool]:
             start, end = meets(a), meets(b)
             others = [box for gid, _, box in marks if _rung_of(gid) not in (a.label, b.label)]
             bend = next((rad for rad in ARROW_BENDS if not _arrow_crosses(start, end, rad, shrink, others)), 0.0)
-            to_data = ax.transData.inverted()
             ax.annotate("", to_data.transform(end), to_data.transform(start), zorder=2,
                         arrowprops=dict(arrowstyle="->", color=BACKEND_COLORS.get(backend, "k"), alpha=0.35,
                                         shrinkA=ARROW_SHRINK, shrinkB=ARROW_SHRINK,
