@@ -120,10 +120,11 @@ def phases(n: int, rounds: int) -> dict[str, list]:
     ops.matmul(a, b)  # compiles, chooses, plans: all cached from here on
     plan = ops.matmul_plan(M, N, K)
     scalars = (M, N, K, *a.stride(), *b.stride(), N, 1)
-    tensors = (a, b, out, None)
+    tensors = (a, b, out, None, None)   # no bias, no kept input
 
-    def launch():
-        key = (a.get_device(), id(plan), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0, None)
+    def launch():   # the key as ops._matmul_run forms it
+        key = (a.get_device(), a.dtype, id(plan), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
+               False, False)
         ops._MATMUL_LAUNCHES(key, plan, tensors, scalars)
     steps = {"ladder.ops.matmul": {
         "checks": lambda: (ops._check_matmul(a, b, None, None), ops._direct(a, b, None)),
