@@ -12,7 +12,8 @@ ladder.sweep fills the table; its docstring says what it times.
 
 An entry is a Case: the shape, B's layout ("row": K x N row-major; "weight_t": the transpose of a row-major N x K,
 nn.Linear's weight.t(); "strided": any other view) and the epilogue the call fuses (None, "bias", "relu", "gelu",
-"bias_relu", "bias_gelu"), and the operands' dtype (fp16; bf16 from first use only). The sweep fills fp16
+"bias_relu", "bias_gelu"), the operands' dtype (fp16; bf16 from first use only) and A's layout ("row"; "transposed":
+a.mT of a row-major K x M, as a weight's gradient reads the activations; "strided"). The sweep fills fp16
 row-major cases without an epilogue; ladder.first_use fills the case of each call it has not measured, on first use. Only a case's own entry decides: a shape a few sizes away can have
 other tiles, alignments and vector loads.
 
@@ -93,21 +94,22 @@ def shape_text(shape: tuple) -> str:
 # ------------------------------------------------------------- the table
 
 class Case(NamedTuple):
-    """What a measurement holds for: a call's shape, B's layout, its epilogue (see the module's docstring) and the
-    operands' dtype (torch's name for it)."""
+    """What a measurement holds for: a call's shape, B's layout, its epilogue (see the module's docstring), the
+    operands' dtype (torch's name for it) and A's layout: a kernel's speed in one layout says nothing of another."""
     M: int
     N: int
     K: int
     layout: str = "row"
     epilogue: str | None = None
     dtype: str = "float16"
+    a_layout: str = "row"
 
     @property
     def shape(self) -> tuple:
         return (self.M, self.N, self.K)
 
     def __str__(self) -> str:
-        extras = [f"B {self.layout}"] if self.layout != "row" else []
+        extras = [f"A {self.a_layout}"] * (self.a_layout != "row") + [f"B {self.layout}"] * (self.layout != "row")
         return " ".join([shape_text(self.shape), *extras, *([f"+ {self.epilogue}"] if self.epilogue else []),
                          *([self.dtype] if self.dtype != "float16" else [])])
 
@@ -140,11 +142,13 @@ class Entry:
     def as_dict(self) -> dict:
         return {"shape": list(self.shape), "layout": self.case.layout, "epilogue": self.case.epilogue,
                 **({"dtype": self.case.dtype} if self.case.dtype != "float16" else {}),
+                **({"a_layout": self.case.a_layout} if self.case.a_layout != "row" else {}),
                 "timings": {label: {"config": t.config, "ms": t.ms} for label, t in self.timings.items()}}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Entry":
-        return cls(Case(*d["shape"], d.get("layout", "row"), d.get("epilogue"), d.get("dtype", "float16")),
+        return cls(Case(*d["shape"], d.get("layout", "row"), d.get("epilogue"), d.get("dtype", "float16"),
+                        d.get("a_layout", "row")),
                    {label: Timed(t["config"], t["ms"]) for label, t in d["timings"].items()})
 
 

@@ -1,4 +1,4 @@
-"""ladder.ops.matmul's first-use tuning: the first call in a case (shape, B's layout, epilogue: ladder.dispatch.Case)
+"""ladder.ops.matmul's first-use tuning: the first call in a case (shape, layouts, epilogue: ladder.dispatch.Case)
 that this GPU's dispatch table has not measured times a short list of candidates there, once, and adds the
 fastest to the table, where every later call (and every later process) finds it. This is torch.compile's
 max-autotune idea, choosing between its Triton templates and cuBLAS by timing them, at a budget of seconds.
@@ -7,7 +7,7 @@ What it times (`candidates`), each checked before it is timed, and timed only if
   torch:cublas             torch.matmul (torch.addmm with a bias), the activation as a torch op
   triton:6_autotuned       rung 6 in the configurations `proposals` gives the shape (at most PROPOSALS), the bias
                            and activation fused into its epilogue where the call has both
-  triton:7_tma_persistent  where this GPU has the TMA and B's layout is one its descriptors take: rung 7 in its
+  triton:7_tma_persistent  where this GPU has the TMA and A and B are in layouts its descriptors take: rung 7 in its
                            tiles, bias and activation as torch ops (K or N padded into a copy where not a multiple
                            of 8: the copy is part of what is timed)
 The inputs are its own, random, in the case's layout: one tuning serves an eager call, a trace under torch.compile
@@ -96,6 +96,14 @@ def proposals(shape: tuple, gpu, rule: dict) -> list[dict]:
 
 # ------------------------------------------------------------- the candidates and their inputs
 
+def _a_in_layout(M: int, K: int, layout: str, gen, dtype: torch.dtype) -> torch.Tensor:
+    if layout == "row":
+        return torch.randn(M, K, generator=gen, device=device()).to(dtype)
+    if layout == "transposed":
+        return torch.randn(K, M, generator=gen, device=device()).to(dtype).t()
+    return torch.randn(M, 2 * K, generator=gen, device=device()).to(dtype)[:, ::2]   # "strided": every other column
+
+
 def _b_in_layout(K: int, N: int, layout: str, gen, dtype: torch.dtype) -> torch.Tensor:
     if layout == "row":
         return torch.randn(K, N, generator=gen, device=device()).to(dtype)
@@ -141,7 +149,7 @@ def candidates(case: Case, gpu, rule: dict) -> list[tuple[str, dict | None, obje
         return run
 
     found = [(CUBLAS, None, cublas)] + [(RUNG6, c, rung6(c)) for c in proposals(case.shape, gpu, rule)]
-    if gpu.has("tma") and case.layout in ("row", "weight_t"):
+    if gpu.has("tma") and case.layout in ("row", "weight_t") and case.a_layout == "row":
         found.append((RUNG7, dict(tm.TMA_PERSISTENT),
                       lambda a, b, bias: epilogue(tm.tma_persistent(a, b), bias, activation)))
     return found
@@ -188,7 +196,7 @@ def _measure(case: Case, found: list) -> tuple[dict[str, Timed], list[str]]:
     M, N, K = case.shape
     has_bias, activation = split_epilogue(case.epilogue)
     gen, dtype = torch.Generator(device()).manual_seed(0), getattr(torch, case.dtype)
-    a = torch.randn(M, K, generator=gen, device=device()).to(dtype)
+    a = _a_in_layout(M, K, case.a_layout, gen, dtype)
     b = _b_in_layout(K, N, case.layout, gen, dtype)
     bias = torch.randn(N, generator=gen, device=device()).to(dtype) if has_bias else None
     rows = torch.randperm(M, generator=gen, device=device())[:CHECK_ROWS]

@@ -15,7 +15,7 @@ beside O, the log-sum-exp of each query's scores, from which its backward (Flash
 attention_backward.py, an operator too: `ladder::attention_backward`) recomputes the probabilities.
 
 Which kernel runs: `backend(op)` says, and why (`describe()` for both; `matmul_choice(...)` per case).
-  matmul     On a GPU from sm_80 on, per case (shape, B's layout, epilogue, dtype: ladder.dispatch.Case) the fastest of
+  matmul     On a GPU from sm_80 on, per case (shape, A and B layouts, epilogue, dtype: ladder.dispatch.Case) the fastest of
              torch.matmul, Triton rung 6 (kernels/triton/matmul.py, persistent_kernel, its bias + ReLU / GELU
              epilogue fused) and, in an eager call on a GPU with the TMA (sm_90), rung 7 (tma_persistent: A
              row-major, B row-major or a weight's transpose, K and N padded into a copy where not a multiple of 8,
@@ -319,11 +319,12 @@ def rule_config(M: int, N: int, K: int) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def matmul_choice(M: int, N: int, K: int, layout: str = "row", epilogue: str | None = None,
-                  dtype: str = "float16") -> MatmulChoice:
-    """The kernel and rung 6's configuration in the case (M, N, K, B's layout, epilogue, dtype: ladder.dispatch.Case):
+                  dtype: str = "float16", a_layout: str = "row") -> MatmulChoice:
+    """The kernel and rung 6's configuration in the case (M, N, K, B's layout, epilogue, dtype, A's layout:
+    ladder.dispatch.Case):
     the dispatch table's pick where it has measured the case, else, on a GPU, the pick of a first-use tuning
     (ladder.first_use) that measures it now; chosen once per case."""
-    case = dispatch.Case(M, N, K, layout, epilogue, dtype)
+    case = dispatch.Case(M, N, K, layout, epilogue, dtype, a_layout)
     gpu, rule = detect(), rule_config(M, N, K)
     entry = dispatch.lookup(case)
     if entry is None and gpu is not None and first_use.enabled() and not dispatch.suspending:
@@ -370,10 +371,10 @@ dispatch.on_reload(forget_choices)
 
 @functools.lru_cache(maxsize=None)
 def matmul_plan(M: int, N: int, K: int, layout: str = "row", epilogue: str | None = None,
-                dtype: str = "float16") -> Plan:
-    """Rung 6's launch in the case (M, N, K, layout, epilogue, dtype), in matmul_choice's configuration, the bias
-    and activation fused where the call has both."""
-    config = matmul_choice(M, N, K, layout, epilogue, dtype).config
+                dtype: str = "float16", a_layout: str = "row") -> Plan:
+    """Rung 6's launch in the case (M, N, K, layout, epilogue, dtype, a_layout), in matmul_choice's configuration,
+    the bias and activation fused where the call has both."""
+    config = matmul_choice(M, N, K, layout, epilogue, dtype, a_layout).config
     args = dict(M=M, N=N, K=K, **config)
     grid = (tm.programs(triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"])),)
     return _plan(config, grid, _MATMUL_PARAMS, _MATMUL_HEAD,
@@ -462,18 +463,17 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int, keep_input: bool
     fused = bias is not None and activation is not None
     traced = _traced(a, b, bias)
     layout = "row" if b.is_contiguous() else "weight_t" if validate.is_stored_transposed(b) else "strided"
+    a_layout = "row" if a.is_contiguous() else "transposed" if validate.is_stored_transposed(a) else "strided"
     epilogue = first_use.epilogue_name(bias is not None, activation)
     dtype = DTYPE_NAMES[a.dtype]
     if backend("matmul").kernel == CUBLAS:   # no tensor cores for Triton on this GPU
         picked = CUBLAS
     elif traced:
         sizes = _sizes(M, N, K)
-        picked = matmul_choice(*sizes, layout, epilogue, dtype).kernel
+        picked = matmul_choice(*sizes, layout, epilogue, dtype, a_layout).kernel
     else:
         sizes = (M, N, K)
-        picked = matmul_choice(M, N, K, layout, epilogue, dtype).eager
-        if picked == RUNG7 and not a.is_contiguous():   # rung 7's descriptors take a row-major A only
-            picked = matmul_choice(M, N, K, layout, epilogue, dtype).kernel
+        picked = matmul_choice(M, N, K, layout, epilogue, dtype, a_layout).eager
     if picked == CUBLAS:
         out = torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b)
         return (F.gelu(out, approximate="tanh"), out) if keep_input else first_use.epilogue(out, None, activation)
@@ -495,10 +495,10 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int, keep_input: bool
     scalars = (M, N, K, stride_am, stride_ak, stride_bk, stride_bn, N, 1)
     if traced:
         if out.numel():
-            plan = matmul_plan(*sizes, layout, epilogue, dtype)
+            plan = matmul_plan(*sizes, layout, epilogue, dtype, a_layout)
             wrap_triton(_MATMUL_JIT)[plan.grid](*tensors, *scalars, *plan.constexprs, **plan.options)
     elif out.numel():
-        plan = matmul_plan(M, N, K, layout, epilogue, dtype)
+        plan = matmul_plan(M, N, K, layout, epilogue, dtype, a_layout)
         # out is fresh from the caching allocator, 512-byte aligned: only a, b and the bias can be misaligned.
         # Plans live until forget_choices, which forgets the compiled kernels too: id(plan) names the config
         key = (a.get_device(), a.dtype, id(plan), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,

@@ -151,6 +151,14 @@ def test_a_bf16_case_is_kept_apart_and_fp16_entries_are_written_as_before():
     assert len(table(fp16, bf16).entries) == 2
 
 
+def test_a_transposed_a_is_a_case_of_its_own():
+    """A weight's gradient reads the activations as a.mT: a speed measured with a row-major A says nothing of it."""
+    row = entry((768, 3072, 8192), cublas=1.0)
+    transposed = dispatch.Entry(Case(768, 3072, 8192, "row", None, "float16", "transposed"), row.timings)
+    assert "a_layout" not in row.as_dict() and dispatch.Entry.from_dict(transposed.as_dict()) == transposed
+    assert table(row).lookup(transposed.case) is None and str(transposed.case) == "768x3072x8192 A transposed"
+
+
 def test_the_pick_rung_6_only_when_it_beats_cublas_by_more_than_the_tie():
     assert entry((1, 1, 1), cublas=1.02, rung6=1.0).pick(dispatch.OP_CANDIDATES) == RUNG6
     assert entry((1, 1, 1), cublas=1.005, rung6=1.0).pick(dispatch.OP_CANDIDATES) == CUBLAS
@@ -196,7 +204,7 @@ def test_the_op_runs_rung_6_in_the_tables_configuration_and_asks_once_per_case(i
     a, b = randn(37, 29), randn(29, 45)
     for _ in range(3):
         assert compare(ops.matmul(a, b), reference(a, b)).ok
-    assert ops.matmul_choice(37, 45, 29, "row", None, "float16").kernel == RUNG6   # as the op asks: cached
+    assert ops.matmul_choice(37, 45, 29, "row", None, "float16", "row").kernel == RUNG6   # as the op asks: cached
     assert ops.matmul_plan(37, 45, 29).config == TALLER
     assert asked == [Case(37, 45, 29)]   # then a dict hit
     in_effect(None)                      # no table: the op's own rule again

@@ -74,6 +74,20 @@ def test_each_candidate_is_checked_before_it_is_timed(monkeypatch):
     assert timed[0] == (1, 29)   # B as nn.Linear's weight.t() is
 
 
+def test_a_transposed_a_is_timed_transposed_and_without_rung_7(monkeypatch):
+    seen = []
+    monkeypatch.setattr(first_use, "bench", fake_bench([1.0]))
+
+    def right(a, b, bias):
+        seen.append(a.stride())
+        return (a.float() @ b.float()).half()
+    case = Case(37, 45, 29, "row", None, "float16", "transposed")
+    assert first_use._measure(case, [(CUBLAS, None, right)]) == ({CUBLAS: dispatch.Timed(None, 1.0)}, [])
+    assert seen[0] == (1, 37)   # A as a.mT of a row-major K x M is
+    assert RUNG7 not in [label for label, _, _ in first_use.candidates(case, H100, SMALLEST)]   # its TMA: row-major A
+    assert RUNG7 in [label for label, _, _ in first_use.candidates(case._replace(a_layout="row"), H100, SMALLEST)]
+
+
 def test_a_bf16_case_times_its_candidates_on_bf16_operands(monkeypatch):
     seen = []
     monkeypatch.setattr(first_use, "bench", fake_bench([1.0]))
