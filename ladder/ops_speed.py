@@ -96,8 +96,16 @@ def _training_case(name: str, M: int, N: int, K: int, *, gen, device: str = "cud
             "run": step(lambda x, y, z: ops.matmul(x, y.t(), z, "gelu")),
             "anchor": step(lambda x, y, z: F.gelu(F.linear(x, y, z), approximate="tanh")),
             "want": step(lambda x, y, z: F.gelu(F.linear(x, y, z), approximate="tanh"), fp32),
-            "kernel": lambda: ops.matmul_choice(M, N, K, "weight_t", "bias_gelu").kernel,
+            "kernel": lambda: _training_kernels(M, N, K),
             "anchor_name": "F.linear+F.gelu"}
+
+
+def _training_kernels(M: int, N: int, K: int) -> str:
+    """What each of the case's three matmuls ran (eager): the forward, then the backward's grad @ weight and
+    x.mT @ grad (a transposed A: a case of its own)."""
+    picks = [ops.matmul_choice(M, N, K, "weight_t", "bias_gelu").eager, ops.matmul_choice(M, K, N).eager,
+             ops.matmul_choice(K, N, M, a_layout="transposed").eager]
+    return "{}; backward {}, {}".format(*picks)
 
 
 def _attention_case(shape: tuple, gen) -> dict:

@@ -67,3 +67,5 @@ def test_the_training_case_returns_the_three_gradients_each_checked():
     assert [g.shape for g in got] == [(37, 29), (45, 29), (45,)]
     assert all(check.compare(g, w).ok for g, w in zip(got, want))
     assert all(check.compare(g, w).ok for g, w in zip(case["anchor"](), want))
+    # each of its three matmuls named: in the interpreter, rung 6 by the op's rule
+    assert case["kernel"]() == "triton:6_autotuned; backward triton:6_autotuned, triton:6_autotuned"
