@@ -77,7 +77,7 @@ extern "C" __global__ void softmax(float* P, int S) {
     total *= expf(top - row_top);  // each lane's sum, relative to the row's max
     #pragma unroll
     for (int off = 16; off > 0; off /= 2) total += __shfl_xor_sync(FULL, total, off);
-    const float inv = 1.0f / total;  // >= 1: key 0 is never masked, the max term is exp(0)
+    const float inv = 1.0f / total;  // total >= 1: key 0 is never masked, the max term is exp(0)
     for (int j = lane; j < S; j += 32) row[j] = expf(row[j] - row_top) * inv;  // pass 2
 }
 
