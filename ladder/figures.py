@@ -230,9 +230,9 @@ def memory_needed(curves: dict[str, list[float]], sizes: list[int], memories: di
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for (label, nbytes), color in zip(curves.items(), ("tab:red", "tab:blue", "tab:green")):
         ax.plot(sizes, np.asarray(nbytes) / 1e9, marker="o", color=color,
-                label=f"{label}: {nbytes[-1] / 1e9:.3g} GB at S = {sizes[-1]}")
+                label=f"{label}: {nbytes[-1] / 1e9:.2f} GB at S = {sizes[-1]}")
     for (name, nbytes), style in zip(memories.items(), ("--", ":")):
-        ax.axhline(nbytes / 1e9, color="k", ls=style, lw=1, label=f"{name}: {nbytes / 1e9:.0f} GB")
+        ax.axhline(nbytes / 1e9, color="k", ls=style, lw=1, label=f"{name}: {nbytes / 1e9:.1f} GB")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(sizes, [str(s) for s in sizes])
