@@ -288,7 +288,7 @@ def attention_kv_ring(tiles: int = 6):
                  prefix="kv", math="the math runs on it (tensor cores; Triton on sm_75: CUDA cores)")
     fig.text(0.5, 0.07, f"Triton rung 5, num_stages = {triton_stages} (BLOCK_M = {t['BLOCK_M']}, BLOCK_N = "
              f"{t['BLOCK_N']}): the compiler builds such a ring itself,\n{triton_stages} K and {triton_stages} V "
-             f"buffers on sm_90, {triton_stages - 1} of each on sm_80", ha="center", fontsize=9)
+             f"buffers on sm_90", ha="center", fontsize=9)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
 
