@@ -41,7 +41,7 @@ def attention_backward_programs(head_dim: int = 64, key_block: int = 1, query_bl
         ax.plot([0, S], [0, S], color="k", lw=0.8, ls="--")
         _box(ax, 0, 0, S, S, "k", lw=1)
         _bare(ax, -0.1 * S, S + 0.02 * S, -0.07 * S, S + 0.02 * S)
-        ax.set_title(f"{title}\n{bm} x {bn} steps, {steps} computed", fontsize=10, pad=22)
+        ax.set_title(f"{title}\nsteps of {bm} x {bn}, {steps} computed", fontsize=10, pad=22)
     fig.suptitle(f"Rung 2, causal, D = {head_dim}, S = {S}: each gradient row written once, by the program that "
                  f"owns it;\nP and dP computed in both kernels (dashed: the diagonal)", fontsize=11)
     _key(fig, [("this program, no mask", TRITON), ("this program, masked (diagonal)", _shade(TRITON, 0.4)),
@@ -82,7 +82,7 @@ def attention_backward_atomics(head_dim: int = 128, key_block: int = 1):
         _arrow(ax, ((key_block + 1) * bn, (i + 0.5) * bm), (x, (i + 0.5) * bm), color=CUDA)
     ax.text(x + 0.06 * S, -0.02 * S, "dQ (fp32)", ha="center", va="bottom", fontsize=9)
     _bare(ax, -0.1 * S, x + 0.14 * S, -0.07 * S, S + 0.02 * S)
-    ax.set_title(f"one dkdv program: {bm} x {bn} steps, dQ added by atomics at each", fontsize=10, pad=22)
+    ax.set_title(f"one dkdv program: steps of {bm} x {bn}, dQ added by atomics at each", fontsize=10, pad=22)
     fig.suptitle(f"Rung 3, causal, D = {head_dim}, S = {S}: no dQ kernel; every K/V program adds into the dQ rows "
                  f"of its queries\n(the number in each dQ row: how many programs add into it, up to {cols} here, "
                  f"S / {bn} at any S)", fontsize=11)
