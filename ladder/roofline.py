@@ -302,7 +302,7 @@ REACH = 4   # marks' widths a mark may be set from its place
 
 def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, float]],
            roofs: np.ndarray | None = None, sides: tuple[int, ...] = (-1, 1)) -> list[float]:
-    """The x (data) to draw each mark at, so that a reader can tell every mark and every true place apart.
+    """The (x, y) (data) to draw each mark at, so that a reader can tell every mark and every true place apart.
 
     Marks are given by their places in data and their (width, height) in pixels. Of two marks that would overlap
     at their places the later is set aside, and both are where either, left there, would hide the other's true
@@ -311,18 +311,19 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
     to the nearest place inside the axes where it covers no other mark, no true place, no other mark's leader and
     none of `roofs` (pixels along the roof lines: a mark on a roof reads as a point of it), and where its own
     leader, from its true place, runs through no other mark and across no roof (the mark would read as on the
-    roof's other side). Where no place spares its leader both (three marks or more within one mark's height), the
-    nearest that spares it the roofs, else the nearest that meets the rest; with none within REACH marks' widths,
-    it stays at its place (a longer leader is hard to follow back; ladder.figcheck says what it hides). Its y
-    stays: that is the measurement. The axes' limits must be set."""
+    roof's other side). One mark's height above or below comes after one mark's width to either side, before
+    two (its height then off by that much, its true place still marked). Where no place spares its leader both
+    (three marks or more within one mark's height), the nearest that spares it the roofs, else the nearest
+    sideways that meets the rest; with none within REACH marks' widths, it stays at its place (a longer leader is hard to follow back; ladder.figcheck says what it hides).
+    The axes' limits must be set."""
     from itertools import combinations
     from matplotlib.transforms import Bbox   # matplotlib loads only to draw
     roofs = np.empty((0, 2)) if roofs is None else roofs
     pixels = ax.transData.transform(places)
 
-    def box_at(i, x):
+    def box_at(i, x, y=None):
         w, h = extents[i]
-        return Bbox.from_bounds(x - w / 2, pixels[i][1] - h / 2, w, h)
+        return Bbox.from_bounds(x - w / 2, (pixels[i][1] if y is None else y) - h / 2, w, h)
 
     at_place = [box_at(i, px) for i, (px, _) in enumerate(pixels)]
     radius = np.sqrt(TRUE_PLACE) * ax.figure.dpi / 72 * 0.75 + MARK_GAP / 2   # a small diamond's half diagonal, a gap
@@ -335,31 +336,35 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
             aside.add(j)
     taken = [box.padded(MARK_GAP / 2) for i, box in enumerate(at_place) if i not in aside]
     dots_shown = [dot[i] for i in aside]
-    leaders, xs = [], [x for x, _ in places]
+    leaders, drawn = [], list(places)
 
-    def leader_to(i, x):
+    def leader_to(i, x, y):   # a horizontal or a vertical line from the true place
         px, py = pixels[i]
-        return Bbox([[min(px, x), py - LEADER_WIDTH / 2], [max(px, x), py + LEADER_WIDTH / 2]])
+        return Bbox([[min(px, x) - (x == px) * LEADER_WIDTH / 2, min(py, y) - (y == py) * LEADER_WIDTH / 2],
+                     [max(px, x) + (x == px) * LEADER_WIDTH / 2, max(py, y) + (y == py) * LEADER_WIDTH / 2]])
 
-    def free(i, x, leader_spares_marks: bool, leader_spares_roofs: bool) -> bool:
-        box, leader = box_at(i, x), leader_to(i, x)
-        return ax.bbox.x0 <= box.x0 and box.x1 <= ax.bbox.x1 \
+    def free(i, xy, leader_spares_marks: bool, leader_spares_roofs: bool) -> bool:
+        box, leader = box_at(i, *xy), leader_to(i, *xy)
+        return ax.bbox.x0 <= box.x0 and box.x1 <= ax.bbox.x1 and ax.bbox.y0 <= box.y0 and box.y1 <= ax.bbox.y1 \
             and not any(box.overlaps(t) for t in (*taken, *dots_shown, *leaders)) \
             and not _covers(box.padded(MARK_GAP / 2), roofs) \
             and not (leader_spares_marks and any(leader.overlaps(t) for t in taken)) \
             and not (leader_spares_roofs and _covers(leader, roofs))
 
     for i in sorted(aside):
-        px, py = pixels[i]
-        nearest = [px + side * k * (extents[i][0] + MARK_GAP) for k in range(1, REACH + 1) for side in sides]
-        rules = ((True, True), (False, True), (False, False))   # what the leader must spare, strictest first
-        x = next((x for rule in rules for x in nearest if free(i, x, *rule)), None)
-        if x is None:   # no room within reach: left where it is
+        (px, py), (w, h) = pixels[i], extents[i]
+        sideways = [(px + side * k * (w + MARK_GAP), py) for k in range(1, REACH + 1) for side in sides]
+        upright = [(px, py + side * (h + MARK_GAP)) for side in (1, -1)]
+        nearest = sideways[:len(sides)] + upright + sideways[len(sides):]   # a mark's width or height away first
+        tries = [(nearest, (True, True)), (nearest, (False, True)), (sideways, (False, False))]   # strictest first
+        xy = next((xy for where, rule in tries for xy in where if free(i, xy, *rule)), None)
+        if xy is None:   # no room within reach: left where it is
             continue
-        taken.append(box_at(i, x).padded(MARK_GAP / 2))
-        leaders.append(leader_to(i, x))
-        xs[i] = ax.transData.inverted().transform((x, py))[0]
-    return xs
+        taken.append(box_at(i, *xy).padded(MARK_GAP / 2))
+        leaders.append(leader_to(i, *xy))
+        x, y = ax.transData.inverted().transform(xy)
+        drawn[i] = (x, places[i][1] if xy[1] == py else y)   # a height left as it is stays the measurement
+    return drawn
 
 
 def _covers(box, points: np.ndarray) -> bool:
@@ -375,21 +380,21 @@ def _draw_points(ax, pts, size) -> bool:
     from ladder import figcheck   # matplotlib's, loaded only to draw
     marks = [(p, p.intensity, False) for p in pts] + [(p, p.l2_intensity, True) for p in pts if p.l2_intensity]
     roofs = np.vstack([np.empty((0, 2)), *(_pixels_along(ax, line) for line in ax.get_lines() if line.get_gid())])
-    xs = spread(ax, [(x, p.tflops) for p, x, _ in marks],
+    at = spread(ax, [(x, p.tflops) for p, x, _ in marks],
                 [mark_extent(ax, p.glyph, p.backend, size) for p, *_ in marks], roofs)
     for p in pts:
         if p.l2_intensity:
             ax.plot([p.l2_intensity, p.intensity], [p.tflops, p.tflops], color=BACKEND_COLORS.get(p.backend, "k"),
                     lw=0.8, alpha=0.5, zorder=2)
-    for (p, x, hollow), drawn_x in zip(marks, xs):
-        if drawn_x != x:   # a small mark of its kind at the true place, and a leader from it to the numbered one
+    for (p, x, hollow), (drawn_x, drawn_y) in zip(marks, at):
+        if (drawn_x, drawn_y) != (x, p.tflops):   # a small mark of its kind at the true place, a leader to the numbered
             color = BACKEND_COLORS.get(p.backend, "k")
-            ax.plot([x, drawn_x], [p.tflops, p.tflops], color=color, lw=0.8, zorder=2)
+            ax.plot([x, drawn_x], [p.tflops, drawn_y], color=color, lw=0.8, zorder=2)
             ax.scatter(x, p.tflops, s=TRUE_PLACE, marker=BACKEND_MARKERS.get(p.backend, "o"), zorder=2.5,
                        facecolors="white" if hollow else color, edgecolors=color, lw=1.0,
                        gid=f"{figcheck.PLACE}{p.label}{' (L2)' if hollow else ''}")
-        draw_mark(ax, drawn_x, p.tflops, p.glyph, p.backend, size, f"{p.label} (L2)" if hollow else p.label, hollow)
-    return any(drawn != x for (_, x, _), drawn in zip(marks, xs))
+        draw_mark(ax, drawn_x, drawn_y, p.glyph, p.backend, size, f"{p.label} (L2)" if hollow else p.label, hollow)
+    return any(xy != (x, p.tflops) for (p, x, _), xy in zip(marks, at))
 
 
 ARROW_SHRINK = 8.0   # points an arrow stops short of each end's place, clear of the mark there
