@@ -96,20 +96,14 @@ def proposals(shape: tuple, gpu, rule: dict) -> list[dict]:
 
 # ------------------------------------------------------------- the candidates and their inputs
 
-def _a_in_layout(M: int, K: int, layout: str, gen, dtype: torch.dtype) -> torch.Tensor:
+def _in_layout(rows: int, cols: int, layout: str, gen, dtype: torch.dtype) -> torch.Tensor:
+    """A rows x cols operand in a case's layout: "row"; "transposed" (A) or "weight_t" (B), the transpose of a
+    row-major cols x rows; "strided", every other column of a wider one."""
     if layout == "row":
-        return torch.randn(M, K, generator=gen, device=device()).to(dtype)
-    if layout == "transposed":
-        return torch.randn(K, M, generator=gen, device=device()).to(dtype).t()
-    return torch.randn(M, 2 * K, generator=gen, device=device()).to(dtype)[:, ::2]   # "strided": every other column
-
-
-def _b_in_layout(K: int, N: int, layout: str, gen, dtype: torch.dtype) -> torch.Tensor:
-    if layout == "row":
-        return torch.randn(K, N, generator=gen, device=device()).to(dtype)
-    if layout == "weight_t":
-        return torch.randn(N, K, generator=gen, device=device()).to(dtype).t()
-    return torch.randn(K, 2 * N, generator=gen, device=device()).to(dtype)[:, ::2]   # "strided": every other column
+        return torch.randn(rows, cols, generator=gen, device=device()).to(dtype)
+    if layout in ("transposed", "weight_t"):
+        return torch.randn(cols, rows, generator=gen, device=device()).to(dtype).t()
+    return torch.randn(rows, 2 * cols, generator=gen, device=device()).to(dtype)[:, ::2]
 
 
 def epilogue(out: torch.Tensor, bias, activation) -> torch.Tensor:
@@ -196,8 +190,8 @@ def _measure(case: Case, found: list) -> tuple[dict[str, Timed], list[str]]:
     M, N, K = case.shape
     has_bias, activation = split_epilogue(case.epilogue)
     gen, dtype = torch.Generator(device()).manual_seed(0), getattr(torch, case.dtype)
-    a = _a_in_layout(M, K, case.a_layout, gen, dtype)
-    b = _b_in_layout(K, N, case.layout, gen, dtype)
+    a = _in_layout(M, K, case.a_layout, gen, dtype)
+    b = _in_layout(K, N, case.layout, gen, dtype)
     bias = torch.randn(N, generator=gen, device=device()).to(dtype) if has_bias else None
     rows = torch.randperm(M, generator=gen, device=device())[:CHECK_ROWS]
     want = epilogue(a[rows].float() @ b.float(), None if bias is None else bias.float(), activation)
