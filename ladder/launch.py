@@ -122,10 +122,8 @@ def phases(n: int, rounds: int) -> dict[str, list]:
     scalars = (M, N, K, *a.stride(), *b.stride(), N, 1)
     tensors = (a, b, out, None, None)   # no bias, no kept input
 
-    def launch():   # the key as ops._matmul_run forms it
-        key = (a.get_device(), a.dtype, id(plan), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
-               False, False)
-        ops._MATMUL_LAUNCHES(key, plan, tensors, scalars)
+    def launch():
+        ops._launch_rung6(plan, tensors, scalars)
     steps = {"ladder.ops.matmul": {
         "checks": lambda: (ops._check_matmul(a, b, None, None), ops._direct(a, b, None)),
         "kernel, configuration and plan (cached per shape)": lambda: (

@@ -15,8 +15,8 @@ beside O, the log-sum-exp of each query's scores, from which its backward (Flash
 attention_backward.py, an operator too: `ladder::attention_backward`) recomputes the probabilities.
 
 Which kernel runs: `backend(op)` says, and why (`describe()` for both; `matmul_choice(...)` per case).
-  matmul     On a GPU from sm_80 on, per case (shape, A and B layouts, epilogue, dtype: ladder.dispatch.Case) the fastest of
-             torch.matmul, Triton rung 6 (kernels/triton/matmul.py, persistent_kernel, its bias + ReLU / GELU
+  matmul     On a GPU from sm_80 on, per case (shape, A and B layouts, epilogue, dtype: ladder.dispatch.Case) the
+             fastest of torch.matmul, Triton rung 6 (kernels/triton/matmul.py, persistent_kernel, its bias + ReLU / GELU
              epilogue fused) and, in an eager call on a GPU with the TMA (sm_90), rung 7 (tma_persistent: A
              row-major, B row-major or a weight's transpose, K and N padded into a copy where not a multiple of 8,
              bias and activation as torch ops), as this GPU's dispatch table measured them there: the first call
@@ -498,15 +498,21 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int, keep_input: bool
             plan = matmul_plan(*sizes, layout, epilogue, dtype, a_layout)
             wrap_triton(_MATMUL_JIT)[plan.grid](*tensors, *scalars, *plan.constexprs, **plan.options)
     elif out.numel():
-        plan = matmul_plan(M, N, K, layout, epilogue, dtype, a_layout)
-        # out is fresh from the caching allocator, 512-byte aligned: only a, b and the bias can be misaligned.
-        # Plans live until forget_choices, which forgets the compiled kernels too: id(plan) names the config
-        key = (a.get_device(), a.dtype, id(plan), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
-               fused and bias.data_ptr() % 16 == 0, keep_input)
-        _MATMUL_LAUNCHES(key, plan, tensors, scalars)
+        _launch_rung6(matmul_plan(M, N, K, layout, epilogue, dtype, a_layout), tensors, scalars)
     if keep_input:
         return out, pre
     return out if fused else first_use.epilogue(out, bias, activation)
+
+
+def _launch_rung6(plan: Plan, tensors: tuple, scalars: tuple) -> None:
+    """Rung 6's eager launch: `tensors` (a, b, out, the bias or None, GELU's kept input or None) and `scalars` in
+    the kernel's order, keyed on all Triton specializes on."""
+    a, b, _, bias, pre = tensors
+    # out is fresh from the caching allocator, 512-byte aligned: only a, b and the bias can be misaligned.
+    # Plans live until forget_choices, which forgets the compiled kernels too: id(plan) names the config
+    key = (a.get_device(), a.dtype, id(plan), *scalars[:7], a.data_ptr() % 16 == 0, b.data_ptr() % 16 == 0,
+           bias is not None and bias.data_ptr() % 16 == 0, pre is not None)
+    _MATMUL_LAUNCHES(key, plan, tensors, scalars)
 
 
 def _matmul_impl(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
