@@ -301,7 +301,7 @@ REACH = 4   # marks' widths a mark may be set from its place
 
 
 def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, float]],
-           roofs: np.ndarray | None = None, sides: tuple[int, ...] = (-1, 1)) -> list[float]:
+           roofs: np.ndarray | None = None, sides: tuple[int, ...] = (-1, 1)) -> list[tuple[float, float]]:
     """The (x, y) (data) to draw each mark at, so that a reader can tell every mark and every true place apart.
 
     Marks are given by their places in data and their (width, height) in pixels. Of two marks that would overlap
@@ -314,18 +314,18 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
     roof's other side). One mark's height above or below comes after one mark's width to either side, before
     two (its height then off by that much, its true place still marked). Where no place spares its leader both
     (three marks or more within one mark's height), the nearest that spares it the roofs, else the nearest
-    sideways that meets the rest; with none within REACH marks' widths, it stays at its place (a longer leader is hard to follow back; ladder.figcheck says what it hides).
-    The axes' limits must be set."""
+    sideways that meets the rest; with none within REACH marks' widths, it stays at its place (a longer leader is
+    hard to follow back; ladder.figcheck says what it hides). The axes' limits must be set."""
     from itertools import combinations
     from matplotlib.transforms import Bbox   # matplotlib loads only to draw
     roofs = np.empty((0, 2)) if roofs is None else roofs
     pixels = ax.transData.transform(places)
 
-    def box_at(i, x, y=None):
+    def box_at(i, x, y):
         w, h = extents[i]
-        return Bbox.from_bounds(x - w / 2, (pixels[i][1] if y is None else y) - h / 2, w, h)
+        return Bbox.from_bounds(x - w / 2, y - h / 2, w, h)
 
-    at_place = [box_at(i, px) for i, (px, _) in enumerate(pixels)]
+    at_place = [box_at(i, *xy) for i, xy in enumerate(pixels)]
     radius = np.sqrt(TRUE_PLACE) * ax.figure.dpi / 72 * 0.75 + MARK_GAP / 2   # a small diamond's half diagonal, a gap
     dot = [Bbox.from_bounds(px - radius, py - radius, 2 * radius, 2 * radius) for px, py in pixels]
     overlapping = [(i, j) for i, j in combinations(range(len(places)), 2)
