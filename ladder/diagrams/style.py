@@ -141,7 +141,8 @@ def _rings(panels: list[tuple[list[str], list[dict], str]], title: str, prefix: 
     for ax, (rows, steps, panel_title) in zip(axes, panels):
         _schedule(ax, rows, steps, panel_title, prefix)
     fig.suptitle(title, fontsize=12)
-    _key(fig, key or [(math, TENSOR_CORES), ("its copy is in flight", IN_FLIGHT), ("free", "white")], y=0.0)
+    _key(fig, key or [(math, TENSOR_CORES), ("copy issued: in flight, or landed and not yet read", IN_FLIGHT),
+                      ("free", "white")], y=0.0)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
 
