@@ -52,12 +52,15 @@ def attention_scores_in_dram():
     return fig
 
 
-def attention_grid(ax, S: int, block_m: int, block_n: int, colors: np.ndarray):
-    """The S×S score matrix in BLOCK_M×BLOCK_N blocks (queries down, keys across), drawn in elements."""
+def attention_grid(ax, S: int, block_m: int, block_n: int, colors: np.ndarray, numbered: bool = False):
+    """The S×S score matrix in BLOCK_M×BLOCK_N blocks (queries down, keys across), drawn in elements; `numbered`:
+    the query blocks numbered down the left edge."""
     _cells(ax, colors, w=block_n, h=block_m, grid="white", lw=1)
     ax.text(S / 2, -0.02 * S, f"keys, in blocks of BLOCK_N = {block_n}", ha="center", va="bottom", fontsize=9)
-    ax.text(-0.02 * S, S / 2, f"queries, in blocks of BLOCK_M = {block_m}", ha="right", va="center", rotation=90,
-            fontsize=9)
+    for i in range(_cdiv(S, block_m) if numbered else 0):
+        ax.text(-0.015 * S, (i + 0.5) * block_m, str(i + 1), ha="right", va="center", fontsize=9)
+    ax.text(-(0.05 if numbered else 0.02) * S, S / 2, f"queries, in blocks of BLOCK_M = {block_m}", ha="right",
+            va="center", rotation=90, fontsize=9)
 
 
 def _tiles(rung: str) -> tuple[int, int]:
@@ -76,7 +79,7 @@ def attention_flash_sweep(rung: str = "3_fused", blocks_m: int = 6, step: int = 
     colors[row, step] = TRITON
     fig = _figure(10, 6.2)
     ax = fig.add_axes((0.06, 0.1, 0.9, 0.76))
-    attention_grid(ax, S, bm, bn, colors)
+    attention_grid(ax, S, bm, bn, colors, numbered=True)
     for j in range(_cdiv(S, bn)):
         ax.text(j * bn + bn / 2, row * bm + bm / 2, str(j + 1), ha="center", va="center", fontsize=9,
                 color="white" if j == step else "k")
@@ -89,7 +92,7 @@ def attention_flash_sweep(rung: str = "3_fused", blocks_m: int = 6, step: int = 
         ax.text(x + w / 2, row * bm - 0.01 * S, name, ha="center", va="bottom", fontsize=10)
     ax.text(state, row * bm + bm + 0.02 * S, f"on chip, for the block's\nBLOCK_M queries: m and ℓ\n(one each), "
             f"acc (BLOCK_M × D)", va="top", fontsize=9)
-    _bare(ax, -0.08 * S, S + 0.3 * S, -0.08 * S, S + 0.02 * S)
+    _bare(ax, -0.1 * S, S + 0.3 * S, -0.08 * S, S + 0.02 * S)
     fig.suptitle(f"Fused attention (rung {rung.split('_')[0]}): query block {row + 1} sweeps the key blocks 1, 2, …;"
                  f"\nkey block {step + 1}'s scores are on chip now; no block of scores is ever stored", fontsize=11)
     _key(fig, [("folded into m, ℓ, acc", _shade(TRITON, 0.35)), ("scores on chip now", TRITON),
