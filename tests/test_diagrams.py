@@ -414,7 +414,7 @@ def test_attention_ring_follows_stages_and_the_compilers_buffers(monkeypatch, ca
     ir = ttgir(at.flash_sass_case("5_pipelined"), capability)
     assert {int(m) for m in re.findall(r"ttg.local_alloc : \(\) -> !ttg.memdesc<(\d+)x", ir)} == {buffers}
     if capability == 90:   # the picture's note states the Hopper ring only
-        assert f"{buffers} K and {buffers} V buffers on sm_90" in joined(attention.attention_kv_ring())
+        assert f"{buffers} K and {buffers} V buffers on sm_90" in joined(attention.attention_kv_ring(triton=True))
     assert "BLOCK_M = 64 queries, BLOCK_N = 64 keys a block" in joined(attention.attention_kv_ring())
     monkeypatch.setattr(cuda_attention, "PIPELINED", dict(cuda_attention.PIPELINED, STAGES=3, BLOCK_M=128))
     assert "cp.async 2 key blocks ahead; BLOCK_M = 128 queries" in joined(attention.attention_kv_ring())

@@ -271,14 +271,12 @@ def attention_p_fragment(lanes: tuple[int, ...] = (0, 5)):
     return fig
 
 
-def attention_kv_ring(tiles: int = 6):
-    """Attention rung 5 (CUDA: kernels/cuda/attention.py PIPELINED's STAGES, 5_pipelined.cu's loop; Triton:
-    GPU_TILES["5_pipelined"] num_stages): the K and V blocks in each shared-memory buffer at each step of the key
-    loop, computed on or still in flight."""
+def attention_kv_ring(tiles: int = 6, triton: bool = False):
+    """Attention rung 5 (CUDA: kernels/cuda/attention.py PIPELINED's STAGES, 5_pipelined.cu's loop): the K and V
+    blocks in each shared-memory buffer at each step of the key loop, computed on or still in flight; `triton`
+    (lesson 04c) adds the ring Triton's compiler builds for its rung 5 (GPU_TILES["5_pipelined"] num_stages)."""
     stages = cuda_attention.PIPELINED["STAGES"]
     bm, bn, _ = _flash_constants("cuda", "5_pipelined")
-    t = ta.GPU_TILES["5_pipelined"]
-    triton_stages = t["num_stages"]
     fig = _rings([([f"buffer {b}" for b in range(stages)], cp_async_ring(stages, tiles),
                    f"CUDA: STAGES = {stages} K and V buffers, cp.async {_count(stages - 1, 'key block')} ahead; "
                    f"BLOCK_M = {bm} queries, BLOCK_N = {bn} keys a block"),
@@ -288,11 +286,13 @@ def attention_kv_ring(tiles: int = 6):
                  f"Attention rung 5: the K and V blocks each buffer holds at each step of the key loop\n(kv2: the 3rd "
                  f"block of keys; the top row's t=0 follows kv0's copy, made before the loop; a copy drawn as long as the math,\nthe most "
                  f"the overlap can save)",
-                 prefix="kv", math="the math runs on it (tensor cores; Triton on sm_75: CUDA cores)")
-    fig.text(0.5, 0.07, f"Triton rung 5, num_stages = {triton_stages} (BLOCK_M = {t['BLOCK_M']}, BLOCK_N = "
-             f"{t['BLOCK_N']}): the compiler builds such a ring itself,\n{triton_stages} K and {triton_stages} V "
-             f"buffers on sm_90", ha="center", fontsize=9)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
+                 prefix="kv", math="the math runs on it (tensor cores" + ("; Triton on sm_75: CUDA cores)" if triton else ")"))
+    if triton:
+        t = ta.GPU_TILES["5_pipelined"]
+        fig.text(0.5, 0.07, f"Triton rung 5, num_stages = {t['num_stages']} (BLOCK_M = {t['BLOCK_M']}, BLOCK_N = "
+                 f"{t['BLOCK_N']}): the compiler builds such a ring itself,\n{t['num_stages']} K and {t['num_stages']} V "
+                 f"buffers on sm_90", ha="center", fontsize=9)
+        fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
 
 
