@@ -313,8 +313,8 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
     leader, from its true place, runs through no other mark and across no roof (the mark would read as on the
     roof's other side). One mark's height above or below comes after one mark's width to either side, before
     two (its height then off by that much, its true place still marked). Where no place spares its leader both
-    (three marks or more within one mark's height), the nearest that spares it the roofs, else the nearest
-    sideways that meets the rest; with none within REACH marks' widths, it stays at its place (a longer leader is
+    (three marks or more within one mark's height), the nearest that spares it the roofs, then one up to REACH
+    heights above or below that does, else the nearest sideways that meets the rest; with none within REACH marks' widths, it stays at its place (a longer leader is
     hard to follow back; ladder.figcheck says what it hides). The axes' limits must be set."""
     from itertools import combinations
     from matplotlib.transforms import Bbox   # matplotlib loads only to draw
@@ -349,14 +349,16 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
             and not any(box.overlaps(t) for t in (*taken, *dots_shown, *leaders)) \
             and not _covers(box.padded(MARK_GAP / 2), roofs) \
             and not (leader_spares_marks and any(leader.overlaps(t) for t in taken)) \
-            and not (leader_spares_roofs and _covers(leader, roofs))
+            and not (leader_spares_roofs and _covers(leader.padded(1.0), roofs))   # roofs are sampled 2 px apart
 
     for i in sorted(aside):
         (px, py), (w, h) = pixels[i], extents[i]
         sideways = [(px + side * k * (w + MARK_GAP), py) for k in range(1, REACH + 1) for side in sides]
-        upright = [(px, py + side * (h + MARK_GAP)) for side in (1, -1)]
-        nearest = sideways[:len(sides)] + upright + sideways[len(sides):]   # a mark's width or height away first
-        tries = [(nearest, (True, True)), (nearest, (False, True)), (sideways, (False, False))]   # strictest first
+        upright = [(px, py + side * k * (h + MARK_GAP)) for k in range(1, REACH + 1) for side in (1, -1)]
+        nearest = sideways[:len(sides)] + upright[:2] + sideways[len(sides):]   # a mark's width or height away first
+        # strictest first; before a place across a roof, one further above or below (a steep roof, zoomed)
+        tries = [(nearest, (True, True)), (nearest, (False, True)), (upright[2:], (False, True)),
+                 (sideways, (False, False))]
         xy = next((xy for where, rule in tries for xy in where if free(i, xy, *rule)), None)
         if xy is None:   # no room within reach: left where it is
             continue
@@ -567,18 +569,22 @@ def _plain_ticks(axis, low: float, high: float, ticker):
 
 
 ZOOM_ROOF = 1.6   # the zoom reaches up to the highest roof when it is at most this far above the fastest rung
+ZOOM_SIDE = 1.15   # the least room (a factor) the zoom leaves left and right of its outermost rungs
 
 
 def _zoom_limits(pts, roof_top: float):
-    """The top decade: rungs within 10x of the fastest, with room at the sides for the marks `spread` sets beside
-    the outermost; up to the highest flat roof where it is near (within ZOOM_ROOF), so the gap from the fastest
-    rung to its ceiling shows."""
+    """The top decade: rungs within 10x of the fastest, up to the highest flat roof where it is near (within
+    ZOOM_ROOF), so the gap from the fastest rung to its ceiling shows; at the sides, room for the marks `spread`
+    sets beside the outermost: half as many decades as the zoom spans in height, at least ZOOM_SIDE and at most a
+    factor of 2 (a sloped roof then crosses the zoom at about its slope in the main panel, not near-vertical, and
+    marks between two sloped roofs find room there)."""
     best = max(p.tflops for p in pts)
     top = [p for p in pts if p.tflops >= best / 10]
     xs = [x for p in top for x in (p.intensity, p.l2_intensity) if x]
     ys = [p.tflops for p in top]
-    high = roof_top * 1.05 if best < roof_top <= ZOOM_ROOF * best else max(ys) * 1.12
-    return (min(xs) / 2, max(xs) * 2), (min(ys) / 1.08, high)
+    low, high = min(ys) / 1.08, (roof_top * 1.05 if best < roof_top <= ZOOM_ROOF * best else max(ys) * 1.12)
+    side = min(2.0, max(ZOOM_SIDE, np.sqrt(high / low)))
+    return (min(xs) / side, max(xs) * side), (low, high)
 
 
 def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source: str = "",
