@@ -170,7 +170,7 @@ def variant_table(row: dict) -> str:
     predicted = predictions(row)
     eager = row["variants"]["eager"]["ms"]
     lines = [f"{'variant':16s} {'ms':>8s} {'p20-p80':>17s} {'vs eager':>9s} {'Amdahl ms':>10s} {'kernels ms':>10s} "
-             f"{'GPU busy':>8s} {'max rel. err':>12s}"]
+             f"{'GPU busy':>8s} {'rel. err':>12s}"]
     for name in VARIANTS:
         v = row["variants"][name]
         guess = f"{predicted[name]:10.3f}" if name in predicted else f"{'-':>10s}"
