@@ -56,9 +56,11 @@ def show_op_template(op: str = "matmul") -> None:
     def statement(start: str) -> list[str]:
         return [next(line for line in lines if line.startswith(start))]
     parts = [
-        ("1. the body: where torch traces the call (fake tensors), it launches the kernel through wrap_triton",
+        ("1. the body: the case's pick (fixed where torch traces the call); cuBLAS as torch ops, else the kernel, "
+         "through wrap_triton where traced",
          function(f"_{op}_impl") + [""] + _excerpt(lines, functions[f"_{op}_run"],
-                                                   ["out = a.new_empty", "if traced:", "elif out.numel():"])),
+                                                   ["elif traced:", "if picked == CUBLAS:", "out = a.new_empty",
+                                                    "if traced:", "elif out.numel():"])),
         ("2. the fake: the output's shape, dtype and device, no launch", function(f"_{op}_fake")),
         ("3. the operator: a triton_op on a GPU, a custom_op with the fake in Triton's interpreter",
          function("_register") + statement(f'_register("{op}"')),
