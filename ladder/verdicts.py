@@ -456,13 +456,14 @@ def counters(problem, labels: list[str], names: list[str], recording=None, shape
     """The recorded Nsight Compute counters `names` (keys of COUNTERS) of the rungs `labels`, one line each (at
     the profiled shape, or `shape`)."""
     profiles, rec = _profiles(problem, recording, shape)
-    lines = [f"{'rung':26s}" + _counter_header(names)]
+    width = max(26, *(len(label) + 1 for label in labels))
+    lines = [f"{'rung':{width}s}" + _counter_header(names)]
     for label in labels:
         p = profiles.get(label)
         if p is None:
-            lines.append(f"{label:26s} not profiled")
+            lines.append(f"{label:{width}s} not profiled")
             continue
-        lines.append(f"{label:26s}" + _counter_cells(p["metrics"], names))
+        lines.append(f"{label:{width}s}" + _counter_cells(p["metrics"], names))
     lines.append(f"({_profiled_at(problem, profiles, labels, rec)})")
     return "\n".join(lines)
 
