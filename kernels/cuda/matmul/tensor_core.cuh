@@ -1,4 +1,4 @@
-// Tensor-core building blocks shared by matmul rungs 4-10 (sm_75 and newer).
+// Tensor-core building blocks shared by matmul rungs 4-12 and the attention rungs from 4 on (sm_75 and newer).
 //
 // * 16-byte tile copies, global -> shared, through registers (sync) or cp.async (sm_80+);
 // * ldmatrix: a warp loads 8x8 fp16 matrices from shared memory straight into mma fragments;
