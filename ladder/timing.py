@@ -3,9 +3,9 @@
 `event_bench` is `triton.testing.do_bench`'s method: CUDA events around each run, a warm-up first, and a
 256 MB buffer zeroed before every run, which flushes the L2 cache so that each run reads its inputs from HBM.
 One step is added. A run's start event waits in the stream behind the flush, not behind the run's launch: when
-the host takes longer to launch a kernel than the GPU takes to flush (a CuPy launch from Python costs 55-140 µs on
-the H100 hosts measured: argument checks, tensor maps, the driver call), the start event fires early and the run's time
-holds the host's wait. So after the flush the GPU also spins for HOST_COVER_US (`torch.cuda._sleep`) before the
+the host takes longer to launch a kernel than the GPU takes to flush (a CuPy launch from Python costs tens of µs or
+more: argument checks, tensor maps, the driver call), the start event fires early and the run's time holds the host's
+wait. So after the flush the GPU also spins for HOST_COVER_US (`torch.cuda._sleep`) before the
 start event: by then the run is queued behind it, and the time between the events is the GPU's alone.
 We keep the median and the 20th/80th percentiles as the spread.
 """
@@ -35,8 +35,7 @@ LONG_RUN_MS = 100   # a run this long flushes L2 itself, and settles the clocks:
 def long_run_repeats(first_ms: float) -> int:
     """How many runs, the first timed run included, time a kernel whose first timed run took `first_ms` (0:
     event_bench's windows instead). event_bench first runs a kernel five times to size its windows: 60 s for a
-    naive rung's 12 s runs. A run of a second or more is timed once: on the H100 two such runs of each naive rung
-    (1.2-12 s) agreed to 0.01%."""
+    naive rung's 12 s runs. A run of a second or more is timed once."""
     return 0 if first_ms < LONG_RUN_MS else (3 if first_ms < 1000 else 1)
 
 
