@@ -314,8 +314,9 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
     roof's other side). One mark's height above or below comes after one mark's width to either side, before
     two (its height then off by that much, its true place still marked). Where no place spares its leader both
     (three marks or more within one mark's height), the nearest that spares it the roofs, then one up to REACH
-    heights above or below that does, else the nearest sideways that meets the rest; with none within REACH marks' widths, it stays at its place (a longer leader is
-    hard to follow back; ladder.figcheck says what it hides). The axes' limits must be set."""
+    heights above or below that does, else the nearest sideways that meets the rest; with none within REACH marks'
+    widths, it stays at its place (a longer leader is hard to follow back; ladder.figcheck says what it hides). The
+    axes' limits must be set."""
     from itertools import combinations
     from matplotlib.transforms import Bbox   # matplotlib loads only to draw
     roofs = np.empty((0, 2)) if roofs is None else roofs

@@ -456,7 +456,7 @@ def counters(problem, labels: list[str], names: list[str], recording=None, shape
     """The recorded Nsight Compute counters `names` (keys of COUNTERS) of the rungs `labels`, one line each (at
     the profiled shape, or `shape`)."""
     profiles, rec = _profiles(problem, recording, shape)
-    width = max(26, *(len(label) + 1 for label in labels))
+    width = max([26, *(len(label) + 1 for label in labels)])
     lines = [f"{'rung':{width}s}" + _counter_header(names)]
     for label in labels:
         p = profiles.get(label)

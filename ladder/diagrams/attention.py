@@ -286,12 +286,13 @@ def attention_kv_ring(tiles: int = 6, triton: bool = False):
                  f"Attention rung 5: the K and V blocks each buffer holds at each step of the key loop\n(kv2: the 3rd "
                  f"block of keys; the top row's t=0 follows kv0's copy, made before the loop; a copy drawn as long as the math,\nthe most "
                  f"the overlap can save)",
-                 prefix="kv", math="the math runs on it (tensor cores" + ("; Triton on sm_75: CUDA cores)" if triton else ")"))
+                 prefix="kv",
+                 math="the math runs on it (tensor cores" + ("; Triton on sm_75: CUDA cores)" if triton else ")"))
     if triton:
         t = ta.GPU_TILES["5_pipelined"]
-        fig.text(0.5, 0.07, f"Triton rung 5, num_stages = {t['num_stages']} (BLOCK_M = {t['BLOCK_M']}, BLOCK_N = "
-                 f"{t['BLOCK_N']}): the compiler builds such a ring itself,\n{t['num_stages']} K and {t['num_stages']} V "
-                 f"buffers on sm_90", ha="center", fontsize=9)
+        n = t["num_stages"]
+        fig.text(0.5, 0.07, f"Triton rung 5, num_stages = {n} (BLOCK_M = {t['BLOCK_M']}, BLOCK_N = {t['BLOCK_N']}): "
+                 f"the compiler builds such a ring itself,\n{n} K and {n} V buffers on sm_90", ha="center", fontsize=9)
         fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
 
