@@ -49,8 +49,9 @@ _HERE = Path(__file__).resolve().parent
 # A clone (or an editable install) reads and records results/; a non-editable install reads the copy inside
 # the package (pyproject.toml installs results/ as ladder.recorded).
 RESULTS_DIR = (_HERE.parent / "results" if (_HERE.parent / "pyproject.toml").is_file() else _HERE / "recorded")
-# The GPU whose recording the CPU world shows, when several are recorded.
-PREFERRED = "nvidia-h200"
+# The GPU whose recording the CPU world shows, when several are recorded: the one the lessons' committed outputs
+# come from (their CHECK_OUTPUT cells print its counters).
+PREFERRED = "nvidia-h100-80gb-hbm3"
 
 
 def _version(module: str) -> str | None:

@@ -25,7 +25,7 @@ def _answer(capsys, *argv) -> tuple[int, list[str]]:
     (["profile", "matmul", "cuda", "9_fast", "64", "64", "64"], "matmul has no rung cuda:9_fast; it has cuda:1_naive"),
     (["profile", "matmul", "cuda", "1_naive", "64", "64", "64"], "`profile` (Nsight Compute) needs a CUDA GPU"),
     (["run-once", "matmul", "cuda", "1_naive", "64", "64", "64"], "run-once needs a CUDA GPU"),
-    (["notebooks"], "GPU (NVIDIA H200); a CPU run would replace them"),   # the committed lessons (and others)
+    (["notebooks"], "GPU (NVIDIA H100 80GB HBM3); a CPU run would replace them"),   # the committed lessons (and others)
 ])
 def test_one_line_and_a_non_zero_exit(capsys, argv, says):
     code, lines = _answer(capsys, *argv)

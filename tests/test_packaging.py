@@ -37,4 +37,4 @@ def test_a_non_editable_install_finds_the_recordings(tmp_path):
     assert out.returncode == 0, out.stderr
     module, results_dir, summary = out.stdout.splitlines()
     assert module.startswith(str(tmp_path / "site")) and results_dir == str(tmp_path / "site" / "ladder" / "recorded")
-    assert summary.startswith("recorded on NVIDIA H200 ") and int(summary.split()[-1]) > 0   # results.PREFERRED
+    assert summary.startswith("recorded on NVIDIA H100 80GB HBM3 ") and int(summary.split()[-1]) > 0   # results.PREFERRED
