@@ -61,7 +61,7 @@ def prune_reason(c: dict, gpu) -> str | None:
     if gpu is not None and cm.shared_bytes(c) > gpu.smem_per_block_bytes:
         return f"{cm.shared_bytes(c) // 1024} KiB of shared memory > {gpu.smem_per_block_bytes // 1024} KiB"
     if gpu is not None and gpu.has("cp.async") and c["STAGES"] < 3:
-        return "with cp.async, two stages leave the loads exposed (as in rung four)"
+        return "with cp.async, two stages copy one tile ahead: too few to hide the loads (a rule, not a timing)"
     if gpu is not None and not gpu.has("cp.async") and c["STAGES"] != 2:
         return "no cp.async: only the two-buffer fallback runs"
     return None
