@@ -54,7 +54,7 @@ def ladder_roofline(rows: list[dict], profiles: list[dict], problem, shape: tupl
     if not pts:
         pts, placed = roofline.points(rows, problem, shape), "intensity from the fewest bytes the problem must move"
     return roofline.plot(_with_units(pts, rows, problem), ceilings, datasheet, source=source,
-                         title=f"{what}\nspeed {source}; {placed}").figure
+                         title=f"{what}\nspeed {source}\n{placed}").figure   # a line each: no word wraps alone
 
 
 def best_positions(examples: dict[str, tuple[float, str]], ceilings: dict, datasheet: dict | None, source: str):
