@@ -625,14 +625,15 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     shape = _check_matmul(a, b, bias, activation)
     if _direct(a, b, bias):
         return _matmul_run(a, b, bias, activation, *shape)
+    eager = not torch.compiler.is_compiling() and _plain_eager(a, b, bias)   # then a gradient is wanted, eagerly
     if activation == "gelu" and torch.is_grad_enabled() and (
             a.requires_grad or b.requires_grad or (bias is not None and bias.requires_grad)):
         # training: GELU's backward needs its input a @ b + bias; the kernel writes it beside the output (without
         # a bias, which the kernel fuses only with GELU, autograd keeps it from F.gelu, as for nn.Linear then F.gelu)
         if bias is None:
-            return F.gelu(MATMUL_OP(a, b), approximate="tanh")
-        return MATMUL_GELU_AND_INPUT_OP(a, b, bias)[0]
-    return MATMUL_OP(a, b, bias, activation)
+            return F.gelu(_EagerMatmul.apply(a, b, None, None, shape) if eager else MATMUL_OP(a, b), approximate="tanh")
+        return _EagerMatmul.apply(a, b, bias, "gelu", shape) if eager else MATMUL_GELU_AND_INPUT_OP(a, b, bias)[0]
+    return _EagerMatmul.apply(a, b, bias, activation, shape) if eager else MATMUL_OP(a, b, bias, activation)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
@@ -749,6 +750,29 @@ def _matmul_gelu_and_input_backward(ctx, grad, _):
 torch.library.register_autograd("ladder::matmul", _matmul_backward, setup_context=_matmul_setup)
 torch.library.register_autograd("ladder::matmul_gelu_and_input", _matmul_gelu_and_input_backward,
                                 setup_context=_matmul_gelu_and_input_setup)
+
+
+class _EagerMatmul(torch.autograd.Function):
+    """ladder::matmul (with a bias and GELU, ladder::matmul_gelu_and_input) as autograd sees it, without the
+    dispatcher: for an eager call that wants a gradient where nothing else would intercept the operator
+    (_plain_eager). The same kernels, saved tensors and backward; the operators' own autograd path costs tens of µs
+    more a call in Python. `shape`: _check_matmul's result."""
+
+    @staticmethod
+    def forward(ctx, a, b, bias, activation, shape: tuple):
+        ctx.kept_input = bias is not None and activation == "gelu"
+        if ctx.kept_input:
+            out, pre = _matmul_run(a, b, bias, activation, *shape, keep_input=True)
+            ctx.save_for_backward(a, b, pre)
+            return out
+        out = _matmul_run(a, b, bias, activation, *shape)
+        _matmul_setup(ctx, (a, b, bias, activation), out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        grads = _matmul_gelu_and_input_backward(ctx, grad, None) if ctx.kept_input else _matmul_backward(ctx, grad)
+        return (*grads[:3], None, None)
 
 
 # ------------------------------------------------------------- attention's backward

@@ -48,15 +48,27 @@ def test_empty_and_zero_depth_products():
     assert compare(ops.matmul(a, b, bias, "relu"), reference(a, b, bias, "relu")).ok   # relu(0 + bias)
 
 
+class PassThrough(torch.overrides.TorchFunctionMode):
+    """A mode that changes nothing, but makes a call go through the operators (ops._plain_eager is False)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("through", ["eager", "operator"])
 @pytest.mark.parametrize("activation", [None, "relu", "gelu"])
-def test_matmul_backward_against_float64_through_the_op_on_views(activation, monkeypatch):
+def test_matmul_backward_against_float64_through_the_op_on_views(activation, through, monkeypatch):
     a, b, bias = (x.requires_grad_() for x in (randn(9, 13), randn(13, 11), randn(11)))
     grad = randn(9, 11)
     storages = []
     run = ops._matmul_run
     monkeypatch.setattr(ops, "_matmul_run", lambda x, y, *rest, **kept: storages.append(
         {x.untyped_storage().data_ptr(), y.untyped_storage().data_ptr()}) or run(x, y, *rest, **kept))
-    ops.matmul(a, b, bias, activation).backward(grad)
+    if through == "eager":   # an eager call wanting a gradient takes _EagerMatmul, never the operators
+        for name in ("MATMUL_OP", "MATMUL_GELU_AND_INPUT_OP"):
+            monkeypatch.setattr(ops, name, None)
+    with PassThrough() if through == "operator" else torch.enable_grad():
+        ops.matmul(a, b, bias, activation).backward(grad)
     wanted = [t.detach().double().requires_grad_() for t in (a, b, bias)]
     reference(*wanted, activation).backward(grad.double())
     for got, want in zip((a, b, bias), wanted):
