@@ -38,7 +38,6 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ladder.runtime import validate
-from ladder.runtime.direct_launch import DirectLaunches
 from ladder.runtime.hardware import detect
 from ladder.runtime.world import WORLD, device
 
@@ -371,16 +370,8 @@ def tma_persistent(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = 
             b_desc = TensorDescriptor.from_tensor(b, [c["BLOCK_K"], c["BLOCK_N"]])
         a_desc = TensorDescriptor.from_tensor(a, [c["BLOCK_M"], c["BLOCK_K"]])
         tiles = triton.cdiv(M, c["BLOCK_M"]) * triton.cdiv(N, c["BLOCK_N"])
-        grid, args = (programs(tiles),), (a_desc, b_desc, out, M, N, a.shape[1])
-        keywords = dict(B_STORED_NK=stored_nk, **c)
-        if WORLD.gpu and not validate.traced(a, b, out):   # eager (ladder.ops): Triton's binding costs tens of µs
-            _DIRECT(tma_persistent_kernel, grid, args, keywords)
-        else:
-            tma_persistent_kernel[grid](*args, **keywords)
+        tma_persistent_kernel[(programs(tiles),)](a_desc, b_desc, out, M, N, a.shape[1], B_STORED_NK=stored_nk, **c)
     return out
-
-
-_DIRECT = DirectLaunches()   # rung 7's eager launches through the compiled kernel's own launcher
 
 
 # ------------------------------------------------------------- run alone: python -m kernels.triton.matmul
