@@ -462,21 +462,14 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int, keep_input: bool
     output and GELU's input a @ b + bias."""
     fused = bias is not None and activation is not None
     traced = _traced(a, b, bias)
-    layout = "row" if b.is_contiguous() else "weight_t" if validate.is_stored_transposed(b) else "strided"
-    a_layout = "row" if a.is_contiguous() else "transposed" if validate.is_stored_transposed(a) else "strided"
-    epilogue = first_use.epilogue_name(bias is not None, activation)
-    dtype = DTYPE_NAMES[a.dtype]
-    if backend("matmul").kernel == CUBLAS:   # no tensor cores for Triton on this GPU
-        picked = CUBLAS
-    elif traced:
+    case = _case(a, b, bias, activation)
+    if traced:
         sizes = _sizes(M, N, K)
-        picked = matmul_choice(*sizes, layout, epilogue, dtype, a_layout).kernel
+        picked = CUBLAS if backend("matmul").kernel == CUBLAS else matmul_choice(*sizes, *case).kernel
     else:
-        sizes = (M, N, K)
-        picked = matmul_choice(M, N, K, layout, epilogue, dtype, a_layout).eager
+        picked = _eager_pick(case, M, N, K)
     if picked == CUBLAS:
-        out = torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b)
-        return (F.gelu(out, approximate="tanh"), out) if keep_input else first_use.epilogue(out, None, activation)
+        return _cublas(a, b, bias, activation, keep_input)
     if picked == RUNG7:   # bias and activation as torch ops; K or N padded (a copy) where not a multiple of 8
         out = tm.tma_persistent(a, b)
         if keep_input:
@@ -495,13 +488,32 @@ def _matmul_run(a, b, bias, activation, M: int, N: int, K: int, keep_input: bool
     scalars = (M, N, K, stride_am, stride_ak, stride_bk, stride_bn, N, 1)
     if traced:
         if out.numel():
-            plan = matmul_plan(*sizes, layout, epilogue, dtype, a_layout)
+            plan = matmul_plan(*sizes, *case)
             wrap_triton(_MATMUL_JIT)[plan.grid](*tensors, *scalars, *plan.constexprs, **plan.options)
     elif out.numel():
-        _launch_rung6(matmul_plan(M, N, K, layout, epilogue, dtype, a_layout), tensors, scalars)
+        _launch_rung6(matmul_plan(M, N, K, *case), tensors, scalars)
     if keep_input:
         return out, pre
     return out if fused else first_use.epilogue(out, bias, activation)
+
+
+def _case(a, b, bias, activation) -> tuple:
+    """The call's case beside its sizes, as matmul_choice takes it: (B's layout, epilogue, dtype, A's layout)."""
+    layout = "row" if b.is_contiguous() else "weight_t" if validate.is_stored_transposed(b) else "strided"
+    a_layout = "row" if a.is_contiguous() else "transposed" if validate.is_stored_transposed(a) else "strided"
+    return layout, first_use.epilogue_name(bias is not None, activation), DTYPE_NAMES[a.dtype], a_layout
+
+
+def _eager_pick(case: tuple, M: int, N: int, K: int) -> str:
+    """The kernel an eager call runs in `case` at (M, N, K): cuBLAS on a GPU without tensor cores for Triton."""
+    return CUBLAS if backend("matmul").kernel == CUBLAS else matmul_choice(M, N, K, *case).eager
+
+
+def _cublas(a, b, bias, activation, keep_input: bool = False):
+    """The call as torch's own ops: torch.matmul (addmm with a bias), then the activation; with keep_input, GELU's
+    output and its input."""
+    out = torch.matmul(a, b) if bias is None else torch.addmm(bias, a, b)
+    return (F.gelu(out, approximate="tanh"), out) if keep_input else first_use.epilogue(out, None, activation)
 
 
 def _launch_rung6(plan: Plan, tensors: tuple, scalars: tuple) -> None:
@@ -626,6 +638,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     if _direct(a, b, bias):
         return _matmul_run(a, b, bias, activation, *shape)
     eager = not torch.compiler.is_compiling() and _plain_eager(a, b, bias)   # then a gradient is wanted, eagerly
+    if eager and _eager_pick(_case(a, b, bias, activation), *shape) == CUBLAS:
+        # what the op runs anyway, called as torch's ops: their backward runs in autograd's C++ nodes (torch.mm's),
+        # where a Python node's would cost tens of µs more a call
+        return _cublas(a, b, bias, activation)
     if activation == "gelu" and torch.is_grad_enabled() and (
             a.requires_grad or b.requires_grad or (bias is not None and bias.requires_grad)):
         # training: GELU's backward needs its input a @ b + bias; the kernel writes it beside the output (without

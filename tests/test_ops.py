@@ -78,6 +78,21 @@ def test_matmul_backward_against_float64_through_the_op_on_views(activation, thr
     assert all(len(s & operands) >= 1 for s in storages[1:])  # a and b read where they are: a.mT, b.mT
 
 
+def test_an_eager_call_wanting_gradients_where_cublas_is_picked_runs_torchs_own_ops(monkeypatch):
+    """Their autograd nodes are C++ (GeluBackward0, AddmmBackward0), not a Python node around the same cuBLAS call."""
+    monkeypatch.setattr(ops, "_eager_pick", lambda case, M, N, K: ops.CUBLAS)
+    a, w, bias = (x.requires_grad_() for x in (randn(9, 13), randn(11, 13), randn(11)))
+    out = ops.matmul(a, w.t(), bias, "gelu")
+    assert type(out.grad_fn).__name__ == "GeluBackward0"
+    assert type(out.grad_fn.next_functions[0][0]).__name__ == "AddmmBackward0"
+    grad = randn(9, 11)
+    out.backward(grad)
+    wanted = [t.detach().double().requires_grad_() for t in (a, w, bias)]
+    reference(wanted[0], wanted[1].t(), wanted[2], "gelu").backward(grad.double())
+    for got, want in zip((a, w, bias), wanted):
+        assert compare(got.grad, want.grad).ok
+
+
 def test_the_gelu_kernel_also_writes_its_input_for_the_backward(monkeypatch):
     a, w, bias = randn(37, 29), randn(45, 29), randn(45)
     poisoned = torch.full((37, 45), float("nan"), dtype=torch.float16)
