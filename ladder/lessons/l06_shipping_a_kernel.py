@@ -24,13 +24,14 @@ OPS = Path(__file__).resolve().parents[1] / "ops.py"
 
 
 def _excerpt(lines: list[str], node: ast.stmt, keep: list[str]) -> list[str]:
-    """Function `node`'s first and last lines and, between them, the runs of lines from each `keep` marker (a line
-    that starts with it, stripped) to the next line that does not indent deeper, with "..." for what is left out."""
+    """Function `node`'s first and last lines and, between them, the runs of lines from each `keep` marker (the
+    first line after the previous marker's that starts with it, stripped: a marker may repeat) to the next line that
+    does not indent deeper, with "..." for what is left out."""
     body = lines[node.lineno - 1:node.end_lineno]
     indent = lambda line: len(line) - len(line.lstrip())  # noqa: E731
-    kept = {0, len(body) - 1}
+    kept, start = {0, len(body) - 1}, 0
     for marker in keep:
-        start = next(i for i, line in enumerate(body) if line.strip().startswith(marker))
+        start = next(i for i in range(start + 1, len(body)) if body[i].strip().startswith(marker))
         end = start + 1
         while end < len(body) and (not body[end].strip() or indent(body[end]) > indent(body[start])):
             end += 1
@@ -59,7 +60,7 @@ def show_op_template(op: str = "matmul") -> None:
         ("1. the body: the case's pick (fixed where torch traces the call); cuBLAS as torch ops, else the kernel, "
          "through wrap_triton where traced",
          function(f"_{op}_impl") + [""] + _excerpt(lines, functions[f"_{op}_run"],
-                                                   ["elif traced:", "if picked == CUBLAS:", "out = a.new_empty",
+                                                   ["if traced:", "if picked == CUBLAS:", "out = a.new_empty",
                                                     "if traced:", "elif out.numel():"])),
         ("2. the fake: the output's shape, dtype and device, no launch", function(f"_{op}_fake")),
         ("3. the operator: a triton_op on a GPU, a custom_op with the fake in Triton's interpreter",
