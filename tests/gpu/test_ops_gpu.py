@@ -79,6 +79,22 @@ def test_matmul_backward_against_float64():
         assert compare(got.grad, want.grad).ok
 
 
+@pytest.mark.parametrize("pick", [ops.CUBLAS, ops.RUNG6])
+def test_an_eager_call_wanting_gradients_skips_the_dispatcher(pick, monkeypatch):
+    """Where the case's pick is cuBLAS, torch's own ops (autograd's C++ nodes); where it is rung 6, _EagerMatmul:
+    the gradients right either way."""
+    monkeypatch.setattr(ops, "_eager_pick", lambda case, M, N, K: pick)
+    a, w, bias = (x.requires_grad_() for x in (randn(257, 67), randn(131, 67), randn(131)))
+    grad = randn(257, 131)
+    out = ops.matmul(a, w.t(), bias, "gelu")
+    assert type(out.grad_fn).__name__ == ("GeluBackward0" if pick == ops.CUBLAS else "_EagerMatmulBackward")
+    out.backward(grad)
+    wanted = [t.detach().double().requires_grad_() for t in (a, w, bias)]
+    reference(wanted[0], wanted[1].t(), wanted[2], "gelu").backward(grad.double())
+    for got, want in zip((a, w, bias), wanted):
+        assert compare(got.grad, want.grad).ok
+
+
 def test_a_gelu_layer_keeps_its_input_from_the_forward_eager_and_compiled():
     """Where a gradient is wanted, the GELU kernel also writes its input a @ b + bias, which the backward reads
     (its three matmuls are the forward and the two gradients), eager and in a fullgraph compile of the step."""
