@@ -657,10 +657,12 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
                                 "L2 byte (ncu lts__t_bytes, the tables' L2 GB" + (
                                     "; where an entry says so, per byte the SMs read from L2, l1tex__m_xbar2l1tex_read_bytes)"
                                     if any(p.l2_counter == "l2_to_sm_bytes" for p in pts if p.l2_intensity) else ")")))
-    if stepped or short:
+    if stepped:
         key.append(Line2D([], [], ls="-", lw=1, marker=">", ms=4, color="0.3", alpha=0.5,
-                          label="a faint arrow: the ladder's step from one rung to the next, at their DRAM places (a "
+                          label="a faint arrow: the ladder's step from one rung to the next, between filled marks (a "
                                 "rung set aside: its numbered mark)" + ("; none where two nearly meet" if short else "")))
+    elif short:   # no arrow drawn: the key says why rather than showing one
+        key.append(Line2D([], [], ls="", label="no arrows between rungs: each nearly meets the next"))
     if set_aside:
         key.append(Line2D([], [], ls="-", lw=0.8, marker="o", ms=3.5, color="0.3",
                           label="a small mark on a leader: the rung's true place, where its numbered mark would "
@@ -671,9 +673,9 @@ def plot(pts: list[Point], ceilings: dict, datasheet: dict | None = None, source
     measured = measured_flat_roofs(ceilings)
     for roof, value in crowded_datasheet_roofs(ceilings, datasheet).items():
         name, near = min(measured.items(), key=lambda item: abs(item[1] - value))
-        key.append(Line2D([], [], ls="", label=f"{ROOF_NAMES['datasheet'][roof]} {value:.0f} TFLOP/s, "
-                                                f"the {name} roof is {near / value:.1%} of it "
-                                                f"(within {CROWDED:.0%}: not drawn)"))
+        key.append(Line2D([], [], ls="", label=f"{ROOF_NAMES['datasheet'][roof]} {value:.0f} TFLOP/s: not drawn, "
+                                                f"since the measured {name} roof, {near / value:.1%} of it, would "
+                                                "overlap it"))
     if not ceilings.get("l2_TBps"):   # recorded before L2 was measured (ladder.ceilings.l2_TBps): no roof to draw
         key.append(Line2D([], [], ls="", label="no L2 roof: these ceilings have no measured L2 bandwidth"))
     if any(p.unit for p in pts):
