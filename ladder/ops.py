@@ -46,7 +46,9 @@ Host cost. A call through the dispatcher (torch.ops.ladder.*) pays the custom op
 wrapper, redispatch, alias checks: about 10 µs on a desktop CPU, 30 on the H100 host measured) before our code
 runs. `ops.matmul` and
 `ops.attention` skip them where the dispatcher would only call our implementation anyway (`_direct`): real
-tensors, no gradient to record, no torch.compile, no mode or functorch transform, no profiler; anything else goes
+tensors, no gradient to record, no torch.compile, no mode or functorch transform, no profiler. Eagerly wanting a
+gradient, they skip the dispatcher too: an autograd.Function around the same run (_EagerMatmul, _EagerAttention),
+or, where a matmul's case picks cuBLAS, torch's own ops and their C++ autograd nodes. Anything else goes
 through the operator. Our implementation then keeps per specialization what does not change between calls (the
 configuration, grid, constexprs, and the compiled kernel with its launcher) and calls Triton's launcher directly
 on torch's current stream: what is left per call is the checks, the output's allocation and the launch.
