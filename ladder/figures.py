@@ -136,10 +136,10 @@ def size_sweep(rows: list[dict], size_of, xlabel: str, source: str, unavailable_
                note: str = ""):
     """TFLOP/s against problem size, log-log: one line per rung through the sizes it was timed at (the ticks),
     in its backend's colour and a dash pattern of its own. Each line is named at both ends by its rung's mark
-    (colour and shape: backend, number: rung), set a little outside the line's first and last size; where
-    marks would touch, they stand one above the other in the order of their lines, each joined to its line's
-    end by a leader. Sizes from `unavailable_from` on shaded, `note` in the legend."""
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    (colour and shape: backend, number: rung) at its end's height, a little outside the line's first and last
+    size; where marks would touch, the later stands a column further out, joined to its end by a level leader.
+    Sizes from `unavailable_from` on shaded, `note` in the legend."""
+    fig, ax = plt.subplots(figsize=(11, 4.5))   # wide: the marks' columns take room beside the sizes
     sizes = sorted({size_of(r["shape"]) for r in rows})
     series = {label: sorted((size_of(r["shape"]), r["tflops"]) for r in rows if _label(r) == label)
               for label in dict.fromkeys(_label(r) for r in rows)}
@@ -147,9 +147,18 @@ def size_sweep(rows: list[dict], size_of, xlabel: str, source: str, unavailable_
     speeds = [tf for pts in series.values() for _, tf in pts]
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    # room beside the first and the last size for the columns of marks
-    ax.set(xlim=(sizes[0] / 2**(2 * SWEEP_END), sizes[-1] * 2**(2 * SWEEP_END)),
-           ylim=(min(speeds) / 1.5, max(speeds) * 1.5))
+    ax.set_ylim(min(speeds) / 1.5, max(speeds) * 1.5)
+    ends = [{label: pts[end] for label, pts in series.items()} for end in (0, -1)]
+    columns = [_columns(ax, these) for these in ends]
+    # room beside the first and the last size for the marks' columns: the octaves a column step takes depend on
+    # the octaves shown, so solve for those
+    step = max(roofline.mark_extent(ax, roofline.Point(label, 1, 1).glyph, label.split(":")[0], SWEEP_MARK)[0]
+               for label in series) + roofline.MARK_GAP
+    extra = sum(max(c.values()) for c in columns) * step / ax.bbox.width
+    octaves = (np.log2(sizes[-1] / sizes[0]) + 4 * SWEEP_END) / (1 - extra)
+    column_octaves = step * octaves / ax.bbox.width
+    ax.set_xlim(sizes[0] / 2**(2 * SWEEP_END + max(columns[0].values()) * column_octaves),
+                sizes[-1] * 2**(2 * SWEEP_END + max(columns[1].values()) * column_octaves))
     handles, per_backend = [], {}
     for label, pts in series.items():
         backend = label.split(":")[0]
@@ -159,8 +168,13 @@ def size_sweep(rows: list[dict], size_of, xlabel: str, source: str, unavailable_
         ax.plot(*zip(*pts), zorder=1.9 if backend == "torch" else 2, **style)   # ours over the library's
         handles.append(Line2D([], [], marker=roofline.BACKEND_MARKERS.get(backend, "o"), ms=8,
                               label=f"{roofline.Point(label, 1, 1).glyph:>3s}  {label}", **style))
-    for end, side in ((0, -1), (-1, 1)):
-        _end_marks(ax, {label: pts[end] for label, pts in series.items()}, side)
+    for these, column, side in zip(ends, columns, (-1, 1)):
+        for label, (size, tflops) in these.items():
+            x = size * 2**(side * (SWEEP_END + column[label] * column_octaves))
+            # dotted grey: a leader is not data, and must not read as the line's next segment
+            ax.plot([size, x], [tflops, tflops], color="0.55", ls=":", lw=0.9, zorder=1.8)
+            roofline.draw_mark(ax, x, tflops, roofline.Point(label, 1, 1).glyph, label.split(":")[0], SWEEP_MARK,
+                               label)
     if unavailable_from:
         handles.append(ax.axvspan(unavailable_from, ax.get_xlim()[1], color="tab:red", alpha=0.08, label=note))
     ax.set_xticks(sizes, [str(s) for s in sizes])
@@ -175,53 +189,20 @@ def size_sweep(rows: list[dict], size_of, xlabel: str, source: str, unavailable_
     return fig
 
 
-def _end_marks(ax, ends: dict[str, tuple[float, float]], side: int):
-    """Each rung's mark beside its line's end (label -> (size, TFLOP/s)), SWEEP_END octaves outwards (`side`: -1
-    left, 1 right). The marks of the lines that end at one size form a column: in the order of their ends' heights,
-    and where two would touch, spread up and down around their ends (_stack), each with a leader to its end."""
-    columns: dict[float, list[str]] = {}
-    for label, (size, _) in ends.items():
-        columns.setdefault(size, []).append(label)
-    for size, labels in columns.items():
-        x = size * 2**(side * SWEEP_END)
-        glyphs = {label: roofline.Point(label, 1, 1).glyph for label in labels}
-        heights = [roofline.mark_extent(ax, glyphs[label], label.split(":")[0], SWEEP_MARK)[1] for label in labels]
-        pixels = [ax.transData.transform(ends[label])[1] for label in labels]
-        placed = _stack(pixels, heights, roofline.MARK_GAP, ax.bbox.y0, ax.bbox.y1)
-        for label, py in zip(labels, placed):
-            backend = label.split(":")[0]
-            y = ax.transData.inverted().transform((ax.transData.transform((x, 1.0))[0], py))[1]
-            # dotted grey: a leader is not data, and must not read as the line's next segment
-            ax.plot([ends[label][0], x], [ends[label][1], y], color="0.55", ls=":", lw=0.9, zorder=2)
-            roofline.draw_mark(ax, x, y, glyphs[label], backend, SWEEP_MARK, label)
-
-
-def _stack(ys: list[float], heights: list[float], gap: float, low: float, high: float) -> list[float]:
-    """Centres (pixels) for boxes of `heights` wanted at `ys`, in one column between `low` and `high`: in the order
-    of ys, none touching the next; a run of boxes that would touch stands as one block centred on its ys' mean."""
-    order = sorted(range(len(ys)), key=lambda i: ys[i])
-    blocks = [[i] for i in order]
-
-    def bottom(block):   # where a block starts: centred on its ys, inside the column
-        size = sum(heights[i] for i in block) + gap * (len(block) - 1)
-        return min(max(np.mean([ys[i] for i in block]) - size / 2, low), high - size), size
-
-    merged = True
-    while merged:
-        merged = False
-        for a in range(len(blocks) - 1):
-            (b0, size), (b1, _) = bottom(blocks[a]), bottom(blocks[a + 1])
-            if b0 + size + gap > b1:
-                blocks[a:a + 2] = [blocks[a] + blocks[a + 1]]
-                merged = True
-                break
-    centres = {}
-    for block in blocks:
-        at, _ = bottom(block)
-        for i in block:
-            centres[i] = at + heights[i] / 2
-            at += heights[i] + gap
-    return [centres[i] for i in range(len(ys))]
+def _columns(ax, ends: dict[str, tuple[float, float]]) -> dict[str, int]:
+    """For each line's end (label -> (size, TFLOP/s)), the column (0 nearest the end) its mark stands in: the
+    first, from the lowest end up, where it touches no mark already placed beside an end of the same size. The
+    y-axis' limits must be set."""
+    placed: dict[tuple[float, int], list[tuple[float, float]]] = {}   # (size, column) -> (centre, half height)
+    columns = {}
+    for label, (size, tflops) in sorted(ends.items(), key=lambda item: item[1][1]):
+        half = roofline.mark_extent(ax, roofline.Point(label, 1, 1).glyph, label.split(":")[0], SWEEP_MARK)[1] / 2
+        y = ax.transData.transform((1.0, tflops))[1]
+        column = next(c for c in range(len(ends) + 1)
+                      if all(abs(y - at) >= half + other + roofline.MARK_GAP for at, other in placed.get((size, c), [])))
+        placed.setdefault((size, column), []).append((y, half))
+        columns[label] = column
+    return columns
 
 
 def memory_needed(curves: dict[str, list[float]], sizes: list[int], memories: dict[str, float], xlabel: str):

@@ -306,16 +306,15 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
 
     Marks are given by their places in data and their (width, height) in pixels. Of two marks that would overlap
     at their places the later is set aside, and both are where either, left there, would hide the other's true
-    place (drawn as a small mark). In order, each mark set aside moves sideways, a mark's width at a time, to the
-    `sides` in their order (-1 left, 1 right: by default left first, as roofs are labelled from their right end),
-    to the nearest place inside the axes where it covers no other mark, no true place, no other mark's leader and
-    none of `roofs` (pixels along the roof lines: a mark on a roof reads as a point of it), and where its own
-    leader, from its true place, runs through no other mark and across no roof (the mark would read as on the
-    roof's other side). One mark's height above or below comes after one mark's width to either side, before
-    two (its height then off by that much, its true place still marked). Where no place spares its leader both
-    (three marks or more within one mark's height), the nearest that spares it the roofs, then one up to REACH
-    heights above or below that does, else the nearest sideways that meets the rest; with none within REACH marks'
-    widths, it stays at its place (a longer leader is hard to follow back; ladder.figcheck says what it hides). The
+    place (drawn as a small mark). In order, each mark set aside moves sideways only, a mark's width at a time,
+    to the `sides` in their order (-1 left, 1 right: by default left first, as roofs are labelled from their right
+    end) — its height is the measurement, which a reader reads off the axis — to the nearest place inside the axes
+    where it covers no other mark, no true place, no other mark's leader and none of `roofs` (pixels along the roof
+    lines: a mark on a roof reads as a point of it), and where its own leader, from its true place, runs through
+    no other mark and across no roof (the mark would read as on the roof's other side). Where no place within
+    REACH marks' widths spares its leader both, the nearest that spares it the roofs, then one up to twice as far
+    that does, else the nearest within REACH that meets the rest; with none, it stays at its place (a longer
+    leader is hard to follow back; ladder.figcheck says what it hides). The
     axes' limits must be set."""
     from itertools import combinations
     from matplotlib.transforms import Bbox   # matplotlib loads only to draw
@@ -355,18 +354,17 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
     for i in sorted(aside):
         (px, py), (w, h) = pixels[i], extents[i]
         sideways = [(px + side * k * (w + MARK_GAP), py) for k in range(1, REACH + 1) for side in sides]
-        upright = [(px, py + side * k * (h + MARK_GAP)) for k in range(1, REACH + 1) for side in (1, -1)]
-        nearest = sideways[:len(sides)] + upright[:2] + sideways[len(sides):]   # a mark's width or height away first
-        # strictest first; before a place across a roof, one further above or below (a steep roof, zoomed)
-        tries = [(nearest, (True, True)), (nearest, (False, True)), (upright[2:], (False, True)),
+        further = [(px + side * k * (w + MARK_GAP), py) for k in range(REACH + 1, 2 * REACH + 1) for side in sides]
+        # strictest first; a longer leader before one across a roof (the mark would read as on its other side)
+        tries = [(sideways, (True, True)), (sideways, (False, True)), (further, (False, True)),
                  (sideways, (False, False))]
         xy = next((xy for where, rule in tries for xy in where if free(i, xy, *rule)), None)
         if xy is None:   # no room within reach: left where it is
             continue
         taken.append(box_at(i, *xy).padded(MARK_GAP / 2))
         leaders.append(leader_to(i, *xy))
-        x, y = ax.transData.inverted().transform(xy)
-        drawn[i] = (x, places[i][1] if xy[1] == py else y)   # a height left as it is stays the measurement
+        x, _ = ax.transData.inverted().transform(xy)
+        drawn[i] = (x, places[i][1])   # the height stays the measurement, not its pixel's rounding
     return drawn
 
 

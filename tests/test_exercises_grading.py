@@ -441,7 +441,7 @@ def test_capstone_checker_keeps_no_answer():
 
 @pytest.mark.parametrize("method, answer, expect", [
     ("check_share", _F, "correct"),
-    ("check_share", _F / _N, "one run of the op"),                                        # one layer's, not x count
+    ("check_share", _F / _N, "one run of the op"),                                        # one layer's, not all µs
     ("check_share", 100 * _F, "not a percent"),
     ("check_share", 1 / _F, "forward pass over the op's time"),
     ("check_share", ..., "not answered yet"),

@@ -75,7 +75,7 @@ def floor_table(cfg: Config, ceilings: dict, label: str) -> str:
             f"batch {cfg.batch} x sequence {cfg.seq}, fp16; floors from the ceilings {label}:",
             f"tensor-core roof {ceilings['fp16_tc_TFLOPs']:.0f} TFLOP/s, copy bandwidth {ceilings['copy_TBps']:.2f} "
             f"TB/s, ridge point {ceilings['fp16_tc_TFLOPs'] / ceilings['copy_TBps']:.0f} FLOP/B",
-            f"{'op':24s} {'x':>3s} {'GFLOP':>8s} {'MB':>8s} {'FLOP/B':>7s} {'bound':>8s} {'floor µs':>9s} {'x count':>8s}"]
+            f"{'op':24s} {'x':>3s} {'GFLOP':>8s} {'MB':>8s} {'FLOP/B':>7s} {'bound':>8s} {'floor µs':>9s} {'all µs':>8s}"]
     total = 0.0
     for op in ops(cfg):
         floor = op.floor_ms(ceilings)

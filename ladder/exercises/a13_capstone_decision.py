@@ -4,7 +4,7 @@ Given the recorded profile of the GPT-2-small-shaped model (the op's time alone,
 pass runs it, the eager forward pass) and the op's floor on the roofline at the run's ceilings, the student
 computes (1) the op's share of the eager forward pass, (2) its time over its floor, (3) what Amdahl's law
 allows end to end if the op ran exactly at its floor, (4) the measured rows of the decision table: room
-above the floor, hot (top 10%), hot (> 5%), speed-up >= 2x end to end, each by decision.py's own rule and
+above the floor, hot (>= 10%), hot (> 5%), speed-up >= 2x end to end, each by decision.py's own rule and
 threshold, and (5) the verdict: write the kernel only if every one of those rows favours it (the judgement
 rows of the lesson, stable shape, survives a model change, maintainable, are not asked here).
 
@@ -155,10 +155,10 @@ class CapstoneDecision:
     def check_hot_10(self, answer) -> Result:
         a = self._answers()
         why = f"{100 * a.share:.1f}% of the eager forward pass, {'at least' if a.hot_10 else 'under'} a tenth"
-        mistake = ("the conditions' hot is the top 10% of the time: share >= decision.HOT_CONDITION; compare your "
+        mistake = ("the conditions' hot is at least 10% of the time: share >= decision.HOT_CONDITION; compare your "
                    "answer to (1), a fraction of 1, with it" + ("; > 5% is the six checks' bar, not this one"
                                                                   if a.hot_5 and not a.hot_10 else ""))
-        return self._check_row("(4b) hot (top 10% of time)", answer, a.hot_10, why, mistake)
+        return self._check_row("(4b) hot (>= 10% of time)", answer, a.hot_10, why, mistake)
 
     def check_hot_5(self, answer) -> Result:
         a = self._answers()
@@ -184,7 +184,7 @@ class CapstoneDecision:
         if said is None:
             return not_yet(task, f"answer True (write it) or False (do not), not {answer!r}")
         a = self._answers()
-        rows = {"room above the floor": a.room, "hot (top 10% of time)": a.hot_10,
+        rows = {"room above the floor": a.room, "hot (>= 10% of time)": a.hot_10,
                 "hot (> 5% of wall-clock)": a.hot_5, f"speed-up >= {decision.END_TO_END:g}x end to end": a.two_x}
         against = [q for q, yes in rows.items() if not yes]
         if said == a.write_it:
