@@ -1,6 +1,6 @@
 """The public ops against PyTorch's own at the shapes a model runs, as a newcomer's GPU gets them.
 
-    python -m ladder.ops_speed [--tuned] [--rounds R] [--record] [--json PATH]
+    python -m ladder.ops_speed [--tuned] [--rounds R] [--only matmul|attention|grid] [--record] [--json PATH]
 
 A fresh install (the default): the cases run in a child process under KERNEL_LADDER_FRESH_GPU=1 (an empty cache,
 this GPU's recording ignored: ladder.runtime.cache), so each case's first call tunes on first use, and that call
@@ -17,6 +17,8 @@ Cases (B·S = 8192 tokens: lesson 05's GPT-2 small):
              weight). MLP up + GELU as a training step too: forward and backward, checked by its three gradients
   attention  B4 H32 S4096 at D64 and D128, causal and not; GPT-2's B8 H12 S1024 D64 causal; B1 H32 S16384 D128
              causal: q, k, v views of one packed (B, S, 3, H, D) projection; anchor SDPA on the same views
+  grid       (--only grid, not in the default run) the dispatch table's 27 shapes, 256, 1449 and 8192 as M, N and K
+             (ladder.dispatch.GRID), B row-major, fp16; anchor torch.matmul
 `--record` merges the rows into results/<gpu>.json under "ops_speed" (a fresh install's and a tuned one's apart).
 """
 from __future__ import annotations
@@ -33,7 +35,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from ladder import check, ops, results
+from ladder import check, dispatch, ops, results
 from ladder.runtime import cache, hardware
 from ladder.runtime.errors import NotAvailable
 from ladder.runtime.world import require_gpu
@@ -154,11 +156,18 @@ def _progress(row: dict) -> dict:
     return row
 
 
+def grid_cases() -> list[tuple]:
+    """The 27 shapes of the dispatch table's grid as matmul cases (MATMUL_CASES' form)."""
+    return [(f"grid {M}x{N}x{K}", M, N, K, "row", None) for M, N, K in dispatch.GRID]
+
+
 def measure(rounds: int = 5, only: str | None = None) -> list[dict]:
-    """Every case's row in this process (with whatever cache and recording it sees)."""
+    """Every case's row in this process (with whatever cache and recording it sees); only: "matmul",
+    "attention", or "grid" (grid_cases, run only when asked)."""
     gen = torch.Generator("cuda").manual_seed(0)
     rows = []
-    for name, *case in MATMUL_CASES if only in (None, "matmul") else []:
+    matmuls = MATMUL_CASES if only in (None, "matmul") else grid_cases() if only == "grid" else []
+    for name, *case in matmuls:
         rows.append(measure_case(_matmul_case(name, *case, gen=gen), rounds))
         torch.cuda.empty_cache()   # the vocabulary's output is 823 MB: leave the next case its memory
     for name, *case in TRAINING_CASES if only in (None, "matmul") else []:
@@ -197,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tuned", action="store_true", help="this process, with this GPU's cache and recording")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", choices=("matmul", "attention"))
+    parser.add_argument("--only", choices=("matmul", "attention", "grid"),
+                        help="these cases alone (grid: the 27-shape grid, which the default run leaves out)")
     parser.add_argument("--json", help="also write the rows (and the GPU's name) to this file")
     parser.add_argument("--record", action="store_true", help="merge the rows into results/<gpu>.json")
     args = parser.parse_args(argv)

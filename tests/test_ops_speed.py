@@ -69,3 +69,11 @@ def test_the_training_case_returns_the_three_gradients_each_checked():
     assert all(check.compare(g, w).ok for g, w in zip(case["anchor"](), want))
     # each of its three matmuls named: in the interpreter, rung 6 by the op's rule
     assert case["kernel"]() == "triton:6_autotuned; backward triton:6_autotuned, triton:6_autotuned"
+
+
+def test_the_grid_is_the_dispatch_tables_27_shapes_with_b_row_major():
+    from ladder import dispatch
+    cases = ops_speed.grid_cases()
+    assert [tuple(c[1:4]) for c in cases] == dispatch.GRID and len(cases) == 27
+    assert {(c[4], c[5]) for c in cases} == {("row", None)}
+    assert len({c[0] for c in cases}) == 27
