@@ -313,7 +313,7 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
     lines: a mark on a roof reads as a point of it), and where its own leader, from its true place, runs through
     no other mark and across no roof (the mark would read as on the roof's other side). Where no place within
     REACH marks' widths spares its leader both, the nearest that spares it the roofs, then one up to twice as far
-    that does, else the nearest within REACH that meets the rest; with none, it stays at its place (a longer
+    that does, else the nearest within REACH that meets the rest, rightwards first; with none, it stays at its place (a longer
     leader is hard to follow back; ladder.figcheck says what it hides). The
     axes' limits must be set."""
     from itertools import combinations
@@ -356,8 +356,11 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
         sideways = [(px + side * k * (w + MARK_GAP), py) for k in range(1, REACH + 1) for side in sides]
         further = [(px + side * k * (w + MARK_GAP), py) for k in range(REACH + 1, 2 * REACH + 1) for side in sides]
         # strictest first; a longer leader before one across a roof (the mark would read as on its other side)
+        # across a roof, rightwards first: every sloped roof rises to the right, so a mark set right of its place
+        # stays under each roof it was under (set left of a place on a slope, it would read as above the roof)
+        rightwards = sorted(sideways, key=lambda xy: (xy[0] < px, abs(xy[0] - px)))
         tries = [(sideways, (True, True)), (sideways, (False, True)), (further, (False, True)),
-                 (sideways, (False, False))]
+                 (rightwards, (False, False))]
         xy = next((xy for where, rule in tries for xy in where if free(i, xy, *rule)), None)
         if xy is None:   # no room within reach: left where it is
             continue
