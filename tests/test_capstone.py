@@ -140,7 +140,7 @@ def test_decision_table_from_a_recorded_row():
     assert by_question["no off-the-shelf kernel as fast"].favours_writing   # 0.09 < min(0.12, 0.10)
     assert not decision.rows_for("attention", row)[4].favours_writing       # attention: ours slower than SDPA
     assert not by_question["speed-up >= 2x end to end"].favours_writing     # 10 / 9 = 1.11x
-    assert decision.verdict(rows).startswith("do not write it: ")
+    assert decision.verdict(rows).startswith("do not write it; answered no: ")
     assert "survives a model change" in decision.verdict(rows)
     assert "verdict: do not write it" in decision.table("attention", row)
 

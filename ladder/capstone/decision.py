@@ -72,7 +72,7 @@ def rows_for(swap: str, row: dict | None) -> list[Row]:
         headroom = op["torch_ms"] / floor
         share = op["torch_ms"] * cfg.layers / row["variants"]["eager"]["ms"]
         room = Row("room above the floor", "yes" if headroom >= ROOM else "no", headroom >= ROOM, "measured",
-                   f"torch {1e3 * op['torch_ms']:.1f} µs vs floor {1e3 * floor:.1f} µs: {headroom:.2f}x the floor")
+                   f"eager {1e3 * op['torch_ms']:.1f} µs vs floor {1e3 * floor:.1f} µs: {headroom:.2f}x the floor")
         hot10 = Row("hot (>= 10% of time)", "yes" if share >= HOT_CONDITION else "no", share >= HOT_CONDITION,
                     "measured", f"{100 * share:.1f}% of the eager forward pass")
         hot5 = Row("hot (> 5% of wall-clock)", "yes" if share > HOT_CHECK else "no", share > HOT_CHECK, "measured",
@@ -96,7 +96,7 @@ def verdict(rows: list[Row]) -> str:
     if any(r.favours_writing is None for r in rows):
         return "no verdict until the measured rows are recorded"
     against = [r.question for r in rows if not r.favours_writing]
-    return "write it" if not against else "do not write it: " + ", ".join(dict.fromkeys(against))
+    return "write it" if not against else "do not write it; answered no: " + ", ".join(dict.fromkeys(against))
 
 
 def table(swap: str, row: dict | None) -> str:

@@ -189,7 +189,7 @@ class CapstoneDecision:
         against = [q for q, yes in rows.items() if not yes]
         if said == a.write_it:
             return passed(task, "correct (" + ("write it: every measured row favours it" if a.write_it else
-                                               "do not write it: against it " + ", ".join(against)) + ")")
+                                               "do not write it; answered no: " + ", ".join(against)) + ")")
         if said:
             return not_yet(task, "not quite: write it only if every measured row (4a)-(4d) favours it; look at "
                                  "your rows again")
