@@ -60,21 +60,22 @@ WARMUP_MS, REP_MS = 50, 200
 
 
 def _matmul_case(name: str, M: int, N: int, K: int, b_layout: str, epilogue: str | None,
-                 dtype: torch.dtype = torch.float16, *, gen) -> dict:
+                 dtype: torch.dtype = torch.float16, *, gen, device: str = "cuda") -> dict:
     """The op, its anchor and the fp32 reference of one matmul case, on fresh random inputs."""
-    a = torch.randn(M, K, generator=gen, device="cuda").to(dtype)
+    a = torch.randn(M, K, generator=gen, device=device).to(dtype)
     weight = b_layout == "weight"
-    b = torch.randn(N, K, generator=gen, device="cuda").to(dtype).t() if weight else \
-        torch.randn(K, N, generator=gen, device="cuda").to(dtype)
-    bias = torch.randn(N, generator=gen, device="cuda").to(dtype) if epilogue else None
+    b = torch.randn(N, K, generator=gen, device=device).to(dtype).t() if weight else \
+        torch.randn(K, N, generator=gen, device=device).to(dtype)
+    bias = torch.randn(N, generator=gen, device=device).to(dtype) if epilogue else None
 
     def gelu(x):
         return F.gelu(x, approximate="tanh") if epilogue else x
     op = lambda: ops.matmul(a, b, bias, epilogue)   # noqa: E731
     anchor = (lambda: gelu(F.linear(a, b.t(), bias))) if weight else (lambda: torch.matmul(a, b))
     want = lambda: gelu(a.float() @ b.float() + (bias.float() if epilogue else 0))   # noqa: E731
+    # the kernel an eager call runs (the op is timed eagerly): rung 7 may run there, never under torch.compile
     kernel = lambda: ops.matmul_choice(M, N, K, "weight_t" if weight else "row",   # noqa: E731
-                                       "bias_gelu" if epilogue else None, ops.DTYPE_NAMES[dtype]).kernel
+                                       "bias_gelu" if epilogue else None, ops.DTYPE_NAMES[dtype]).eager
     return {"op": "matmul", "case": name, "shape": [M, N, K], "run": op, "anchor": anchor, "want": want,
             "kernel": kernel, "anchor_name": "F.linear" if weight else "torch.matmul"}
 

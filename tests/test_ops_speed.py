@@ -77,3 +77,12 @@ def test_the_grid_is_the_dispatch_tables_27_shapes_with_b_row_major():
     assert [tuple(c[1:4]) for c in cases] == dispatch.GRID and len(cases) == 27
     assert {(c[4], c[5]) for c in cases} == {("row", None)}
     assert len({c[0] for c in cases}) == 27
+
+
+def test_a_matmul_row_names_the_kernel_an_eager_call_runs(monkeypatch):
+    import types
+    import torch
+    from ladder import ops
+    monkeypatch.setattr(ops, "matmul_choice", lambda *a, **k: types.SimpleNamespace(kernel="compiled", eager="eager"))
+    case = ops_speed._matmul_case("8³", 8, 8, 8, "row", None, gen=torch.Generator().manual_seed(0), device="cpu")
+    assert case["kernel"]() == "eager"
