@@ -369,7 +369,7 @@ def flash_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, H, qk_scale, HEAD_DIM: t
     PTX pass it compiles through (ladder.ptx.tag(): its name and content hash), rung 7 leaves it "": a constexpr is
     part of the key on every Triton version, so the two builds are cached apart and an edited pass compiles anew
     (Triton 3.6 asks the pass's hook for no key).
-    What was measured on the way, and tried and left out: kernels/NOTES.md."""
+    The measurements behind this design: kernels/NOTES.md."""
     start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
     qk_scale = tl.cast(qk_scale, tl.float32)
     b, h = bh // H, bh % H   # a descriptor's coordinates (32-bit)
