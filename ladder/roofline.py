@@ -306,15 +306,16 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
 
     Marks are given by their places in data and their (width, height) in pixels. Of two marks that would overlap
     at their places the later is set aside, and both are where either, left there, would hide the other's true
-    place (drawn as a small mark). In order, each mark set aside moves sideways only, a mark's width at a time,
+    place (drawn as a small mark). In order, each mark set aside moves sideways, a mark's width at a time,
     to the `sides` in their order (-1 left, 1 right: by default left first, as roofs are labelled from their right
     end) — its height is the measurement, which a reader reads off the axis — to the nearest place inside the axes
     where it covers no other mark, no true place, no other mark's leader and none of `roofs` (pixels along the roof
     lines: a mark on a roof reads as a point of it), and where its own leader, from its true place, runs through
     no other mark and across no roof (the mark would read as on the roof's other side). Where no place within
     REACH marks' widths spares its leader both, the nearest that spares it the roofs, then one up to twice as far
-    that does, else the nearest within REACH that meets the rest, rightwards first; with none, it stays at its place (a longer
-    leader is hard to follow back; ladder.figcheck says what it hides). The
+    that does, else the nearest within REACH that meets the rest, rightwards first; else, where left at its
+    place it would cover another's true place, one up to REACH heights above or below (its height then off); with none, it
+    stays at its place (a longer leader is hard to follow back; ladder.figcheck says what it hides). The
     axes' limits must be set."""
     from itertools import combinations
     from matplotlib.transforms import Bbox   # matplotlib loads only to draw
@@ -359,15 +360,19 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
         # across a roof, rightwards first: every sloped roof rises to the right, so a mark set right of its place
         # stays under each roof it was under (set left of a place on a slope, it would read as above the roof)
         rightwards = sorted(sideways, key=lambda xy: (xy[0] < px, abs(xy[0] - px)))
+        # where left at its place it would cover another's true place: above or below (its height then off)
+        upright = [(px, py + side * k * (h + MARK_GAP)) for k in range(1, REACH + 1) for side in (1, -1)]
         tries = [(sideways, (True, True)), (sideways, (False, True)), (further, (False, True)),
                  (rightwards, (False, False))]
+        if any(at_place[i].contains(*pixels[j]) for j in aside if j != i):
+            tries.append((upright, (False, False)))
         xy = next((xy for where, rule in tries for xy in where if free(i, xy, *rule)), None)
         if xy is None:   # no room within reach: left where it is
             continue
         taken.append(box_at(i, *xy).padded(MARK_GAP / 2))
         leaders.append(leader_to(i, *xy))
-        x, _ = ax.transData.inverted().transform(xy)
-        drawn[i] = (x, places[i][1])   # the height stays the measurement, not its pixel's rounding
+        x, y = ax.transData.inverted().transform(xy)
+        drawn[i] = (x, places[i][1] if xy[1] == py else y)   # a height left as it is stays the measurement
     return drawn
 
 
