@@ -265,10 +265,11 @@ def stall_mix(warp_states: list[dict], labels: list[str], source: str, top: int 
     ax.set_yticks(range(len(shown)), shown, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
-    ax.set_xlabel("each reason's share of the stalled warp cycles\nafter each bar: warp cycles per issued instruction "
-                  "(the stalls and the issuing warp's 1)", fontsize=9)
+    ax.set_xlabel("each state's share of the warp cycles spent not issuing (\"not selected\": ready, another warp "
+                  "issued)\nafter each bar: warp cycles per issued instruction (these states and the issuing warp's 1)",
+                  fontsize=9)
     ax.set_title(f"Why warps waited, rung by rung\n{source}", fontsize=10)
-    _legend_outside(ax, title="stalled on", title_fontsize=8).set_bbox_to_anchor((1.08, 1.0))
+    _legend_outside(ax, title="warp state", title_fontsize=8).set_bbox_to_anchor((1.08, 1.0))
     fig.tight_layout()
     return fig
 
