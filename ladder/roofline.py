@@ -314,8 +314,8 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
     no other mark and across no roof (the mark would read as on the roof's other side). Where no place within
     REACH marks' widths spares its leader both, the nearest that spares it the roofs, then one up to twice as far
     that does, else the nearest within REACH that meets the rest, rightwards first; else, where left at its
-    place it would cover another's true place, one up to REACH heights above or below (its height then off); with none, it
-    stays at its place (a longer leader is hard to follow back; ladder.figcheck says what it hides). The
+    place it would cover another's true place, one up to REACH heights above or below (its height then off); with
+    none, it stays at its place (a longer leader is hard to follow back; ladder.figcheck says what it hides). The
     axes' limits must be set."""
     from itertools import combinations
     from matplotlib.transforms import Bbox   # matplotlib loads only to draw
@@ -360,11 +360,11 @@ def spread(ax, places: list[tuple[float, float]], extents: list[tuple[float, flo
         # across a roof, rightwards first: every sloped roof rises to the right, so a mark set right of its place
         # stays under each roof it was under (set left of a place on a slope, it would read as above the roof)
         rightwards = sorted(sideways, key=lambda xy: (xy[0] < px, abs(xy[0] - px)))
-        # where left at its place it would cover another's true place: above or below (its height then off)
-        upright = [(px, py + side * k * (h + MARK_GAP)) for k in range(1, REACH + 1) for side in (1, -1)]
         tries = [(sideways, (True, True)), (sideways, (False, True)), (further, (False, True)),
                  (rightwards, (False, False))]
         if any(at_place[i].contains(*pixels[j]) for j in aside if j != i):
+            # left at its place it would cover another's true place: above or below (its height then off)
+            upright = [(px, py + side * k * (h + MARK_GAP)) for k in range(1, REACH + 1) for side in (1, -1)]
             tries.append((upright, (False, False)))
         xy = next((xy for where, rule in tries for xy in where if free(i, xy, *rule)), None)
         if xy is None:   # no room within reach: left where it is
