@@ -441,7 +441,6 @@ class Ladder:
 COUNTERS = {
     "DRAM GB": lambda m: ((m.get("dram_bytes_read") or 0) + (m.get("dram_bytes_write") or 0)) / 1e9,
     "L2 GB": lambda m: (m.get("l2_bytes") or 0) / 1e9,
-    "L2 to SM GB": lambda m: None if m.get("l2_to_sm_bytes") is None else m["l2_to_sm_bytes"] / 1e9,
     "load instr.": lambda m: m.get("global_load_instructions") or 0,
     "sectors/request": lambda m: (m.get("global_load_sectors") or 0) / max(m.get("global_load_requests") or 1, 1),
     "bank conflicts": lambda m: m.get("shared_bank_conflicts") or 0,
@@ -450,6 +449,7 @@ COUNTERS = {
     # counters added later: a profile recorded before them shows "-"
     "instr. (G)": lambda m: None if m.get("instructions") is None else m["instructions"] / 1e9,
     "MUFU pipe %": lambda m: m.get("xu_pipe_pct"),
+    "L2 to SM GB": lambda m: None if m.get("l2_to_sm_bytes") is None else m["l2_to_sm_bytes"] / 1e9,
 }
 
 
