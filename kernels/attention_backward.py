@@ -5,8 +5,8 @@ once when the inputs are made (`Forward`): every rung times its backward alone. 
 (3, B, H, S, D) fp16; the reference, the same by autograd through the math in fp32 (a few heads at a time).
 FLOPs: 2.5x the forward's 4·B·H·S²·D (halved when causal): dV = Pᵀ·dO, dP = dO·Vᵀ, dQ, dK, and Q·Kᵀ recomputed,
 five matmuls for the forward's two. The rungs (kernels/triton/attention_backward.py, the kernels and their launchers,
-says what each does; rung 4's search and its choice per shape, kernels/attention_backward_search.py; its searches run and the
-kernels' SASS builds are here):
+says what each does; rung 4's searches and its choice per shape, kernels/attention_backward_search.py; `record` runs the
+searches and builds the kernels' SASS here):
 
 triton:1_materialized  autograd through the math in fp32 (P saved): N/A where its B·H·S² tensors do not fit
 triton:2_flash         FlashAttention-2's backward: preprocess, dK/dV kernel, dQ kernel
@@ -33,7 +33,7 @@ from ladder import autotune, ops
 from ladder.runtime.hardware import detect
 from ladder.problems import Problem, Rung, register, same_specialization
 from kernels import attention as forward_problem
-from kernels.attention_backward_search import autotuned_backward, no_spills, tuner
+from kernels.attention_backward_search import autotuned_backward, exact_grads, tune
 from kernels.triton import attention_backward as tab
 
 SOURCE = "kernels/triton/attention_backward.py"
@@ -91,28 +91,6 @@ def _make_inputs(shape: tuple, where: str, gen: torch.Generator) -> tuple:
 
 def _new_output(shape: tuple, where: str) -> torch.Tensor:
     return torch.empty((3, *shape[:4]), dtype=torch.float16, device=where)
-
-
-def exact_grads(q, k, v, do, causal: bool) -> tuple:
-    """(dQ, dK, dV) fp32 by autograd through the math in fp32, a few heads at a time: their S×S scores and
-    gradients near 2 GB each (all 128 heads at S 16384 would need hundreds of GB)."""
-    B, H, S, D = q.shape
-    flat = [t.reshape(B * H, S, D) for t in (q, k, v, do)]
-    grads = [torch.empty(B * H, S, D, dtype=torch.float32, device=q.device) for _ in range(3)]
-    later = torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1) if causal else None
-    heads = max(1, 2**31 // (4 * S * S))
-    for h in range(0, B * H, heads):
-        qh, kh, vh = (t[h:h + heads].float().requires_grad_() for t in flat[:3])
-        with torch.enable_grad():
-            s = qh @ kh.mT / math.sqrt(D)
-            if causal:
-                s = s.masked_fill(later, float("-inf"))
-            out = torch.softmax(s, dim=-1) @ vh
-            got = torch.autograd.grad(out, (qh, kh, vh), flat[3][h:h + heads].float())
-        for g, x in zip(grads, got):
-            g[h:h + heads] = x
-        del s, out, got
-    return tuple(g.reshape(B, H, S, D) for g in grads)
 
 
 _REFERENCES: dict = {}   # what `record` checks each rung against, kept (in host memory) across its rungs
@@ -199,48 +177,8 @@ def backend_unavailable(kind: str):
 
 
 # ------------------------------------------------------------- rung 4's searches, and memory (for `record`)
-
-SEARCH_WARMUP_MS, SEARCH_REP_MS = 50, 150   # shorter than ladder.autotune's: 24 searches fit `record`'s minutes
-SEARCH_KEYS = 2**19   # B·H·S of a search's inputs: B·H = 128 at S 4096, 32 at S 16384; thousands of programs
-
 def _tune(labels: list[str]) -> list:
     return tune(BUCKETS, exact_grads) if "triton:4_autotuned" in labels else []
-
-
-def tune(buckets: list[tuple], reference, device: str = "cuda") -> list[autotune.Report]:
-    """Rung 4's searches, each kernel at each (S, D, causal) of `buckets`, on fp16 inputs of B·H·S = SEARCH_KEYS
-    (B = 1); `reference(q, k, v, do, causal)` -> the exact (dQ, dK, dV) each configuration is checked against.
-    (device: "cpu" only where a test stands in for the GPU's parts.)"""
-    reports = []
-    for S, D, causal in buckets:
-        gen = torch.Generator(device).manual_seed(7)
-        H = max(1, SEARCH_KEYS // S)
-        q, k, v, do = (torch.randn(1, H, S, D, generator=gen, device=device).half() for _ in range(4))
-        o, lse = torch.ops.ladder.attention(q, k, v, bool(causal))
-        scale = 1 / math.sqrt(D)
-        dq, dk, dv = reference(q, k, v, do, bool(causal))
-        delta = tab.prepare(q, k, v, o, lse, do, bool(causal), scale, None, None, None)[3]
-        inputs = (q, k, v, do, lse, delta, bool(causal), scale)
-        flop = 2.5 * 4 * H * S * S * D * (0.5 if causal else 1.0)
-        for kernel, want in (("dkdv", torch.stack((dk, dv))), ("dq", dq), ("dkdv_atomic", torch.stack((dq, dk, dv)))):
-            out = tab.run_config(kernel, tab.GPU_TILES[D][kernel], *inputs)
-            search = tuner(kernel, D,
-                           compile=lambda c, kernel=kernel, out=out: no_spills(kernel, c, inputs, out, causal))
-            kept = [c for c in search.configs() if search.prune(c, detect()) is None]
-            fn = tab.dq_kernel if kernel == "dq" else tab.dkdv_kernel
-            # one compile-ahead per kind of arguments: the descriptors' boxes are BLOCK_M rows; dQ's sums a pointer
-            # or a descriptor
-            for kind in sorted({(c["BLOCK_M"], c.get("DQ_BY_TMA", False)) for c in kept}):
-                group = [c for c in kept if (c["BLOCK_M"], c.get("DQ_BY_TMA", False)) == kind]
-                args, _, constexprs = tab.search_args(kernel, group[0], q, k, v, do, lse, delta, out, scale)
-                autotune.compile_ahead(fn, [triton.Config({n: c[n] for n in ("BLOCK_M", "BLOCK_N")},
-                                                          num_warps=c["num_warps"], num_stages=c["num_stages"])
-                                            for c in group],
-                                       dict(zip(fn.arg_names, args)), dict(CAUSAL=bool(causal), **constexprs))
-            reports.append(search.search(inputs, want, flop, lambda out=out: torch.empty_like(out),
-                                         warmup_ms=SEARCH_WARMUP_MS, rep_ms=SEARCH_REP_MS, shape=(S, D, int(causal))))
-        del q, k, v, do, o, lse, delta, dq, dk, dv
-    return reports
 
 
 def peak_bytes(run_forward_backward, device: str = "cuda") -> tuple[int, int]:

@@ -1,15 +1,19 @@
 """Rung 4 of the attention backward (kernels/attention_backward.py): rungs 2 and 3 with their tiles searched per
 (S, D, causal) on this GPU, and `autotuned_backward`, which runs the faster of the two there. ladder.ops's backward
-calls it; the problem definition runs the searches (`tune`) and registers the rungs.
+calls it, and on a GPU with no search at a new (S, D, causal) it times a short list of tiles there first; the
+problem definition (kernels/attention_backward.py) runs the full searches (`tune`) and registers the rungs.
 """
 from __future__ import annotations
 
+import math
 import os
 
 import torch
+import triton
 
-from ladder import autotune
+from ladder import autotune, first_use
 from ladder.runtime import hardware
+from ladder.runtime.hardware import detect
 from ladder.runtime.direct_launch import Replay
 from ladder.runtime.errors import Spills
 from kernels.triton import attention_backward as tab
@@ -24,6 +28,18 @@ SEARCH_SPACE = {"dkdv": dict(BLOCK_M=[32, 64], BLOCK_N=[64, 128], num_warps=[4, 
                 "dkdv_atomic": dict(BLOCK_M=[32, 64], BLOCK_N=[64, 128], num_warps=[4, 8], num_stages=[2, 3],
                                     DQ_BY_TMA=[False, True])}
 MAX_REGISTERS = 192   # fp32 values a thread holds for the accumulators and the two score tiles; more spill
+
+# The first backward at an (S, D, causal) no search has measured on this GPU times these tiles of rung 2's two
+# kernels there (first_use.search_attention_backward: seconds): each tile that won a recorded search of its kernel
+# on the H100 or the H200, at any of the 16 shapes (rung 3 won none), with rung 2's own tiles (GPU_TILES).
+FIRST_USE = {"dkdv": [dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2),
+                      dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3),
+                      dict(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=2),
+                      dict(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=3),
+                      dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=3)],
+             "dq": [dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2),
+                    dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3),
+                    dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3)]}
 
 
 def prune_reason(kernel: str, c: dict, gpu, head_dim: int) -> str | None:
@@ -58,19 +74,94 @@ def no_spills(kernel: str, c: dict, inputs: tuple, out, causal: bool) -> None:
         raise Spills(f"spills registers: {compiled.n_spills} values to local memory")
 
 
-def tuner(kernel: str, head_dim: int, compile=lambda c: None) -> autotune.Tuner:
-    """Rung 4's search of `kernel` at one head size; its winners are cached per GPU (ladder.autotune) by
-    (S, D, causal): a call takes the winner of the nearest S searched, the S-bucket. Without a search on this
-    GPU (and in the interpreter), rung 2's tiles (rung 3's for "dkdv_atomic")."""
+def tuner(kernel: str, head_dim: int, compile=lambda c: None, listed: list[dict] | None = None) -> autotune.Tuner:
+    """Rung 4's search of `kernel` at one head size (`listed`: only these tiles); its winners are cached per GPU
+    (ladder.autotune) by (S, D, causal): a call takes the winner of the nearest S searched, the S-bucket. Without a
+    search on this GPU (and in the interpreter), rung 2's tiles (rung 3's for "dkdv_atomic")."""
     return autotune.Tuner(problem="attention_backward", name=f"triton:4_autotuned:{kernel}",
                           space=SEARCH_SPACE[kernel], prune=lambda c, gpu: prune_reason(kernel, c, gpu, head_dim),
                           compile=compile, run=lambda c, *inputs, out=None: tab.run_config(kernel, c, *inputs, out=out),
                           default=lambda gpu: (tab.GPU_TILES if gpu is not None
-                                               else tab.INTERPRETER_TILES)[head_dim][kernel])
+                                               else tab.INTERPRETER_TILES)[head_dim][kernel], listed=listed)
 
 
 TUNERS = {(kernel, D): tuner(kernel, D) for kernel in SEARCH_SPACE for D in (64, 128)}
 
+
+# ------------------------------------------------------------- the searches
+
+SEARCH_WARMUP_MS, SEARCH_REP_MS = 50, 150   # shorter than ladder.autotune's: 24 searches fit `record`'s minutes
+SEARCH_KEYS = 2**19   # B·H·S of a search's inputs: B·H = 128 at S 4096, 32 at S 16384; thousands of programs
+
+
+def tune(buckets: list[tuple], reference, device: str = "cuda", listed: dict | None = None) -> list[autotune.Report]:
+    """Rung 4's searches, each kernel at each (S, D, causal) of `buckets`, on fp16 inputs of B·H·S = SEARCH_KEYS
+    (B = 1); `reference(q, k, v, do, causal)` -> the exact (dQ, dK, dV) each configuration is checked against.
+    `listed` ({kernel: tiles}): only those kernels, in only those tiles. (device: "cpu" only where a test stands in
+    for the GPU's parts.)"""
+    reports = []
+    for S, D, causal in buckets:
+        gen = torch.Generator(device).manual_seed(7)
+        H = max(1, SEARCH_KEYS // S)
+        q, k, v, do = (torch.randn(1, H, S, D, generator=gen, device=device).half() for _ in range(4))
+        o, lse = tab.forward(q, k, v, bool(causal))
+        scale = 1 / math.sqrt(D)
+        dq, dk, dv = reference(q, k, v, do, bool(causal))
+        delta = tab.prepare(q, k, v, o, lse, do, bool(causal), scale, None, None, None)[3]
+        inputs = (q, k, v, do, lse, delta, bool(causal), scale)
+        flop = 2.5 * 4 * H * S * S * D * (0.5 if causal else 1.0)
+        for kernel, want in (("dkdv", torch.stack((dk, dv))), ("dq", dq), ("dkdv_atomic", torch.stack((dq, dk, dv)))):
+            if listed is not None and kernel not in listed:
+                continue
+            out = tab.run_config(kernel, tab.GPU_TILES[D][kernel], *inputs)
+            search = tuner(kernel, D, compile=lambda c, kernel=kernel, out=out: no_spills(kernel, c, inputs, out, causal),
+                           listed=None if listed is None else listed[kernel])
+            kept = [c for c in search.configs() if search.prune(c, detect()) is None]
+            fn = tab.dq_kernel if kernel == "dq" else tab.dkdv_kernel
+            # one compile-ahead per kind of arguments: the descriptors' boxes are BLOCK_M rows; dQ's sums a pointer
+            # or a descriptor
+            for kind in sorted({(c["BLOCK_M"], c.get("DQ_BY_TMA", False)) for c in kept}):
+                group = [c for c in kept if (c["BLOCK_M"], c.get("DQ_BY_TMA", False)) == kind]
+                args, _, constexprs = tab.search_args(kernel, group[0], q, k, v, do, lse, delta, out, scale)
+                autotune.compile_ahead(fn, [triton.Config({n: c[n] for n in ("BLOCK_M", "BLOCK_N")},
+                                                          num_warps=c["num_warps"], num_stages=c["num_stages"])
+                                            for c in group],
+                                       dict(zip(fn.arg_names, args)), dict(CAUSAL=bool(causal), **constexprs))
+            reports.append(search.search(inputs, want, flop, lambda out=out: torch.empty_like(out),
+                                         warmup_ms=SEARCH_WARMUP_MS, rep_ms=SEARCH_REP_MS, shape=(S, D, int(causal))))
+        del q, k, v, do, o, lse, delta, dq, dk, dv
+    return reports
+
+
+def first_use_tiles(head_dim: int) -> dict:
+    """What a first backward at a new (S, D, causal) times: FIRST_USE's tiles and rung 2's own, per kernel."""
+    return {kernel: [*tiles, *([] if (own := tab.GPU_TILES[head_dim][kernel]) in tiles else [own])]
+            for kernel, tiles in FIRST_USE.items()}
+
+
+def exact_grads(q, k, v, do, causal: bool) -> tuple:
+    """(dQ, dK, dV) fp32 by autograd through the math in fp32, a few heads at a time: their S×S scores and
+    gradients near 2 GB each (all 128 heads at S 16384 would need hundreds of GB)."""
+    B, H, S, D = q.shape
+    flat = [t.reshape(B * H, S, D) for t in (q, k, v, do)]
+    grads = [torch.empty(B * H, S, D, dtype=torch.float32, device=q.device) for _ in range(3)]
+    later = torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1) if causal else None
+    heads = max(1, 2**31 // (4 * S * S))
+    for h in range(0, B * H, heads):
+        qh, kh, vh = (t[h:h + heads].float().requires_grad_() for t in flat[:3])
+        with torch.enable_grad():
+            s = qh @ kh.mT / math.sqrt(D)
+            if causal:
+                s = s.masked_fill(later, float("-inf"))
+            out = torch.softmax(s, dim=-1) @ vh
+            got = torch.autograd.grad(out, (qh, kh, vh), flat[3][h:h + heads].float())
+        for g, x in zip(grads, got):
+            g[h:h + heads] = x
+        del s, out, got
+    return tuple(g.reshape(B, H, S, D) for g in grads)
+
+
+# ------------------------------------------------------------- rung 4: the choice per shape, and its launch
 
 def one_kernel_wins(split: list, one) -> bool:
     """Whether rung 3's search report `one` beat rung 2's two (`split`: the dkdv and dq reports) searched at the
@@ -109,12 +200,34 @@ def autotuned_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = 
 def _choice(q, do, causal: bool) -> tuple[dict | None, dict | None]:
     """What autotuned_backward runs at q's shape: (rung 4's tiles, or None where D has none; rung 3's searched
     configuration where rung 3 runs, else None: rung 2)."""
-    S, D = int(q.shape[2]), int(q.shape[3])   # tiles are chosen per shape: a traced one specializes here
+    B, H, S, D = (int(n) for n in q.shape)   # tiles are chosen per shape: a traced one specializes here
+    if D in tab.TILES:
+        _search_on_first_use(B, H, S, D, causal)
     tiles = tuned_tiles(S, D, causal) if D in tab.TILES else None
     one = tiles and tiles["one_kernel"]
     if one and not torch.are_deterministic_algorithms_enabled() and (not one.get("DQ_BY_TMA") or tab.qdo_by_tma(q, do)):
         return tiles, one
     return tiles, None
+
+
+def _search_on_first_use(B: int, H: int, S: int, D: int, causal: bool) -> None:
+    """On a GPU, a backward at an (S, D, causal) that no search has measured there, and big enough for one to pay
+    (autotune.SEARCH_MIN_FLOP), first times rung 2's kernels in first_use_tiles at that S (seconds; the winners kept
+    in the search cache, as `tune` keeps its): unless KERNEL_LADDER_TUNE=0."""
+    gpu = detect()
+    key = (S, D, int(causal))
+    if (gpu is None or not first_use.enabled() or 2.5 * 4 * B * H * S * S * D * (0.5 if causal else 1.0)
+            < autotune.SEARCH_MIN_FLOP):
+        return
+    tried = (gpu.slug, key)
+    if tried in _TRIED or any(tuple(r.shape) == key for kernel in ("dkdv", "dq")
+                              for r in autotune.cached_reports(gpu.slug, "attention_backward", TUNERS[kernel, D].name)):
+        return
+    _TRIED.add(tried)   # once a process: a search that fails leaves the nearest search's tiles, or rung 2's own
+    first_use.search_attention_backward(key, lambda: tune([key], exact_grads, listed=first_use_tiles(D)))
+
+
+_TRIED: set = set()
 
 
 def _backward(q, k, v, o, lse, do, causal, scale, dlse, out, delta=None, sums=None) -> tuple:

@@ -229,6 +229,25 @@ def search_attention(shape: tuple, gpu) -> None:
                      "rung 6's search ran at this (S, D, causal) in this process with another B and H: its winner"))
 
 
+def search_attention_backward(key: tuple, search) -> None:
+    """search() (rung 4's short search at `key` = (S, D, causal): kernels/attention_backward_search.py) run on its own
+    inputs, whatever mode or trace the call that needs it is in; its reports are kept in the search cache. One that
+    fails is logged (LOG), not raised: the backward then runs the tiles it would have run without it."""
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(f"ladder.ops.attention's backward: no search has measured (S, D, causal) = {key} on this "
+                           "GPU, and a CUDA graph is being captured, where nothing can be timed: run a training step "
+                           f"once before capturing it (or set {TUNE_ENV}=0 to run rung 2's own tiles)")
+    start = time.perf_counter()
+    try:
+        with _disable_current_modes():
+            reports = search()
+    except Exception as e:   # noqa: BLE001 -- a search that cannot run here must not take the training step down
+        LOG.append(Tuned(key, time.perf_counter() - start, None, f"the backward's search failed: {type(e).__name__}: {e}"))
+        return
+    LOG.append(Tuned(key, time.perf_counter() - start, None, "the backward's tiles: " + ", ".join(
+        f"{r.tuner.rsplit(':', 1)[-1]} {autotune.format_config(r.best)}" for r in reports)))
+
+
 # ------------------------------------------------------------- attention: which kernel, on first use
 
 ATTENTION_CHOICE = "ops:attention"   # the tuner name its reports are kept under (ladder.autotune's cache)

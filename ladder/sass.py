@@ -56,6 +56,7 @@ class Sass:
     arch: str
     functions: dict[str, str] = field(default_factory=dict)
     shared_bytes: int | None = None  # Triton kernels: the shared memory the compiler allocated
+    resources: dict[str, int] | None = None  # resource_usage of a one-kernel cubin: registers, stack bytes
 
     @property
     def text(self) -> str:
@@ -111,8 +112,11 @@ def resource_usage(cubin: bytes) -> dict[str, int]:
 
 
 def cuda_sass(path: str | os.PathLike, arch: str, defines: dict | None = None) -> Sass:
-    """SASS of a CUDA C++ file compiled for `arch` (no GPU needed)."""
-    return disassemble(cuda.compile_cubin(path, arch, tuple(sorted((defines or {}).items()))), arch)
+    """SASS of a CUDA C++ file compiled for `arch` (no GPU needed), with the registers and stack it was given."""
+    cubin = cuda.compile_cubin(path, arch, tuple(sorted((defines or {}).items())))
+    sass = disassemble(cubin, arch)
+    sass.resources = resource_usage(cubin)
+    return sass
 
 
 @contextlib.contextmanager
@@ -177,9 +181,11 @@ def triton_compile(kernel, signature: dict[str, str], constexprs: dict, arch: st
 
 
 def compiled_sass(compiled, arch: str) -> Sass:
-    """The SASS of a Triton compiled kernel (triton_compile's), with the shared memory it allocated."""
+    """The SASS of a Triton compiled kernel (triton_compile's), with the shared memory it allocated and the
+    registers and stack the compiler gave it."""
     sass = disassemble(compiled.asm["cubin"], arch)
     sass.shared_bytes = compiled.metadata.shared
+    sass.resources = resource_usage(compiled.asm["cubin"])
     return sass
 
 

@@ -410,20 +410,20 @@ def test_rung_4s_search_times_checks_and_caches_each_kernel(monkeypatch, tmp_pat
     from types import SimpleNamespace
     from ladder import autotune
     gpu, times = SimpleNamespace(name="GPU", slug="gpu"), itertools.count()
-    for module in (ab, problem_module, autotune):
+    for module in (ab, backward_search, autotune):
         monkeypatch.setattr(module, "detect", lambda: gpu)
     monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
     monkeypatch.setattr(autotune, "_BEST", {})
     monkeypatch.setattr(autotune, "search_bench", lambda fn, warmup, rep, q: [10.0 - next(times)])  # the last wins
     monkeypatch.setattr(autotune, "compile_ahead", lambda *args, **kwargs: None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    monkeypatch.setattr(problem_module, "SEARCH_KEYS", 40)
+    monkeypatch.setattr(backward_search, "SEARCH_KEYS", 40)
     monkeypatch.setattr(ab, "GPU_TILES", ab.INTERPRETER_TILES)
     monkeypatch.setattr(backward_search, "SEARCH_SPACE", {
         "dkdv": dict(BLOCK_M=[16, 32], BLOCK_N=[64], num_warps=[4], num_stages=[1]),
         "dq": dict(BLOCK_M=[64], BLOCK_N=[16, 32], num_warps=[4], num_stages=[1]),
         "dkdv_atomic": dict(BLOCK_M=[16], BLOCK_N=[32, 64], num_warps=[2], num_stages=[1], DQ_BY_TMA=[False])})
-    reports = problem_module.tune([(40, 64, 1)], problem_module.exact_grads, device="cpu")
+    reports = backward_search.tune([(40, 64, 1)], backward_search.exact_grads, device="cpu")
     assert [(r.tuner, r.shape, len(r.timed), len(r.failed)) for r in reports] == [
         ("triton:4_autotuned:dkdv", (40, 64, 1), 2, 0), ("triton:4_autotuned:dq", (40, 64, 1), 2, 0),
         ("triton:4_autotuned:dkdv_atomic", (40, 64, 1), 2, 0)]
@@ -432,6 +432,37 @@ def test_rung_4s_search_times_checks_and_caches_each_kernel(monkeypatch, tmp_pat
             # timed last, so fastest: 5 "ms" against rung 2's 9 + 7
             "one_kernel": dict(BLOCK_M=16, BLOCK_N=64, num_warps=2, num_stages=1, DQ_BY_TMA=False)}
     assert {k: backward_search.tuned_tiles(4000, 64, True)[k] for k in want} == want   # the nearest S searched
+
+
+def test_a_first_backward_at_a_new_shape_times_a_short_list_once(monkeypatch, tmp_path):
+    """On a GPU no search has measured at (S, D, causal), the first backward there big enough to pay for it times
+    first_use_tiles (rung 2's kernels only), once a process; not below autotune.SEARCH_MIN_FLOP, not where a search
+    ran at that S, not with tuning off. A search that fails is logged, and the backward goes on."""
+    from types import SimpleNamespace
+    from ladder import first_use
+    gpu, searched = SimpleNamespace(name="GPU", slug="gpu"), []
+    monkeypatch.setattr(backward_search, "detect", lambda: gpu)
+    monkeypatch.setattr(backward_search, "_TRIED", set())
+    monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
+    monkeypatch.setattr(autotune, "cached_reports", lambda slug, problem, name: [
+        SimpleNamespace(shape=(4096, 64, 1))])
+    monkeypatch.setattr(backward_search, "tune", lambda buckets, reference, listed: searched.append((buckets, listed)) or [])
+    monkeypatch.setattr(first_use, "LOG", [])
+    backward_search._search_on_first_use(8, 12, 1024, 64, True)
+    backward_search._search_on_first_use(8, 12, 1024, 64, True)     # tried once
+    backward_search._search_on_first_use(4, 32, 4096, 64, True)     # searched there
+    backward_search._search_on_first_use(1, 12, 128, 64, True)      # 50 MFLOP: not worth a search
+    assert searched == [([(1024, 64, 1)], backward_search.first_use_tiles(64))]
+    assert set(searched[0][1]) == {"dkdv", "dq"} and ab.GPU_TILES[64]["dq"] in searched[0][1]["dq"]
+    monkeypatch.setenv(first_use.TUNE_ENV, "0")
+    backward_search._search_on_first_use(8, 12, 2048, 64, True)
+    monkeypatch.delenv(first_use.TUNE_ENV)
+
+    def fails(buckets, reference, listed):
+        raise RuntimeError("no configuration ran correctly")
+    monkeypatch.setattr(backward_search, "tune", fails)
+    backward_search._search_on_first_use(8, 12, 2048, 64, True)
+    assert len(searched) == 1 and "search failed: RuntimeError" in first_use.LOG[-1].note
 
 
 def test_float64_takes_its_own_tiles():

@@ -526,7 +526,7 @@ def run_config(kernel: str, c: dict, q, k, v, do, lse, delta, causal: bool, scal
 
 # ------------------------------------------------------------- run alone: python -m kernels.triton.attention_backward
 
-def _forward(q, k, v, causal: bool) -> tuple:
+def forward(q, k, v, causal: bool) -> tuple:
     """(O, log-sum-exp) of the forward's fused kernel (kernels/triton/attention.py, rung 5's tiles): what rungs 2
     and 3 take, as ladder.ops.attention hands them over."""
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
@@ -565,8 +565,8 @@ def _self_check(shape: tuple[int, int, int, int] = (1, 2, 333, 64),
     gen = torch.Generator(device()).manual_seed(0)
     q, k, v, do = (torch.randn(*shape, generator=gen, device=device()).half() for _ in range(4))
     rungs = {"1_materialized": lambda q, k, v, causal: _graph_backward(materialized, q, k, v, do, causal)(),
-             "2_flash": lambda q, k, v, causal: backward(q, k, v, *_forward(q, k, v, causal), do, causal),
-             "3_atomic_dq": lambda q, k, v, causal: atomic_dq_backward(q, k, v, *_forward(q, k, v, causal), do,
+             "2_flash": lambda q, k, v, causal: backward(q, k, v, *forward(q, k, v, causal), do, causal),
+             "3_atomic_dq": lambda q, k, v, causal: atomic_dq_backward(q, k, v, *forward(q, k, v, causal), do,
                                                                        causal)}
     exact, theirs = {}, {}
     for causal in (False, True):
@@ -595,7 +595,7 @@ def _self_check(shape: tuple[int, int, int, int] = (1, 2, 333, 64),
         return
     B, H, S, D = timed
     q, k, v, do = (torch.randn(B, H, S, D, device="cuda").half() for _ in range(4))
-    o, lse = _forward(q, k, v, False)
+    o, lse = forward(q, k, v, False)
     timed_runs = {"SDPA": _graph_backward(_sdpa, q, k, v, do, False)}
     # rung 1 holds four B·H·S² fp32 tensors at its backward's peak (kernels/attention_backward.py): where they fit
     if 4 * 4 * B * H * S * S < 0.8 * torch.cuda.mem_get_info()[0]:

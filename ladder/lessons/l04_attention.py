@@ -212,8 +212,10 @@ def attention_checks(problem) -> str:
 def opcode_counts(problem, labels: list[str], arch: str, head_dims=(64, 128), families=("FFMA", "LDS", "LDL", "STL"),
                   causal: tuple = (False,)) -> str:
     """How many of each opcode family the SASS of each rung holds (static counts), per head dimension, and per
-    mask in `causal` where the mask is a build of its own (Triton's fused rungs)."""
-    lines = [f"{arch} SASS, instructions in the code (not executed counts)"]
+    mask in `causal` where the mask is a build of its own (Triton's fused rungs); then the registers a thread gets
+    and its stack frame, the local memory that holds the values left out of them."""
+    lines = [f"{arch} SASS, instructions in the code (not executed counts); regs: registers a thread, "
+             "stack: its bytes of local memory"]
     for label in labels:
         rung = problem.rung(*label.split(":"))
         for d in head_dims:
@@ -222,7 +224,9 @@ def opcode_counts(problem, labels: list[str], arch: str, head_dims=(64, 128), fa
                     continue
                 s = attention_sass(rung, arch, d, causal=masked)
                 shape = f"D{d}" + (" causal" if masked else "")
-                lines.append(f"  {label:16s} {shape:12s}" + "".join(f"{f:>6s} {s.count(f):5d}" for f in families))
+                use = s.resources or {}
+                lines.append(f"  {label:16s} {shape:12s}" + "".join(f"{f:>6s} {s.count(f):5d}" for f in families)
+                             + (f"   regs {use['registers']:3d}   stack {use['stack_bytes']:5d} B" if use else ""))
     return "\n".join(lines)
 
 
