@@ -1,6 +1,6 @@
 """The public ops against PyTorch's own at the shapes a model runs, as a newcomer's GPU gets them.
 
-    python -m ladder.ops_speed [--tuned] [--rounds R] [--only matmul|attention|grid] [--record] [--json PATH]
+    python -m ladder.ops_speed [--tuned] [--rounds R] [--only matmul|attention|backward|grid] [--record] [--json PATH]
 
 A fresh install (the default): the cases run in a child process under KERNEL_LADDER_FRESH_GPU=1 (an empty cache,
 this GPU's recording ignored: ladder.runtime.cache), so each case's first call tunes on first use, and that call
@@ -16,7 +16,9 @@ Cases (B·S = 8192 tokens: lesson 05's GPT-2 small):
              8192³ row-major; the qkv projection and MLP up again in bf16; anchor torch.matmul (F.linear where B is a
              weight). MLP up + GELU as a training step too: forward and backward, checked by its three gradients
   attention  B4 H32 S4096 at D64 and D128, causal and not; GPT-2's B8 H12 S1024 D64 causal; B1 H32 S16384 D128
-             causal: q, k, v views of one packed (B, S, 3, H, D) projection; anchor SDPA on the same views
+             causal: q, k, v views of one packed (B, S, 3, H, D) projection; anchor SDPA on the same views. Then
+             forward and backward (`--only backward` runs these alone), checked by the three gradients: GPT-2's
+             shape and B4 H32 S4096 D64 causal
   grid       (--only grid, not in the default run) the dispatch table's 27 shapes, 256, 1449 and 8192 as M, N and K
              (ladder.dispatch.GRID), B row-major, fp16; anchor torch.matmul
 `--record` merges the rows into results/<gpu>.json under "ops_speed" (a fresh install's and a tuned one's apart).
@@ -40,6 +42,7 @@ from ladder.runtime import cache, hardware
 from ladder.runtime.errors import NotAvailable
 from ladder.runtime.world import require_gpu
 from ladder.timing import bench
+from kernels import attention_backward_search as backward_search
 
 # (name, M, N, K, B: "weight" (nn.Linear's, read as weight.t()) or "row" (K x N), epilogue[, dtype: fp16 if left out])
 MATMUL_CASES = [("qkv projection", 8192, 2304, 768, "weight", None),
@@ -56,6 +59,7 @@ MATMUL_CASES = [("qkv projection", 8192, 2304, 768, "weight", None),
 TRAINING_CASES = [("MLP up + bias + GELU, forward and backward", 8192, 3072, 768)]
 ATTENTION_CASES = [(4, 32, 4096, 64, 0), (4, 32, 4096, 64, 1), (4, 32, 4096, 128, 0), (4, 32, 4096, 128, 1),
                    (8, 12, 1024, 64, 1), (1, 32, 16384, 128, 1)]
+ATTENTION_TRAINING_CASES = [(8, 12, 1024, 64, 1), (4, 32, 4096, 64, 1)]
 WARMUP_MS, REP_MS = 50, 200
 
 
@@ -121,6 +125,28 @@ def _attention_case(shape: tuple, gen) -> dict:
             "kernel": lambda: ops.attention_kernel(B, H, S, D, bool(causal)), "anchor_name": "SDPA"}
 
 
+def _attention_training_case(shape: tuple, gen) -> dict:
+    """Attention's forward and backward on a model's views, the op's against SDPA's: each run returns dQ, dK, dV."""
+    B, H, S, D, causal = shape
+    packed = torch.randn(B, S, 3, H, D, generator=gen, device="cuda").half().requires_grad_()
+    grad = torch.randn(B, H, S, D, generator=gen, device="cuda").half()
+
+    def step(attention, leaf=packed):
+        def run():
+            leaf.grad = None
+            q, k, v = leaf.permute(2, 0, 3, 1, 4)
+            attention(q, k, v, bool(causal)).backward(grad.to(leaf.dtype))
+            return tuple(leaf.grad.permute(2, 0, 3, 1, 4))
+        return run
+    sdpa = lambda q, k, v, c: F.scaled_dot_product_attention(q, k, v, is_causal=c)   # noqa: E731
+    return {"op": "attention", "case": f"B{B} H{H} S{S} D{D}{' causal' if causal else ''}, forward and backward",
+            "shape": list(shape), "run": step(ops.attention), "anchor": step(sdpa),
+            "want": step(sdpa, packed.detach().float().requires_grad_()),
+            "kernel": lambda: f"{ops.attention_kernel(B, H, S, D, bool(causal))}; backward rung "
+                              f"{3 if backward_search.tuned_tiles(S, D, bool(causal))['one_kernel'] else 2}",
+            "anchor_name": "SDPA"}
+
+
 def measure_case(case: dict, rounds: int) -> dict:
     """One case's row: its first call (tuning on first use included), its check, then `rounds` rounds; a line on
     stderr as it finishes (_progress)."""
@@ -164,7 +190,7 @@ def grid_cases() -> list[tuple]:
 
 def measure(rounds: int = 5, only: str | None = None) -> list[dict]:
     """Every case's row in this process (with whatever cache and recording it sees); only: "matmul",
-    "attention", or "grid" (grid_cases, run only when asked)."""
+    "attention", "backward" (attention's forward-and-backward cases) or "grid" (grid_cases, run only when asked)."""
     gen = torch.Generator("cuda").manual_seed(0)
     rows = []
     matmuls = MATMUL_CASES if only in (None, "matmul") else grid_cases() if only == "grid" else []
@@ -175,6 +201,8 @@ def measure(rounds: int = 5, only: str | None = None) -> list[dict]:
         rows.append(measure_case(_training_case(name, *case, gen=gen), rounds))
     for shape in ATTENTION_CASES if only in (None, "attention") else []:
         rows.append(measure_case(_attention_case(shape, gen), rounds))
+    for shape in ATTENTION_TRAINING_CASES if only in (None, "attention", "backward") else []:
+        rows.append(measure_case(_attention_training_case(shape, gen), rounds))
     return rows
 
 
@@ -207,8 +235,9 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tuned", action="store_true", help="this process, with this GPU's cache and recording")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only", choices=("matmul", "attention", "grid"),
-                        help="these cases alone (grid: the 27-shape grid, which the default run leaves out)")
+    parser.add_argument("--only", choices=("matmul", "attention", "backward", "grid"),
+                        help="these cases alone (backward: attention's forward-and-backward cases; grid: the 27-shape "
+                             "grid, which the default run leaves out)")
     parser.add_argument("--json", help="also write the rows (and the GPU's name) to this file")
     parser.add_argument("--record", action="store_true", help="merge the rows into results/<gpu>.json")
     args = parser.parse_args(argv)
