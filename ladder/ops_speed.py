@@ -125,11 +125,11 @@ def _attention_case(shape: tuple, gen) -> dict:
             "kernel": lambda: ops.attention_kernel(B, H, S, D, bool(causal)), "anchor_name": "SDPA"}
 
 
-def _attention_training_case(shape: tuple, gen) -> dict:
+def _attention_training_case(shape: tuple, gen, device: str = "cuda") -> dict:
     """Attention's forward and backward on a model's views, the op's against SDPA's: each run returns dQ, dK, dV."""
     B, H, S, D, causal = shape
-    packed = torch.randn(B, S, 3, H, D, generator=gen, device="cuda").half().requires_grad_()
-    grad = torch.randn(B, H, S, D, generator=gen, device="cuda").half()
+    packed = torch.randn(B, S, 3, H, D, generator=gen, device=device).half().requires_grad_()
+    grad = torch.randn(B, H, S, D, generator=gen, device=device).half()
 
     def step(attention, leaf=packed):
         def run():

@@ -71,6 +71,19 @@ def test_the_training_case_returns_the_three_gradients_each_checked():
     assert case["kernel"]() == "triton:6_autotuned; backward triton:6_autotuned, triton:6_autotuned"
 
 
+def test_the_attention_training_case_returns_the_three_gradients_each_checked():
+    """Forward and backward on a model's views (the interpreter's rung 6 and its backward at a ragged shape): dQ, dK,
+    dV of the op and of SDPA, each within fp16's tolerance of fp32 SDPA's; the kernels named."""
+    import torch
+    from ladder import check
+    case = ops_speed._attention_training_case((1, 2, 33, 64, 1), torch.Generator().manual_seed(0), device="cpu")
+    got, want = case["run"](), case["want"]()
+    assert [g.shape for g in got] == [(1, 2, 33, 64)] * 3
+    assert all(check.compare(g, w).ok for g, w in zip(got, want))
+    assert all(check.compare(g, w).ok for g, w in zip(case["anchor"](), want))
+    assert case["kernel"]() == "triton:6_autotuned; backward rung 2"
+
+
 def test_the_grid_is_the_dispatch_tables_27_shapes_with_b_row_major():
     from ladder import dispatch
     cases = ops_speed.grid_cases()
