@@ -220,8 +220,9 @@ def _search_on_first_use(B: int, H: int, S: int, D: int, causal: bool) -> None:
             < autotune.SEARCH_MIN_FLOP):
         return
     tried = (gpu.slug, key)
-    if tried in _TRIED or any(tuple(r.shape) == key for kernel in ("dkdv", "dq")
-                              for r in autotune.cached_reports(gpu.slug, "attention_backward", TUNERS[kernel, D].name)):
+    if tried in _TRIED or autotune.remembered(("attention backward searched", *tried), lambda: any(   # read once
+            tuple(r.shape) == key for kernel in ("dkdv", "dq")
+            for r in autotune.cached_reports(gpu.slug, "attention_backward", TUNERS[kernel, D].name))):
         return
     _TRIED.add(tried)   # once a process: a search that fails leaves the nearest search's tiles, or rung 2's own
     first_use.search_attention_backward(key, lambda: tune([key], exact_grads, listed=first_use_tiles(D)))

@@ -443,6 +443,7 @@ def test_a_first_backward_at_a_new_shape_times_a_short_list_once(monkeypatch, tm
     gpu, searched = SimpleNamespace(name="GPU", slug="gpu"), []
     monkeypatch.setattr(backward_search, "detect", lambda: gpu)
     monkeypatch.setattr(backward_search, "_TRIED", set())
+    monkeypatch.setattr(autotune, "_BEST", {})
     monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
     monkeypatch.setattr(autotune, "cached_reports", lambda slug, problem, name: [
         SimpleNamespace(shape=(4096, 64, 1))])
