@@ -31,7 +31,8 @@ MAX_REGISTERS = 192   # fp32 values a thread holds for the accumulators and the 
 
 # The first backward at an (S, D, causal) no search has measured on this GPU times these tiles of rung 2's two
 # kernels there (first_use.search_attention_backward: seconds): each tile that won a recorded search of its kernel
-# on the H100 or the H200, at any of the 16 shapes (rung 3 won none), with rung 2's own tiles (GPU_TILES).
+# at any of the 8 (S, D, causal) recorded on the H100 and on the H200 (rung 3 beat rung 2's two at none), and rung
+# 2's own tiles (GPU_TILES).
 FIRST_USE = {"dkdv": [dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2),
                       dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3),
                       dict(BLOCK_M=32, BLOCK_N=64, num_warps=4, num_stages=2),
