@@ -1,7 +1,7 @@
 """Rung 4 of the attention backward (kernels/attention_backward.py): rungs 2 and 3 with their tiles searched per
 (S, D, causal) on this GPU, and `autotuned_backward`, which runs the faster of the two there. ladder.ops's backward
-calls it, and on a GPU with no search at a new (S, D, causal) it times a short list of tiles there first; the
-problem definition (kernels/attention_backward.py) runs the full searches (`tune`) and registers the rungs.
+calls it (and ladder.first_use, where no search ran at a new (S, D, causal), `tune` in first_use_tiles' short
+list); the problem definition (kernels/attention_backward.py) runs the full searches and registers the rungs.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 import torch
 import triton
 
-from ladder import autotune, first_use
+from ladder import autotune
 from ladder.runtime import hardware
 from ladder.runtime.hardware import detect
 from ladder.runtime.direct_launch import Replay
@@ -134,6 +134,14 @@ def tune(buckets: list[tuple], reference, device: str = "cuda", listed: dict | N
     return reports
 
 
+def searched_at(key: tuple, slug: str) -> bool:
+    """Whether rung 2's kernels were searched at `key` = (S, D, causal) on GPU `slug` (the cache read once per key)."""
+    S, D, causal = key
+    return D in tab.TILES and autotune.remembered(("attention backward searched", slug, key), lambda: any(
+        tuple(r.shape) == tuple(key) for kernel in ("dkdv", "dq")
+        for r in autotune.cached_reports(slug, "attention_backward", TUNERS[kernel, D].name)))
+
+
 def first_use_tiles(head_dim: int) -> dict:
     """What a first backward at a new (S, D, causal) times: FIRST_USE's tiles and rung 2's own, per kernel."""
     return {kernel: [*tiles, *([] if (own := tab.GPU_TILES[head_dim][kernel]) in tiles else [own])]
@@ -201,35 +209,12 @@ def autotuned_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = 
 def _choice(q, do, causal: bool) -> tuple[dict | None, dict | None]:
     """What autotuned_backward runs at q's shape: (rung 4's tiles, or None where D has none; rung 3's searched
     configuration where rung 3 runs, else None: rung 2)."""
-    B, H, S, D = (int(n) for n in q.shape)   # tiles are chosen per shape: a traced one specializes here
-    if D in tab.TILES:
-        _search_on_first_use(B, H, S, D, causal)
+    S, D = int(q.shape[2]), int(q.shape[3])   # tiles are chosen per shape: a traced one specializes here
     tiles = tuned_tiles(S, D, causal) if D in tab.TILES else None
     one = tiles and tiles["one_kernel"]
     if one and not torch.are_deterministic_algorithms_enabled() and (not one.get("DQ_BY_TMA") or tab.qdo_by_tma(q, do)):
         return tiles, one
     return tiles, None
-
-
-def _search_on_first_use(B: int, H: int, S: int, D: int, causal: bool) -> None:
-    """On a GPU, a backward at an (S, D, causal) that no search has measured there, and big enough for one to pay
-    (autotune.SEARCH_MIN_FLOP), first times rung 2's kernels in first_use_tiles at that S (seconds; the winners kept
-    in the search cache, as `tune` keeps its): unless KERNEL_LADDER_TUNE=0."""
-    gpu = detect()
-    key = (S, D, int(causal))
-    if (gpu is None or not first_use.enabled() or 2.5 * 4 * B * H * S * S * D * (0.5 if causal else 1.0)
-            < autotune.SEARCH_MIN_FLOP):
-        return
-    tried = (gpu.slug, key)
-    if tried in _TRIED or autotune.remembered(("attention backward searched", *tried), lambda: any(   # read once
-            tuple(r.shape) == key for kernel in ("dkdv", "dq")
-            for r in autotune.cached_reports(gpu.slug, "attention_backward", TUNERS[kernel, D].name))):
-        return
-    _TRIED.add(tried)   # once a process: a search that fails leaves the nearest search's tiles, or rung 2's own
-    first_use.search_attention_backward(key, lambda: tune([key], exact_grads, listed=first_use_tiles(D)))
-
-
-_TRIED: set = set()
 
 
 def _backward(q, k, v, o, lse, do, causal, scale, dlse, out, delta=None, sums=None) -> tuple:

@@ -38,6 +38,7 @@ from ladder.dispatch import CUBLAS, RUNG6, RUNG7, Case, Entry, Timed
 from ladder.runtime.world import WORLD, device
 from ladder.timing import bench
 from kernels import attention as attention_problem
+from kernels import attention_backward_search as backward_search
 from kernels import matmul_triton_search as triton_search
 from kernels.triton import matmul as tm
 
@@ -229,23 +230,42 @@ def search_attention(shape: tuple, gpu) -> None:
                      "rung 6's search ran at this (S, D, causal) in this process with another B and H: its winner"))
 
 
-def search_attention_backward(key: tuple, search) -> None:
-    """search() (rung 4's short search at `key` = (S, D, causal): kernels/attention_backward_search.py) run on its own
-    inputs, whatever mode or trace the call that needs it is in; its reports are kept in the search cache. One that
-    fails is logged (LOG), not raised: the backward then runs the tiles it would have run without it."""
+def search_attention_backward(shape: tuple, gpu) -> None:
+    """On `gpu`, the backward of attention at `shape` = (B, H, S, D, causal): where no search has measured its
+    (S, D, causal) there and it is big enough for one to pay (autotune.SEARCH_MIN_FLOP), rung 2's two kernels timed
+    there first in a short list of tiles (kernels/attention_backward_search.py, first_use_tiles: seconds), on their
+    own inputs whatever mode or trace the call is in; the winners kept in the search cache, where the backward's
+    choice finds them. Once a process per (S, D, causal); a search that fails is logged (LOG), not raised: the
+    backward runs the tiles it would have run. Nothing unless tuning is on (KERNEL_LADDER_TUNE)."""
+    if gpu is None:
+        return
+    B, H, S, D, causal = shape
+    if 2.5 * 4 * B * H * S * S * D * (0.5 if causal else 1.0) < autotune.SEARCH_MIN_FLOP:
+        return   # not worth a search at this B and H (a bigger call at the same S, D and mask may search)
+    key = (int(S), int(D), int(causal))   # a traced call's sizes specialize here, as its tiles do
+    if (gpu.slug, key) in _BACKWARD_SETTLED or not enabled():
+        return
+    if D not in backward_search.tab.TILES or backward_search.searched_at(key, gpu.slug):
+        _BACKWARD_SETTLED.add((gpu.slug, key))
+        return
     if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         raise RuntimeError(f"ladder.ops.attention's backward: no search has measured (S, D, causal) = {key} on this "
                            "GPU, and a CUDA graph is being captured, where nothing can be timed: run a training step "
                            f"once before capturing it (or set {TUNE_ENV}=0 to run rung 2's own tiles)")
+    _BACKWARD_SETTLED.add((gpu.slug, key))   # tried: a search that fails is not tried again
     start = time.perf_counter()
     try:
         with _disable_current_modes():
-            reports = search()
+            reports = backward_search.tune([key], backward_search.exact_grads,
+                                           listed=backward_search.first_use_tiles(D))
     except Exception as e:   # noqa: BLE001 -- a search that cannot run here must not take the training step down
         LOG.append(Tuned(key, time.perf_counter() - start, None, f"the backward's search failed: {type(e).__name__}: {e}"))
         return
     LOG.append(Tuned(key, time.perf_counter() - start, None, "the backward's tiles: " + ", ".join(
         f"{r.tuner.rsplit(':', 1)[-1]} {autotune.format_config(r.best)}" for r in reports)))
+
+
+_BACKWARD_SETTLED: set = set()   # (GPU, (S, D, causal)) searched (here or before), or tried, in this process
 
 
 # ------------------------------------------------------------- attention: which kernel, on first use

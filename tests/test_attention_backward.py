@@ -441,28 +441,29 @@ def test_a_first_backward_at_a_new_shape_times_a_short_list_once(monkeypatch, tm
     from types import SimpleNamespace
     from ladder import first_use
     gpu, searched = SimpleNamespace(name="GPU", slug="gpu"), []
-    monkeypatch.setattr(backward_search, "detect", lambda: gpu)
-    monkeypatch.setattr(backward_search, "_TRIED", set())
+    monkeypatch.setattr(first_use, "_BACKWARD_SETTLED", set())
+    monkeypatch.setattr(first_use, "LOG", [])
     monkeypatch.setattr(autotune, "_BEST", {})
     monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
     monkeypatch.setattr(autotune, "cached_reports", lambda slug, problem, name: [
         SimpleNamespace(shape=(4096, 64, 1))])
-    monkeypatch.setattr(backward_search, "tune", lambda buckets, reference, listed: searched.append((buckets, listed)) or [])
-    monkeypatch.setattr(first_use, "LOG", [])
-    backward_search._search_on_first_use(8, 12, 1024, 64, True)
-    backward_search._search_on_first_use(8, 12, 1024, 64, True)     # tried once
-    backward_search._search_on_first_use(4, 32, 4096, 64, True)     # searched there
-    backward_search._search_on_first_use(1, 12, 128, 64, True)      # 50 MFLOP: not worth a search
+    monkeypatch.setattr(backward_search, "tune", lambda buckets, reference, listed: searched.append((buckets, listed))
+                        or [])
+    first_use.search_attention_backward((8, 12, 1024, 64, True), gpu)
+    first_use.search_attention_backward((8, 12, 1024, 64, True), gpu)     # tried once
+    first_use.search_attention_backward((4, 32, 4096, 64, True), gpu)     # searched there
+    first_use.search_attention_backward((1, 12, 128, 64, True), gpu)      # 50 MFLOP: not worth a search
+    first_use.search_attention_backward((8, 12, 1024, 64, True), None)    # the interpreter
     assert searched == [([(1024, 64, 1)], backward_search.first_use_tiles(64))]
     assert set(searched[0][1]) == {"dkdv", "dq"} and ab.GPU_TILES[64]["dq"] in searched[0][1]["dq"]
     monkeypatch.setenv(first_use.TUNE_ENV, "0")
-    backward_search._search_on_first_use(8, 12, 2048, 64, True)
+    first_use.search_attention_backward((8, 12, 2048, 64, True), gpu)
     monkeypatch.delenv(first_use.TUNE_ENV)
 
     def fails(buckets, reference, listed):
         raise RuntimeError("no configuration ran correctly")
     monkeypatch.setattr(backward_search, "tune", fails)
-    backward_search._search_on_first_use(8, 12, 2048, 64, True)
+    first_use.search_attention_backward((8, 12, 2048, 64, True), gpu)
     assert len(searched) == 1 and "search failed: RuntimeError" in first_use.LOG[-1].note
 
 
