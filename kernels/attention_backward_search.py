@@ -16,6 +16,7 @@ from ladder.runtime import hardware
 from ladder.runtime.hardware import detect
 from ladder.runtime.direct_launch import Replay
 from ladder.runtime.errors import Spills
+from kernels import attention as forward_problem
 from kernels.triton import attention_backward as tab
 
 # Rung 4 searches rung 2's two kernels and rung 3's one, each alone at each (S, D, causal), and runs the faster
@@ -110,7 +111,7 @@ def tune(buckets: list[tuple], reference, device: str = "cuda", listed: dict | N
         dq, dk, dv = reference(q, k, v, do, bool(causal))
         delta = tab.prepare(q, k, v, o, lse, do, bool(causal), scale, None, None, None)[3]
         inputs = (q, k, v, do, lse, delta, bool(causal), scale)
-        flop = 2.5 * 4 * H * S * S * D * (0.5 if causal else 1.0)
+        flop = 2.5 * forward_problem.flops((1, H, S, D, causal))
         for kernel, want in (("dkdv", torch.stack((dk, dv))), ("dq", dq), ("dkdv_atomic", torch.stack((dq, dk, dv)))):
             if listed is not None and kernel not in listed:
                 continue
@@ -134,12 +135,10 @@ def tune(buckets: list[tuple], reference, device: str = "cuda", listed: dict | N
     return reports
 
 
-def searched_at(key: tuple, slug: str) -> bool:
-    """Whether rung 2's kernels were searched at `key` = (S, D, causal) on GPU `slug` (the cache read once per key)."""
-    S, D, causal = key
-    return D in tab.TILES and autotune.remembered(("attention backward searched", slug, key), lambda: any(
-        tuple(r.shape) == tuple(key) for kernel in ("dkdv", "dq")
-        for r in autotune.cached_reports(slug, "attention_backward", TUNERS[kernel, D].name)))
+def searched_at(key: tuple) -> bool:
+    """Whether rung 2's kernels were searched at `key` = (S, D, causal) on this GPU: the nearest search is there."""
+    reports = (TUNERS[kernel, key[1]].nearest(key) for kernel in ("dkdv", "dq"))
+    return any(r is not None and tuple(r.shape) == tuple(key) for r in reports)
 
 
 def first_use_tiles(head_dim: int) -> dict:

@@ -239,13 +239,13 @@ def search_attention_backward(shape: tuple, gpu) -> None:
     backward runs the tiles it would have run. Nothing unless tuning is on (KERNEL_LADDER_TUNE)."""
     if gpu is None:
         return
-    B, H, S, D, causal = shape
-    if 2.5 * 4 * B * H * S * S * D * (0.5 if causal else 1.0) < autotune.SEARCH_MIN_FLOP:
+    if 2.5 * attention_problem.flops(shape) < autotune.SEARCH_MIN_FLOP:   # the backward's 2.5x the forward's
         return   # not worth a search at this B and H (a bigger call at the same S, D and mask may search)
+    _, _, S, D, causal = shape
     key = (int(S), int(D), int(causal))   # a traced call's sizes specialize here, as its tiles do
     if (gpu.slug, key) in _BACKWARD_SETTLED or not enabled():
         return
-    if D not in backward_search.tab.TILES or backward_search.searched_at(key, gpu.slug):
+    if D not in backward_search.tab.TILES or backward_search.searched_at(key):
         _BACKWARD_SETTLED.add((gpu.slug, key))
         return
     if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
