@@ -379,10 +379,11 @@ def flash_sass_case(rung: str, head_dim: int = 64, causal: bool = False) -> dict
     return dict(kernel=triton_attention.flash_kernel,
                 signature={**_PTRS, "S": "i32", "H": "i32", "qk_scale": "fp32", **{s: "i32" for s in _STRIDES},
                            "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
-                           "CAUSAL": "constexpr", "TENSOR_CORES": "constexpr", "STORE_LSE": "constexpr"},
+                           "CAUSAL": "constexpr", "TENSOR_CORES": "constexpr", "STORE_LSE": "constexpr",
+                           "HEAVIEST_FIRST": "constexpr"},
                 constexprs=dict(lse_ptr=None, **{s: 1 for s in _STRIDES if s.endswith("d")}, HEAD_DIM=head_dim,
                                 BLOCK_M=t["BLOCK_M"], BLOCK_N=t["BLOCK_N"], CAUSAL=causal,
-                                TENSOR_CORES=rung != "3_fused", STORE_LSE=False),
+                                TENSOR_CORES=rung != "3_fused", STORE_LSE=False, HEAVIEST_FIRST=False),
                 divisible_by_16=_ALIGNED, num_warps=t["num_warps"], num_stages=t["num_stages"])
 
 

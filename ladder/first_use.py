@@ -272,6 +272,7 @@ _BACKWARD_SETTLED: set = set()   # (GPU, (S, D, causal)) searched (here or befor
 
 ATTENTION_CHOICE = "ops:attention"   # the tuner name its reports are kept under (ladder.autotune's cache)
 RUNG15 = "cuda:15_autotuned"
+RUNG6_HEAVIEST_FIRST = "triton:6_autotuned heaviest first"   # its causal query blocks longest first (flash_kernel)
 CHECK_HEADS = 2                      # heads of each output checked against fp32 attention
 
 

@@ -385,11 +385,11 @@ def matmul_plan(M: int, N: int, K: int, layout: str = "row", epilogue: str | Non
 
 
 @functools.lru_cache(maxsize=None)
-def attention_plan(B: int, H: int, S: int, D: int, causal: bool) -> Plan:
+def attention_plan(B: int, H: int, S: int, D: int, causal: bool, heaviest_first: bool = False) -> Plan:
     """Rung 6's launch at (B, H, S, D, causal) on this GPU, writing the log-sum-exp, in the configuration its search
     found fastest at this shape: on a GPU, the first call at a shape no search has measured (and big enough for one
     to pay: autotune.SEARCH_MIN_FLOP) runs rung 6's search there (ladder.first_use.search_attention, seconds; kept
-    on disk), unless KERNEL_LADDER_TUNE=0."""
+    on disk), unless KERNEL_LADDER_TUNE=0. heaviest_first: flash_kernel's HEAVIEST_FIRST, its grid (B·H, blocks)."""
     shape = (B, H, S, D, int(causal))
     searches = attention_problem.TRITON_SEARCHES
     gpu = detect()
@@ -405,9 +405,9 @@ def attention_plan(B: int, H: int, S: int, D: int, causal: bool) -> Plan:
     config = choose_config(attention_problem.triton_autotuned_kernel.configs, shape, searches.flops("attention", shape),
                            "attention", lambda c, s, gpu, _: attention_problem.triton_prune_reason(c, s, gpu),
                            searches.reports, gpu)
-    grid = (triton.cdiv(S, config["BLOCK_M"]), B * H)
-    return _plan(config, grid, _FLASH_PARAMS, _FLASH_HEAD,
-                 dict(HEAD_DIM=D, CAUSAL=causal, TENSOR_CORES=True, STORE_LSE=True))
+    blocks = triton.cdiv(S, config["BLOCK_M"])
+    return _plan(config, (B * H, blocks) if heaviest_first else (blocks, B * H), _FLASH_PARAMS, _FLASH_HEAD,
+                 dict(HEAD_DIM=D, CAUSAL=causal, TENSOR_CORES=True, STORE_LSE=True, HEAVIEST_FIRST=heaviest_first))
 
 
 # ------------------------------------------------------------- the lean launch
@@ -560,20 +560,24 @@ def _attention_outputs(q: torch.Tensor) -> tuple:
     return out, q.new_empty((B, H, S), dtype=torch.float32)
 
 
-def _attention_run(q, k, v, causal: bool, B: int, H: int, S: int, D: int, scale: float) -> tuple:
-    """ladder::attention on checked operands: (O, LSE)."""
+def _attention_run(q, k, v, causal: bool, B: int, H: int, S: int, D: int, scale: float,
+                   heaviest_first: bool | None = None) -> tuple:
+    """ladder::attention on checked operands: (O, LSE). heaviest_first: rung 6's causal query blocks longest first
+    (None: where this GPU measured that faster at the shape, attention_kernel)."""
+    if heaviest_first is None:
+        heaviest_first = causal and attention_kernel(*_sizes(B, H, S, D), causal) == first_use.RUNG6_HEAVIEST_FIRST
     out, lse = _attention_outputs(q)
     tensors = (q, k, v, out, lse)
     strides = (*q.stride(), *k.stride(), *v.stride(), *out.stride())
     if _traced(q, k, v):
         if out.numel():
-            plan = attention_plan(*_sizes(B, H, S, D), causal)
+            plan = attention_plan(*_sizes(B, H, S, D), causal, heaviest_first)
             wrap_triton(_FLASH_JIT)[plan.grid](*tensors, S, H, scale * ta.LOG2E, *strides, *plan.constexprs,
                                                **plan.options)
     elif out.numel():
-        plan = attention_plan(B, H, S, D, causal)
+        plan = attention_plan(B, H, S, D, causal, heaviest_first)
         # out and lse are fresh, 512-byte aligned; Triton does not specialize on a float (the scale)
-        key = (q.get_device(), q.dtype, B, H, S, D, causal, *strides, q.data_ptr() % 16 == 0,
+        key = (q.get_device(), q.dtype, B, H, S, D, causal, heaviest_first, *strides, q.data_ptr() % 16 == 0,
                k.data_ptr() % 16 == 0, v.data_ptr() % 16 == 0)
         _FLASH_LAUNCHES(key, plan, tensors, (S, H, scale * ta.LOG2E, *strides))
     return out, lse
@@ -673,10 +677,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 
 @torch.compiler.assume_constant_result   # Dynamo calls it when it traces, and bakes the answer into the graph
 def attention_kernel(B: int, H: int, S: int, D: int, causal: bool) -> str:
-    """The kernel ops.attention runs in fp16 at (B, H, S, D, causal) on this GPU: CUDA rung 15 where it runs (a GPU
-    with wgmma) and was measured faster than rung 6 at this shape, else rung 6 — on first use (and under
-    torch.compile, when the graph is traced) both checked and timed (first_use.attention_kernel: seconds, the
-    choice kept on disk); unless KERNEL_LADDER_TUNE=0, or below a size worth a search (rung 6 then)."""
+    """The kernel ops.attention runs in fp16 at (B, H, S, D, causal) on this GPU, the fastest measured at this shape
+    of: rung 6; where causal, rung 6 with its longest query blocks first (first_use.RUNG6_HEAVIEST_FIRST, in bf16
+    too); CUDA rung 15 where it runs (a GPU with wgmma). On first use (and under torch.compile, when the graph is
+    traced) each checked and timed (first_use.attention_kernel: seconds, the choice kept on disk); unless
+    KERNEL_LADDER_TUNE=0, or below a size worth a search (rung 6 then)."""
     return _attention_kernel(B, H, S, D, causal)
 
 
@@ -684,13 +689,17 @@ def attention_kernel(B: int, H: int, S: int, D: int, causal: bool) -> str:
 def _attention_kernel(B: int, H: int, S: int, D: int, causal: bool) -> str:
     gpu = detect()
     shape = (B, H, S, D, int(causal))
-    if (gpu is None or not gpu.has("wgmma") or dispatch.suspending
+    scale = 1 / math.sqrt(D)
+    candidates = {RUNG6: lambda q, k, v, causal: _attention_run(q, k, v, causal, B, H, S, D, scale, False)[0]}
+    if causal:   # the same kernel and configuration in another order: the grid's tail is the short blocks
+        candidates[first_use.RUNG6_HEAVIEST_FIRST] = (
+            lambda q, k, v, causal: _attention_run(q, k, v, causal, B, H, S, D, scale, True)[0])
+    if gpu is not None and gpu.has("wgmma"):
+        candidates[first_use.RUNG15] = lambda q, k, v, causal: _attention_hopper_impl(q, k, v, causal, scale)[0]
+    if (gpu is None or len(candidates) == 1 or dispatch.suspending
             or attention_problem.TRITON_SEARCHES.flops("attention", shape) < autotune.SEARCH_MIN_FLOP):
         return RUNG6
-    scale = 1 / math.sqrt(D)
-    found = first_use.attention_kernel(shape, gpu, {
-        RUNG6: lambda q, k, v, causal: _attention_run(q, k, v, causal, B, H, S, D, scale)[0],
-        first_use.RUNG15: lambda q, k, v, causal: _attention_hopper_impl(q, k, v, causal, scale)[0]})
+    found = first_use.attention_kernel(shape, gpu, candidates)
     if found is None and _capturing():
         raise RuntimeError(f"ladder.ops.attention: which kernel runs at {shape} was never measured on this GPU, and a "
                            "CUDA graph is being captured, where nothing can be timed: run the model once before "

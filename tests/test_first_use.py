@@ -231,6 +231,15 @@ def test_attention_kernel_is_checked_then_timed_once_and_kept(monkeypatch, tmp_p
     assert first_use.attention_kernel(shape, H100, candidates) == first_use.RUNG15
 
 
+def test_a_causal_shape_also_times_rung_6_with_its_longest_query_blocks_first(on_an_h100, monkeypatch):
+    offered = []
+    monkeypatch.setattr(first_use, "attention_kernel",
+                        lambda shape, gpu, candidates: offered.append(set(candidates)) or first_use.RUNG6_HEAVIEST_FIRST)
+    assert ops.attention_kernel(8, 12, 1024, 64, True) == first_use.RUNG6_HEAVIEST_FIRST
+    ops.attention_kernel(8, 12, 1024, 64, False)
+    assert offered == [{RUNG6, first_use.RUNG6_HEAVIEST_FIRST, first_use.RUNG15}, {RUNG6, first_use.RUNG15}]
+
+
 def test_ops_attention_runs_rung_15_where_it_was_measured_faster(on_an_h100, monkeypatch):
     ran = []
     monkeypatch.setattr(ops, "_hopper_run", lambda q, k, v, causal, *shape: ran.append("15") or (q, None))

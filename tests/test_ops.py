@@ -119,6 +119,18 @@ def test_attention_and_its_log_sum_exp_against_float64(shape):
     assert ops.attention(*contiguous).is_contiguous()
 
 
+def test_attention_with_its_longest_query_blocks_first_is_the_same_attention():
+    """flash_kernel's HEAVIEST_FIRST (ladder.ops, where it measured it faster): the grid's axes swapped and the
+    query blocks numbered from the last, ragged last block included; the same O and log-sum-exp."""
+    B, H, S, D = 2, 3, 37, 64
+    q, k, v = randn(B, S, 3, H, D).permute(2, 0, 3, 1, 4)
+    for causal in (True, False):
+        out, lse = ops._attention_run(q, k, v, causal, B, H, S, D, D ** -0.5, heaviest_first=True)
+        want, want_lse = ops._attention_run(q, k, v, causal, B, H, S, D, D ** -0.5, heaviest_first=False)
+        assert torch.equal(out, want) and torch.equal(lse, want_lse)
+        assert compare(out, attention_problem.reference(*[t.contiguous() for t in (q, k, v)], causal)).ok
+
+
 def test_attention_scale():
     q, k, v = (randn(1, 2, 21, 64) for _ in range(3))
     want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), scale=0.3)

@@ -206,12 +206,17 @@ def flash_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, S, H, qk_scale,
                  stride_qb, stride_qh, stride_qs, stride_qd, stride_kb, stride_kh, stride_ks, stride_kd,
                  stride_vb, stride_vh, stride_vs, stride_vd, stride_ob, stride_oh, stride_os, stride_od,
                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                 TENSOR_CORES: tl.constexpr, STORE_LSE: tl.constexpr):
+                 TENSOR_CORES: tl.constexpr, STORE_LSE: tl.constexpr, HEAVIEST_FIRST: tl.constexpr = False):
     """Queries BLOCK_M·program_id(0).. of head program_id(1) = b·H + h. Q, K, V and O may be any strided views
     of (B, H, S, D) (the rungs pass contiguous ones; ladder.ops the views a model hands it). STORE_LSE: also
     write each query's log-sum-exp of its scaled scores (natural log, fp32, (B, H, S) contiguous), what a
-    backward pass recomputes the probabilities from."""
-    start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
+    backward pass recomputes the probabilities from. HEAVIEST_FIRST (ladder.ops, where it measured it faster):
+    the grid's axes swapped, program_id(0) the head, and the query blocks numbered from the last, so that every
+    head's longest causal rows start first and the short ones fill the tail."""
+    if HEAVIEST_FIRST:
+        bh, start_m = tl.program_id(0), (tl.num_programs(1) - 1 - tl.program_id(1)) * BLOCK_M
+    else:
+        start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
     qk_scale = tl.cast(qk_scale, tl.float32)  # Triton's launcher passes a Python float as fp32, Inductor's as fp64
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     rows = start_m + tl.arange(0, BLOCK_M)
