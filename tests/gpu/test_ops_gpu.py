@@ -128,6 +128,18 @@ def test_attention_and_its_log_sum_exp_against_float64(shape, packed):
     assert torch.equal(ops.attention(q, k, v, causal=bool(causal)), out)  # the direct path, same kernel
 
 
+@pytest.mark.parametrize("shape", [(1, 2, 100, 64, 1), (2, 3, 257, 128, 1), (1, 2, 129, 64, 0)])
+def test_attention_with_its_longest_query_blocks_first_against_float64(shape):
+    """flash_kernel's HEAVIEST_FIRST, the grid (B·H, blocks) with the blocks from the last: the same O and LSE as
+    rung 6's own order, both right, on ragged shapes (the ops pick it per shape where it measured faster)."""
+    B, H, S, D, causal = shape
+    q, k, v = randn(B, S, 3, H, D).permute(2, 0, 3, 1, 4)
+    out, lse = ops._attention_run(q, k, v, bool(causal), B, H, S, D, D ** -0.5, heaviest_first=True)
+    want, want_lse = ops._attention_run(q, k, v, bool(causal), B, H, S, D, D ** -0.5, heaviest_first=False)
+    assert torch.equal(out, want) and torch.equal(lse, want_lse)
+    assert compare(out, attention_problem.reference(q.contiguous(), k.contiguous(), v.contiguous(), bool(causal))).ok
+
+
 def test_opcheck_on_the_gpu():
     a, b, bias = randn(37, 45), randn(45, 29), randn(29)
     for args in [(a, b), (a.t().contiguous().t(), b, bias, "gelu"), (a, b.t().contiguous().t(), bias),
