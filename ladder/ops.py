@@ -689,16 +689,16 @@ def attention_kernel(B: int, H: int, S: int, D: int, causal: bool) -> str:
 def _attention_kernel(B: int, H: int, S: int, D: int, causal: bool) -> str:
     gpu = detect()
     shape = (B, H, S, D, int(causal))
+    if (gpu is None or (not causal and not gpu.has("wgmma")) or dispatch.suspending
+            or attention_problem.TRITON_SEARCHES.flops("attention", shape) < autotune.SEARCH_MIN_FLOP):
+        return RUNG6   # nothing to choose from, or not worth timing
     scale = 1 / math.sqrt(D)
     candidates = {RUNG6: lambda q, k, v, causal: _attention_run(q, k, v, causal, B, H, S, D, scale, False)[0]}
     if causal:   # the same kernel and configuration in another order: the grid's tail is the short blocks
         candidates[first_use.RUNG6_HEAVIEST_FIRST] = (
             lambda q, k, v, causal: _attention_run(q, k, v, causal, B, H, S, D, scale, True)[0])
-    if gpu is not None and gpu.has("wgmma"):
+    if gpu.has("wgmma"):
         candidates[first_use.RUNG15] = lambda q, k, v, causal: _attention_hopper_impl(q, k, v, causal, scale)[0]
-    if (gpu is None or len(candidates) == 1 or dispatch.suspending
-            or attention_problem.TRITON_SEARCHES.flops("attention", shape) < autotune.SEARCH_MIN_FLOP):
-        return RUNG6
     found = first_use.attention_kernel(shape, gpu, candidates)
     if found is None and _capturing():
         raise RuntimeError(f"ladder.ops.attention: which kernel runs at {shape} was never measured on this GPU, and a "
