@@ -119,9 +119,13 @@ def test_attention_and_its_log_sum_exp_against_float64(shape):
     assert ops.attention(*contiguous).is_contiguous()
 
 
-def test_attention_with_its_longest_query_blocks_first_is_the_same_attention():
+def test_attention_with_its_longest_query_blocks_first_is_the_same_attention(monkeypatch):
     """flash_kernel's HEAVIEST_FIRST (ladder.ops, where it measured it faster): the grid's axes swapped and the
-    query blocks numbered from the last, ragged last block included; the same O and log-sum-exp."""
+    query blocks numbered from the last, ragged last block included; the same O and log-sum-exp, into outputs
+    poisoned with NaN (a block left unwritten fails)."""
+    empty_strided, new_empty = torch.empty_strided, torch.Tensor.new_empty
+    monkeypatch.setattr(torch, "empty_strided", lambda *a, **kw: empty_strided(*a, **kw).fill_(float("nan")))
+    monkeypatch.setattr(torch.Tensor, "new_empty", lambda t, *a, **kw: new_empty(t, *a, **kw).fill_(float("nan")))
     B, H, S, D = 2, 3, 37, 64
     q, k, v = randn(B, S, 3, H, D).permute(2, 0, 3, 1, 4)
     for causal in (True, False):
