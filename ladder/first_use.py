@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
 from dataclasses import dataclass
 
@@ -274,13 +275,14 @@ ATTENTION_CHOICE = "ops:attention"   # the tuner name its reports are kept under
 RUNG15 = "cuda:15_autotuned"
 RUNG6_HEAVIEST_FIRST = "triton:6_autotuned heaviest first"   # its causal query blocks longest first (flash_kernel)
 CHECK_HEADS = 2                      # heads of each output checked against fp32 attention
+ATTENTION_ROUNDS = 3                 # rounds of the kernels' timing, interleaved (_interleaved)
 
 
 def attention_kernel(shape: tuple, gpu, candidates: dict) -> str | None:
     """The faster of `candidates` ({label: run(q, k, v, causal) -> O}) at `shape` = (B, H, S, D, causal) on `gpu`,
     as measured there once: each run on random views of one (B, S, 3, H, D) projection (what a model hands the op),
-    its first heads checked against fp32 attention, then timed; the winner kept as a report in the search cache,
-    read from then on, in this process and the next. None where nothing measured it and none may be now (tuning off,
+    its first heads checked against fp32 attention, then the correct ones timed in interleaved rounds; the winner
+    kept as a report in the search cache, read from then on, in this process and the next. None where nothing measured it and none may be now (tuning off,
     or a CUDA graph being captured: the caller says so)."""
     key = tuple(shape)
     found = [r for r in autotune.cached_reports(gpu.slug, "attention", ATTENTION_CHOICE) if tuple(r.shape) == key]
@@ -300,7 +302,7 @@ def attention_kernel(shape: tuple, gpu, candidates: dict) -> str | None:
         heads = slice(0, min(CHECK_HEADS, H))
         want = attention_problem.reference(q[:1, heads].contiguous(), k[:1, heads].contiguous(),
                                            v[:1, heads].contiguous(), bool(causal))
-        timed, failed = [], []
+        correct, failed = {}, []
         for label, run in candidates.items():
             try:
                 verdict = compare(run(q, k, v, bool(causal))[:1, heads], want)
@@ -310,8 +312,8 @@ def attention_kernel(shape: tuple, gpu, candidates: dict) -> str | None:
             if not verdict.ok:
                 failed.append({"config": {"kernel": label}, "reason": f"wrong result: {verdict}"})
                 continue
-            ms = bench(lambda: run(q, k, v, bool(causal)), warmup_ms=WARMUP_MS, rep_ms=REP_MS, warmed=True).median_ms
-            timed.append({"config": {"kernel": label}, "ms": ms})
+            correct[label] = lambda run=run: run(q, k, v, bool(causal))
+        timed = [{"config": {"kernel": label}, "ms": ms} for label, ms in _interleaved(correct).items()]
     if not timed:
         LOG.append(Tuned(key, time.perf_counter() - start, None, f"no kernel ran correctly: {failed}"))
         return None
@@ -321,6 +323,18 @@ def attention_kernel(shape: tuple, gpu, candidates: dict) -> str | None:
     autotune.store(gpu.slug, report)
     LOG.append(Tuned(key, report.seconds, None, ", ".join(f"{t['config']['kernel']} {t['ms']:.3f} ms" for t in timed)))
     return report.best["kernel"]
+
+
+def _interleaved(runs: dict) -> dict:
+    """Each of `runs` ({label: fn}) timed in ATTENTION_ROUNDS rounds, each round timing every one in turn (the first
+    rotating): {label: the median of its rounds' medians, ms}. Kernels a few percent apart are told apart by a
+    ranking that holds across rounds, not by one window each, where the clocks may drift between windows."""
+    labels = list(runs)
+    rounds = {label: [] for label in labels}
+    for r in range(ATTENTION_ROUNDS):
+        for label in labels[r % len(labels):] + labels[:r % len(labels)]:
+            rounds[label].append(bench(runs[label], warmup_ms=WARMUP_MS, rep_ms=REP_MS, warmed=True).median_ms)
+    return {label: statistics.median(times) for label, times in rounds.items()}
 
 
 def _compile_ahead(a, b, bias, activation, configs: list[dict]) -> None:

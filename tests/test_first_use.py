@@ -211,14 +211,16 @@ def test_the_fresh_gpu_switch_hides_this_gpus_recording_and_cache(monkeypatch):
 
 
 def test_attention_kernel_is_checked_then_timed_once_and_kept(monkeypatch, tmp_path):
-    """The faster correct kernel wins; a wrong one is never timed; rung 15's search runs first where it has none
-    at the shape; the second call reads the kept report instead of measuring."""
+    """The faster correct kernel wins, by the median of interleaved rounds (one round's outlier does not decide); a
+    wrong one is never timed; rung 15's search runs first where it has none at the shape; the second call reads the
+    kept report instead of measuring."""
     from kernels import attention as attention_problem
     from ladder import autotune
     monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
     searched = []
     monkeypatch.setattr(attention_problem, "tune_cuda", lambda shapes, tuners: searched.append(shapes) or [])
-    monkeypatch.setattr(first_use, "bench", fake_bench([2.0, 1.5]))
+    # rounds of (rung 6, rung 15), (rung 15, rung 6), (rung 6, rung 15): rung 6 is faster in the second alone
+    monkeypatch.setattr(first_use, "bench", fake_bench([2.0, 1.5, 1.5, 1.2, 2.0, 1.5]))
     right = lambda q, k, v, causal: attention_problem.reference(q, k, v, causal)   # noqa: E731
     candidates = {RUNG6: right, "wrong": lambda q, k, v, causal: torch.zeros_like(right(q, k, v, causal)),
                   first_use.RUNG15: right}
