@@ -196,7 +196,8 @@ def _tiles(key: tuple) -> dict:
 def autotuned_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse=None,
                        out=None) -> tuple:
     """Rung 4: at the nearest (S, D, causal) searched on this GPU, rung 3 in its searched tiles where it ran faster
-    there, else rung 2 in its. Rung 2 also where torch.use_deterministic_algorithms asks for results that repeat
+    there, else rung 2 in its, with Δ computed by its Q kernel, launched first (no preprocess: one launch fewer, and
+    dO read once less). Rung 2 also where torch.use_deterministic_algorithms asks for results that repeat
     bit for bit (rung 3's sums do not), and where rung 3's tiles add dQ through the TMA and this launch has none
     (a traced one, or operands a tensor map does not take: tab.qdo_by_tma). An eager call on a GPU into new
     gradients replays the launches of the first call at its operands' layouts (_replayed)."""
@@ -221,7 +222,7 @@ def _backward(q, k, v, o, lse, do, causal, scale, dlse, out, delta=None, sums=No
     tiles, one = _choice(q, do, causal)
     if one:
         return tab.atomic_dq_backward(q, k, v, o, lse, do, causal, scale, dlse, out, config=one, delta=delta, sums=sums)
-    return tab.backward(q, k, v, o, lse, do, causal, scale, dlse, out, tiles=tiles, delta=delta)
+    return tab.delta_in_dq_backward(q, k, v, o, lse, do, causal, scale, dlse, out, tiles=tiles, delta=delta)
 
 
 def _buffers(q, k, v, acc: torch.dtype, atomic: bool) -> tuple:

@@ -250,6 +250,22 @@ def test_rungs_3_and_4_write_every_element_and_nan_propagates(rung):
     assert all(g[0, 1].isnan().any() for g in got) and not compare(got[1], buffers[1]).ok
 
 
+@pytest.mark.parametrize("with_dlse", [False, True])
+def test_rung_4s_q_kernel_computes_delta_before_the_kv_kernel_reads_it(with_dlse):
+    """Rung 4 launches no preprocess: Δ's buffer, poisoned with NaN, is written by the Q kernel (minus dLSE where
+    the log-sum-exp has a gradient) before the K/V kernel reads it; the gradients are rung 2's, bit for bit."""
+    gen = torch.Generator().manual_seed(9)
+    q, k, v = packed(gen, 1, 2, 40, 64)
+    do = randn(gen, 1, 2, 40, 64)
+    dlse = randn(gen, 1, 2, 40, dtype=torch.float32) if with_dlse else None
+    out, lse = torch.ops.ladder.attention(q, k, v, True)
+    delta = torch.full((1, 2, 40), float("nan"))
+    got = ab.delta_in_dq_backward(q, k, v, out, lse, do, True, dlse=dlse, delta=delta)
+    want = ab.backward(q, k, v, out, lse, do, True, dlse=dlse)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    assert compare(delta, (out.float() * do.float()).sum(-1) - (0 if dlse is None else dlse)).ok   # no NaN left
+
+
 def test_rung_4_takes_interpreter_tiles_without_a_search():
     """No GPU: nothing searched or cached, rung 4 runs the interpreter's tiles, rung 2's way; its search space's
     prune rule keeps the causal diagonal whole, drops what would spill (rung 3's: its dQ tile counted too) and

@@ -15,7 +15,9 @@ in the inputs' dtype. (float64 inputs run the same kernels in float64 throughout
                 reduction a tile) and a run-to-run varying sum order
 4_autotuned     rung 2's two kernels and rung 3's one, each with its tiles, warps and stages searched on this GPU
                 per (S-bucket, D, causal), cached per GPU by ladder.autotune; per shape the faster way runs (rung 2
-                where deterministic algorithms are asked for). The interpreter: rung 2's fixed small tiles
+                where deterministic algorithms are asked for), rung 2's without the preprocess: its Q kernel,
+                launched first, computes Δ of its own queries (delta_in_dq_backward). The interpreter: rung 2's
+                fixed small tiles
 
 This file holds the kernels and their launchers: rungs 1-3, and run_config, one kernel in a given configuration;
 and a self-check: `python -m kernels.triton.attention_backward` checks rungs 1-3 against autograd through the fp32
@@ -99,15 +101,23 @@ def delta_kernel(o_ptr, do_ptr, dlse_ptr, delta_ptr, S, H,
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     rows = start_m + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, HEAD_DIM)
-    acc = delta_ptr.dtype.element_ty
     o = tl.load(o_ptr + b * stride_ob + h * stride_oh + rows[:, None] * stride_os + dims[None, :] * stride_od,
                 mask=rows[:, None] < S, other=0.0)
     do = tl.load(do_ptr + b * stride_dob + h * stride_doh + rows[:, None] * stride_dos + dims[None, :] * stride_dod,
                  mask=rows[:, None] < S, other=0.0)
+    store_delta(o, do, dlse_ptr, delta_ptr, rows, bh, S)
+
+
+@triton.jit
+def store_delta(o, do, dlse_ptr, delta_ptr, rows, bh, S):
+    """Δ of the queries `rows` of head bh (O, dO: their tiles), minus their dLSE where dlse_ptr is not None, in
+    delta's dtype: stored at their places in delta ((B, H, S) contiguous, as dLSE) and returned."""
+    acc = delta_ptr.dtype.element_ty
     delta = tl.sum(o.to(acc) * do.to(acc), axis=1)
     if dlse_ptr is not None:
         delta -= tl.load(dlse_ptr + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0).to(acc)
     tl.store(delta_ptr + bh.to(tl.int64) * S + rows, delta, mask=rows < S)
+    return delta
 
 
 # ------------------------------------------------------------- rungs 2-4: dK and dV, a program per K/V tile (rung 3: dQ too)
@@ -263,13 +273,15 @@ def dq_steps(dq, q, do, lse2, delta, rows, k_ptr, v_ptr, stride_ks, stride_kd, s
 
 
 @triton.jit
-def dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, S, H, scale,
+def dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, o_ptr, dlse_ptr, S, H, scale,
               stride_qb, stride_qh, stride_qs, stride_qd, stride_kb, stride_kh, stride_ks, stride_kd,
               stride_vb, stride_vh, stride_vs, stride_vd, stride_dob, stride_doh, stride_dos, stride_dod,
-              stride_dqb, stride_dqh, stride_dqs, stride_dqd,
+              stride_dqb, stride_dqh, stride_dqs, stride_dqd, stride_ob, stride_oh, stride_os, stride_od,
               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
     """dQ of queries BLOCK_M·program_id(0).. of head program_id(1) = b·H + h. Causal: BLOCK_M is a multiple of
-    BLOCK_N, as in the forward."""
+    BLOCK_N, as in the forward. Δ is read from delta_ptr; or, where o_ptr is given (rung 4), computed here from
+    the program's own rows of O and dO (minus dLSE, where dlse_ptr is given) and stored there for the K/V kernel,
+    launched after this one: no preprocess."""
     start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     acc = delta_ptr.dtype.element_ty
@@ -282,7 +294,12 @@ def dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, S, H, sca
     do = tl.load(do_ptr + b * stride_dob + h * stride_doh + rows[:, None] * stride_dos + dims[None, :] * stride_dod,
                  mask=rows[:, None] < S, other=0.0)
     lse2 = tl.load(lse_ptr + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0) * LOG2E
-    delta = tl.load(delta_ptr + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
+    if o_ptr is not None:
+        o = tl.load(o_ptr + b * stride_ob + h * stride_oh + rows[:, None] * stride_os + dims[None, :] * stride_od,
+                    mask=rows[:, None] < S, other=0.0)
+        delta = store_delta(o, do, dlse_ptr, delta_ptr, rows, bh, S)
+    else:
+        delta = tl.load(delta_ptr + bh.to(tl.int64) * S + rows, mask=rows < S, other=0.0)
     dq = tl.zeros((BLOCK_M, HEAD_DIM), acc)
     unmasked_end, end = key_passes(start_m, S, BLOCK_M, BLOCK_N, CAUSAL)   # the forward's two passes over the keys
     k_head, v_head = k_ptr + b * stride_kb + h * stride_kh, v_ptr + b * stride_vb + h * stride_vh
@@ -371,10 +388,11 @@ def recording():
     return _DIRECT.recording()
 
 
-def prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None, delta=None) -> tuple:
+def prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None, delta=None,
+            preprocess: bool = True) -> tuple:
     """What every rung from 2 on does first: check the operands, make (or take) dQ, dK, dV and Δ's buffer, and
-    launch the preprocess, Δ = rowsum(dO ∘ O) − dLSE. Returns (dq, dk, dv, delta, scale, tiles), delta None if q is
-    empty."""
+    launch the preprocess, Δ = rowsum(dO ∘ O) − dLSE (not where `preprocess` is False: rung 4's Q kernel computes
+    Δ). Returns (dq, dk, dv, delta, scale, tiles), delta None if q is empty."""
     B, H, S, D = q.shape
     for name, t in (("k", k), ("v", v), ("o", o), ("do", do)):
         if t.shape != q.shape or t.dtype != q.dtype:
@@ -392,11 +410,15 @@ def prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None, d
     if not q.numel():
         return dq, dk, dv, None, scale, tiles
     delta = torch.empty((B, H, S), dtype=acc, device=q.device) if delta is None else delta
-    if dlse is not None:  # autograd may hand an expanded or strided gradient: B·H·S numbers, copied if so
-        dlse = dlse.to(acc).contiguous()
-    _launch(delta_kernel, (triton.cdiv(S, tiles["delta"]["BLOCK_M"]), B * H),
-            (o, do, dlse, delta, S, H, *strides(o, do), D), tiles["delta"])
+    if preprocess:
+        _launch(delta_kernel, (triton.cdiv(S, tiles["delta"]["BLOCK_M"]), B * H),
+                (o, do, _dlse(dlse, acc), delta, S, H, *strides(o, do), D), tiles["delta"])
     return dq, dk, dv, delta, scale, tiles
+
+
+def _dlse(dlse, acc: torch.dtype):
+    """dLSE as the kernels read it: autograd may hand an expanded or strided gradient, B·H·S numbers, copied if so."""
+    return None if dlse is None else dlse.to(acc).contiguous()
 
 
 def qdo_by_tma(q: torch.Tensor, do: torch.Tensor) -> bool:
@@ -447,12 +469,19 @@ def _launch_dkdv(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, causal, config
     _launch(dkdv_kernel, grid, args, config, CAUSAL=causal, **constexprs)
 
 
-def _launch_dq(q, k, v, do, lse, delta, dq, scale, causal, config) -> None:
-    """dq_kernel, a program per BLOCK_M queries of each head."""
+def _dq_args(q, k, v, do, lse, delta, dq, scale, o=None, dlse=None) -> tuple:
+    """dq_kernel's arguments; o (and dlse) given: the kernel computes Δ into delta."""
+    B, H, S, D = q.shape
+    return (q, k, v, do, lse, delta, dq, o, dlse, S, H, scale, *strides(q, k, v, do, dq),
+            *(o.stride() if o is not None else (0, 0, 0, 0)), D)
+
+
+def _launch_dq(q, k, v, do, lse, delta, dq, scale, causal, config, o=None, dlse=None) -> None:
+    """dq_kernel, a program per BLOCK_M queries of each head (_dq_args)."""
     B, H, S, D = q.shape
     config = _fitted(config, q, "dq")
     _launch(dq_kernel, (triton.cdiv(S, config["BLOCK_M"]), B * H),
-            (q, k, v, do, lse, delta, dq, S, H, scale, *strides(q, k, v, do, dq), D), config, CAUSAL=causal)
+            _dq_args(q, k, v, do, lse, delta, dq, scale, o, dlse), config, CAUSAL=causal)
 
 
 def backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse=None, out=None,
@@ -496,13 +525,26 @@ def _atomic_dq(q, k, v, do, lse, delta, dq, dk, dv, scale, causal, config, sums=
 
 # ------------------------------------------------------------- rung 4: rungs 2 and 3 in a given configuration
 
+def delta_in_dq_backward(q, k, v, o, lse, do, causal: bool, scale: float | None = None, dlse=None, out=None,
+                         tiles: dict | None = None, delta=None) -> tuple:
+    """Rung 2's kernels as rung 4 launches them (rung 2's arguments and results): no preprocess; the Q kernel,
+    launched first, computes Δ of its own queries from their O and dO tiles (dO it loads anyway) and stores it for
+    the K/V kernel. One launch fewer, and dO read once less."""
+    dq, dk, dv, delta, scale, tiles = prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles, delta,
+                                              preprocess=False)
+    if delta is not None:
+        _launch_dq(q, k, v, do, lse, delta, dq, scale, causal, tiles["dq"], o, _dlse(dlse, delta.dtype))
+        _launch_dkdv(q, k, v, do, lse, delta, dk, dv, None, scale, causal, tiles["dkdv"])
+    return dq, dk, dv
+
+
 def search_args(kernel: str, c: dict, q, k, v, do, lse, delta, out, scale: float) -> tuple:
     """The kernel's positional arguments for a search's inputs and configuration c (the K/V kernel: out ends with
     (dK, dV); Q, dO and rung 3's dQ sums, new zeros, as _launch_dkdv passes them), its launch configuration and
     its constexprs besides those."""
     B, H, S, D = q.shape
     if kernel == "dq":
-        return (q, k, v, do, lse, delta, out, S, H, scale, *strides(q, k, v, do, out), D), c, {}
+        return _dq_args(q, k, v, do, lse, delta, out, scale), c, {}
     sums = torch.zeros(q.shape, dtype=delta.dtype, device=q.device) if kernel == "dkdv_atomic" else None
     _, args, config, constexprs = _dkdv_args(q, k, v, do, lse, delta, out[-2], out[-1], sums, scale, c)
     return args, config, constexprs
