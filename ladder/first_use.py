@@ -282,8 +282,9 @@ def attention_kernel(shape: tuple, gpu, candidates: dict) -> str | None:
     """The faster of `candidates` ({label: run(q, k, v, causal) -> O}) at `shape` = (B, H, S, D, causal) on `gpu`,
     as measured there once: each run on random views of one (B, S, 3, H, D) projection (what a model hands the op),
     its first heads checked against fp32 attention, then the correct ones timed in interleaved rounds; the winner
-    kept as a report in the search cache, read from then on, in this process and the next. None where nothing measured it and none may be now (tuning off,
-    or a CUDA graph being captured: the caller says so)."""
+    kept as a report in the search cache, read from then on, in this process and the next. None where nothing
+    measured it and none may be now (tuning off, or a CUDA graph being captured: the caller says so), or where no
+    candidate ran correctly."""
     key = tuple(shape)
     found = [r for r in autotune.cached_reports(gpu.slug, "attention", ATTENTION_CHOICE) if tuple(r.shape) == key]
     if found:
@@ -331,7 +332,7 @@ def _interleaved(runs: dict) -> dict:
     ranking that holds across rounds, not by one window each, where the clocks may drift between windows."""
     labels = list(runs)
     rounds = {label: [] for label in labels}
-    for r in range(ATTENTION_ROUNDS):
+    for r in range(ATTENTION_ROUNDS if labels else 0):
         for label in labels[r % len(labels):] + labels[:r % len(labels)]:
             rounds[label].append(bench(runs[label], warmup_ms=WARMUP_MS, rep_ms=REP_MS, warmed=True).median_ms)
     return {label: statistics.median(times) for label, times in rounds.items()}

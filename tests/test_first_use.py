@@ -233,6 +233,17 @@ def test_attention_kernel_is_checked_then_timed_once_and_kept(monkeypatch, tmp_p
     assert first_use.attention_kernel(shape, H100, candidates) == first_use.RUNG15
 
 
+def test_attention_kernel_with_no_correct_candidate_measures_nothing_and_keeps_nothing(monkeypatch, tmp_path):
+    from kernels import attention as attention_problem
+    from ladder import autotune
+    monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
+    monkeypatch.setattr(first_use, "bench", fake_bench([]))   # nothing may be timed
+    wrong = lambda q, k, v, causal: torch.zeros_like(attention_problem.reference(q, k, v, causal))   # noqa: E731
+    assert first_use.attention_kernel((1, 3, 40, 64, 0), H100, {RUNG6: wrong}) is None
+    assert not autotune.cached_reports(H100.slug, "attention", first_use.ATTENTION_CHOICE)
+    assert "no kernel ran correctly" in first_use.LOG[-1].note
+
+
 def test_a_causal_shape_also_times_rung_6_with_its_longest_query_blocks_first(on_an_h100, monkeypatch):
     offered = []
     monkeypatch.setattr(first_use, "attention_kernel",
