@@ -240,12 +240,13 @@ def memory_table(rows: list[dict]) -> str:
 # ------------------------------------------------------------- the kernels compiled ahead of time (ladder.sass)
 
 def sass_case(kernel: str, head_dim: int = 64, causal: bool = True, config: dict | None = None,
-              qdo_tma: bool = False) -> dict:
+              qdo_tma: bool = False, delta_in_dq: bool = True) -> dict:
     """ladder.sass.triton_sass's arguments for "dkdv" or "dq" as rung 4 launches it on a GPU from ladder.ops, or
     "dkdv_atomic" as rung 3 does: fp16 operands (16-byte aligned), fp32 sums, the scale as Inductor passes it
     (fp64), each row's elements adjacent (stride 1 along D, the others multiples of 16). config: tiles, warps and
     stages (default: rung 2's, tab.GPU_TILES). qdo_tma: the K/V kernel with Q and dO through the TMA (as an eager
-    launch on sm_90 takes them), and rung 3's dQ sums too where its tiles say DQ_BY_TMA."""
+    launch on sm_90 takes them), and rung 3's dQ sums too where its tiles say DQ_BY_TMA. delta_in_dq: the Q kernel
+    computing Δ (rung 4's launch; False: rung 2's, Δ read)."""
     atomic = kernel == "dkdv_atomic"
     config = dict(config or tab.GPU_TILES[head_dim][kernel])
     dq_tma = bool(config.pop("DQ_BY_TMA", False)) and atomic and qdo_tma
@@ -257,9 +258,12 @@ def sass_case(kernel: str, head_dim: int = 64, causal: bool = True, config: dict
     constexprs = dict(HEAD_DIM=head_dim, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"], CAUSAL=causal,
                       **{n: 1 for n in names if n.startswith("stride") and n.endswith("d")})
     extra = {}
-    if kernel == "dq":  # Δ computed here, from O (rung 4's launch), with no gradient of the log-sum-exp
+    if kernel == "dq":  # Δ computed from O (rung 4's launch) or read (rung 2's); no gradient of the log-sum-exp
         types["dlse_ptr"] = "constexpr"
         constexprs["dlse_ptr"] = None
+        if not delta_in_dq:
+            types["o_ptr"] = "constexpr"
+            constexprs["o_ptr"] = None
     if kernel == "dkdv":  # rung 3's fp32 dQ sums, or rung 2's None
         types["dq_ptr"] = "*fp32" if atomic else "constexpr"
         constexprs.update({"ATOMIC_DQ": atomic, "QDO_BY_TMA": qdo_tma, "DQ_BY_TMA": dq_tma,

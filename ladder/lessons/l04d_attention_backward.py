@@ -45,7 +45,7 @@ def backward_sass(arch: str = "sm_90", head_dims=(64, 128), families=BACKWARD_SA
     tma = int(arch.removeprefix("sm_").rstrip("a")) >= 90
     for d in head_dims:
         for kernel in ("dkdv", "dq", "dkdv_atomic"):
-            case = ab.sass_case(kernel, d, causal=False, qdo_tma=tma and kernel != "dq")
+            case = ab.sass_case(kernel, d, causal=False, qdo_tma=tma and kernel != "dq", delta_in_dq=False)
             s = sass.triton_sass(**case, arch=arch)
             c = case["constexprs"]
             tiles = f"{c['BLOCK_M']:3d}x{c['BLOCK_N']:<3d} w{case['num_warps']}"
