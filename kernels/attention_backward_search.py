@@ -239,8 +239,7 @@ def _replayed(q, k, v, o, lse, do, causal: bool, scale, dlse) -> tuple:
     them on their own tensors. The recording is kept as the searched tiles are (autotune.remembered: until the
     search cache changes)."""
     acc = torch.float64 if q.dtype == torch.float64 else torch.float32
-    if dlse is not None:   # as tab.prepare would: B·H·S numbers, copied if strided or of another dtype
-        dlse = dlse.to(acc).contiguous()
+    dlse = tab.dlse_as_read(dlse, acc)   # before the key: the replay's tensor is the one the kernels read
     given = (q, k, v, o, lse, do, dlse)
     key = ("attention backward launches", causal, scale, torch.are_deterministic_algorithms_enabled(),
            os.environ.get(hardware.EMULATE_ENV), torch.cuda.current_device(), len(set(map(id, given))),

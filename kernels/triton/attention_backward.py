@@ -412,11 +412,11 @@ def prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles: dict | None, d
     delta = torch.empty((B, H, S), dtype=acc, device=q.device) if delta is None else delta
     if preprocess:
         _launch(delta_kernel, (triton.cdiv(S, tiles["delta"]["BLOCK_M"]), B * H),
-                (o, do, _dlse(dlse, acc), delta, S, H, *strides(o, do), D), tiles["delta"])
+                (o, do, dlse_as_read(dlse, acc), delta, S, H, *strides(o, do), D), tiles["delta"])
     return dq, dk, dv, delta, scale, tiles
 
 
-def _dlse(dlse, acc: torch.dtype):
+def dlse_as_read(dlse, acc: torch.dtype):
     """dLSE as the kernels read it: autograd may hand an expanded or strided gradient, B·H·S numbers, copied if so."""
     return None if dlse is None else dlse.to(acc).contiguous()
 
@@ -533,7 +533,7 @@ def delta_in_dq_backward(q, k, v, o, lse, do, causal: bool, scale: float | None 
     dq, dk, dv, delta, scale, tiles = prepare(q, k, v, o, lse, do, causal, scale, dlse, out, tiles, delta,
                                               preprocess=False)
     if delta is not None:
-        _launch_dq(q, k, v, do, lse, delta, dq, scale, causal, tiles["dq"], o, _dlse(dlse, delta.dtype))
+        _launch_dq(q, k, v, do, lse, delta, dq, scale, causal, tiles["dq"], o, dlse_as_read(dlse, delta.dtype))
         _launch_dkdv(q, k, v, do, lse, delta, dk, dv, None, scale, causal, tiles["dkdv"])
     return dq, dk, dv
 
