@@ -11,6 +11,7 @@ device. Eager launches on a GPU only: in the interpreter every launch is an inte
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 
 import torch
@@ -138,9 +139,65 @@ def launch_context(device: int) -> tuple:
 
 
 def run_compiled(compiled, grid: tuple, args: tuple, device: int, context: tuple | None = None) -> None:
-    """A compiled Triton kernel launched through its own launcher: `grid` three sizes, `args` all of its parameters
-    in order (tensors by address), on torch's current stream of `device` with Triton's launch hooks (context:
-    launch_context(device), where a caller launches several kernels at once)."""
+    """A compiled Triton kernel launched: `grid` three sizes, `args` all of its parameters in order (tensors by
+    address), on torch's current stream of `device` (context: launch_context(device), where a caller launches
+    several kernels at once). Through torch's own launcher for Triton's kernels where it takes the kernel and no
+    launch hook is set (torch_launch), else through Triton's, with its hooks."""
     stream, enter, leave = context or launch_context(device)
+    if enter is None and leave is None:
+        how = _BY_TORCH.get(compiled, _UNSEEN)
+        if how is _UNSEEN:
+            how = _BY_TORCH[compiled] = _torch_launch(compiled)
+        if how is not None:
+            function, warps, shared, types, pick, scratch = how
+            _TORCH_LAUNCHER(function, grid[0], grid[1], grid[2], warps, shared, types, pick(args) + scratch, stream)
+            return
     compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
                  None if enter is None else compiled.launch_metadata(grid, stream, *args), enter, leave, *args)
+
+
+def torch_launch(compiled) -> tuple | None:
+    """How torch's launcher for Triton's kernels takes `compiled` (the one torch.compile's generated code launches
+    through: a C++ call that reads each argument by a one-letter type and calls cuLaunchKernel, with none of
+    Triton's Python around its own launcher): (warps, shared memory bytes, the arguments' type letters, the
+    positions in a full argument list of those it takes, the scratch pointers it appends). None where it cannot
+    launch it: a tensor descriptor, a cluster, global or profile scratch memory, launch attributes (PDL, a
+    cooperative grid), or a torch without it. Reads Triton's compiled metadata, no GPU."""
+    try:
+        try:
+            from torch._inductor.runtime.static_triton_launcher import StaticallyLaunchedCudaKernel
+        except ImportError:   # its name before torch 2.12
+            from torch._inductor.runtime.static_cuda_launcher import StaticallyLaunchedCudaKernel
+        metadata = compiled.metadata
+        if getattr(metadata, "launch_pdl", False) or getattr(metadata, "launch_cooperative_grid", False) or any(
+                d > 1 for d in getattr(metadata, "cluster_dims", ())):
+            return None
+        compiled._cubin_path = None   # what its constructor reads, for a module it would load itself
+        static = StaticallyLaunchedCudaKernel(compiled)
+        src = compiled.src
+        position = {name: i for i, name in enumerate(src.fn.arg_names)}
+        index = lambda key: position[key] if isinstance(key, str) else key[0] if isinstance(key, tuple) else key
+        signature = {index(key): ty for key, ty in src.signature.items()}
+        constants = {index(key) for key in getattr(src, "constants", {})}
+        kept = tuple(i for i in sorted(signature) if signature[i] != "constexpr" and i not in constants)
+    except (ImportError, NotImplementedError, AttributeError, KeyError, TypeError, ValueError):
+        return None
+    if len(kept) != len(static.arg_tys):
+        return None
+    scratch = (None,) * (static.has_global_scratch + static.has_profile_scratch)
+    pick = operator.itemgetter(*kept) if len(kept) > 1 else (lambda args: tuple(args[i] for i in kept))
+    return static.num_warps, static.shared, static.arg_tys + "O" * len(scratch), pick, scratch
+
+
+def _torch_launch(compiled) -> tuple | None:
+    """torch_launch's answer with the compiled kernel's function (loaded by its first launch), or None."""
+    how = torch_launch(compiled) if _TORCH_LAUNCHER is not None else None
+    if how is None:
+        return None
+    compiled.run   # noqa: B018 -- loads the module (Triton's first launch has; a property that makes sure)
+    return (compiled.function, *how)
+
+
+_UNSEEN = object()
+_BY_TORCH: dict = {}   # compiled kernel: _torch_launch's answer
+_TORCH_LAUNCHER = getattr(getattr(torch._C, "_StaticCudaLauncher", None), "_launch_kernel", None)
