@@ -80,6 +80,23 @@ def test_matmul_backward_against_float64_through_the_op_on_views(activation, thr
     assert all(len(s & operands) >= 1 for s in storages[1:])  # a and b read where they are: a.mT, b.mT
 
 
+def test_the_gradients_come_laid_out_as_their_operands(monkeypatch):
+    """nn.Linear's weight read as weight.t(), the input column-major too: each gradient reaches autograd in its
+    operand's layout (torch.mm's backward's rule), so nothing is copied into the leaf's; and right."""
+    monkeypatch.setattr(ops, "_eager_pick", lambda case, M, N, K: "triton:6_autotuned")
+    x, w, bias = (t.requires_grad_() for t in (randn(13, 9), randn(11, 13), randn(11)))   # a = x.t(): column-major
+    layouts = []
+    for leaf in (x, w):
+        leaf.register_hook(lambda g: layouts.append(g.is_contiguous()))
+    grad = randn(9, 11)
+    ops.matmul(x.t(), w.t(), bias, "gelu").backward(grad)
+    assert layouts == [True, True]
+    wanted = [t.detach().double().requires_grad_() for t in (x, w, bias)]
+    reference(wanted[0].t(), wanted[1].t(), wanted[2], "gelu").backward(grad.double())
+    for got, want in zip((x, w, bias), wanted):
+        assert compare(got.grad, want.grad).ok
+
+
 def test_an_eager_call_wanting_gradients_where_cublas_is_picked_runs_torchs_own_ops(monkeypatch):
     """Their autograd nodes are C++ (GeluBackward0, AddmmBackward0), not a Python node around the same cuBLAS call."""
     monkeypatch.setattr(ops, "_eager_pick", lambda case, M, N, K: ops.CUBLAS)
