@@ -108,10 +108,10 @@ def _training_case(name: str, M: int, N: int, K: int, *, gen, device: str = "cud
 
 
 def _training_kernels(M: int, N: int, K: int) -> str:
-    """What each of the case's three matmuls ran (eager): the forward, then the backward's grad @ weight and
-    x.mT @ grad (a transposed A: a case of its own)."""
+    """What each of the case's three matmuls ran (eager): the forward, then the backward's grad @ weight and,
+    for the weight's gradient in the weight's layout, grad.mT @ x (a transposed A: a case of its own)."""
     picks = [ops.matmul_choice(M, N, K, "weight_t", "bias_gelu").eager, ops.matmul_choice(M, K, N).eager,
-             ops.matmul_choice(K, N, M, a_layout="transposed").eager]
+             ops.matmul_choice(N, K, M, a_layout="transposed").eager]
     return "{}; backward {}, {}".format(*picks)
 
 
