@@ -667,11 +667,16 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     rung 4 of kernels/attention_backward.py: rung 2 or 3, as searched on this GPU) recomputes P from. In fp16 on a
     GPU with wgmma it runs CUDA rung 15 where this GPU measured that faster at the shape (`attention_kernel`)."""
     shape = _check_attention(q, k, v, causal, scale)
-    hopper = q.dtype is F16 and attention_kernel(*_sizes(*shape[:4]), causal) == first_use.RUNG15
+    kernel = attention_kernel(*_sizes(*shape[:4]), causal)
+    hopper = q.dtype is F16 and kernel == first_use.RUNG15
+    if hopper:
+        run, args = _hopper_run, shape
+    else:
+        run, args = _attention_run, (*shape, kernel == first_use.RUNG6_HEAVIEST_FIRST)
     if _direct(q, k, v):
-        return (_hopper_run if hopper else _attention_run)(q, k, v, causal, *shape)[0]
+        return run(q, k, v, causal, *args)[0]
     if not torch.compiler.is_compiling() and _plain_eager(q, k, v):  # a gradient wanted, eagerly
-        return _EagerAttention.apply(q, k, v, causal, scale, _hopper_run if hopper else _attention_run, shape)[0]
+        return _EagerAttention.apply(q, k, v, causal, scale, run, args)[0]
     return (HOPPER_OP if hopper else ATTENTION_OP)(q, k, v, causal, scale)[0]
 
 
@@ -856,7 +861,7 @@ torch.library.register_autograd("ladder::attention_hopper", _attention_backward,
 class _EagerAttention(torch.autograd.Function):
     """ladder::attention (or ladder::attention_hopper) as autograd sees it, without the dispatcher: for an eager call
     that wants a gradient where nothing else would intercept the operator (_plain_eager). The same forward
-    (`run`: _attention_run or _hopper_run on checked operands, `shape` their check's result), setup and backward;
+    (`run`: _attention_run or _hopper_run on checked operands, `shape` the rest of its arguments), setup and backward;
     the operator's own autograd path costs tens of µs more a call in Python."""
 
     @staticmethod
