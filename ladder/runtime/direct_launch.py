@@ -1,7 +1,8 @@
 """Triton launches at the library's launch cost: a kernel's first launch at each specialization goes through
 Triton's own path (binding every argument, computing its specialization, the compile or its cache: tens of µs a
-launch on the host), which returns the compiled kernel; later launches with the same specialization call that
-kernel's launcher directly, its arguments in the kernel's parameter order.
+launch on the host), which returns the compiled kernel; later launches with the same specialization launch that
+kernel directly, its arguments in the kernel's parameter order: through the C++ launcher torch.compile's own code
+launches Triton kernels with, where it takes the kernel (run_compiled), else through Triton's.
 
 The key holds all that Triton specializes on: each tensor's dtype and 16-byte alignment, each integer's value,
 None arguments, a tensor descriptor's dtype, shape, strides and block, the constexprs and launch options, and the
