@@ -10,6 +10,7 @@ the same at model shapes."""
 import functools
 import importlib
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -208,6 +209,9 @@ def test_torchs_launcher_takes_the_arguments_triton_compiled_in():
     assert "dlse_ptr" not in taken and "stride_qd" not in taken and "BLOCK_M" not in taken and "stride_qs" in taken
     assert len(types) == len(taken) and types[:8] == "O" * 8 and types[taken.index("S")] == "i"
     assert (warps, shared) == (compiled.metadata.num_warps, compiled.metadata.shared)
+    for refused in ({"num_ctas": 2}, {"global_scratch_size": 256}, {"cluster_dims": (2, 1, 1)}):   # Triton's then
+        assert direct_launch.torch_launch(SimpleNamespace(metadata=compiled.metadata._replace(**refused),
+                                                          src=compiled.src)) is None
 
 
 # ------------------------------------------------------------- rungs 3 (dQ by atomics) and 4 (rung 2, tiles searched)

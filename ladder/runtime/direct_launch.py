@@ -158,36 +158,34 @@ def run_compiled(compiled, grid: tuple, args: tuple, device: int, context: tuple
 
 
 def torch_launch(compiled) -> tuple | None:
-    """How torch's launcher for Triton's kernels takes `compiled` (the one torch.compile's generated code launches
-    through: a C++ call that reads each argument by a one-letter type and calls cuLaunchKernel, with none of
-    Triton's Python around its own launcher): (warps, shared memory bytes, the arguments' type letters, the
-    positions in a full argument list of those it takes, the scratch pointers it appends). None where it cannot
-    launch it: a tensor descriptor, a cluster, global or profile scratch memory, launch attributes (PDL, a
-    cooperative grid), or a torch without it. Reads Triton's compiled metadata, no GPU."""
-    try:
-        try:
-            from torch._inductor.runtime.static_triton_launcher import StaticallyLaunchedCudaKernel
-        except ImportError:   # its name before torch 2.12
-            from torch._inductor.runtime.static_cuda_launcher import StaticallyLaunchedCudaKernel
-        metadata = compiled.metadata
-        if getattr(metadata, "launch_pdl", False) or getattr(metadata, "launch_cooperative_grid", False) or any(
-                d > 1 for d in getattr(metadata, "cluster_dims", ())):
-            return None
-        compiled._cubin_path = None   # what its constructor reads, for a module it would load itself
-        static = StaticallyLaunchedCudaKernel(compiled)
-        src = compiled.src
-        position = {name: i for i, name in enumerate(src.fn.arg_names)}
-        index = lambda key: position[key] if isinstance(key, str) else key[0] if isinstance(key, tuple) else key
-        signature = {index(key): ty for key, ty in src.signature.items()}
-        constants = {index(key) for key in getattr(src, "constants", {})}
-        kept = tuple(i for i in sorted(signature) if signature[i] != "constexpr" and i not in constants)
-    except (ImportError, NotImplementedError, AttributeError, KeyError, TypeError, ValueError):
+    """How torch's C++ launcher for Triton's kernels (torch._C._StaticCudaLauncher, which torch.compile's own
+    generated code launches them through: it reads each argument by a one-letter type and calls cuLaunchKernel, with
+    none of Triton's Python around its launcher) takes `compiled`: (warps, shared memory bytes, the arguments' type
+    letters, a function picking them out of a full argument list, the scratch pointers to append). None where it
+    cannot launch it: a cluster, more than one CTA, scratch memory, launch attributes (PDL, a cooperative grid), or
+    an argument type it does not read (a tensor descriptor). Reads Triton's compiled metadata, no GPU."""
+    metadata, src = compiled.metadata, compiled.src
+    scratches = [name for name in ("global_scratch_size", "profile_scratch_size") if hasattr(metadata, name)]
+    if (getattr(metadata, "num_ctas", 1) != 1 or any(d > 1 for d in getattr(metadata, "cluster_dims", ()))
+            or getattr(metadata, "launch_pdl", False) or getattr(metadata, "launch_cooperative_grid", False)
+            or any(getattr(metadata, name) for name in scratches)):
         return None
-    if len(kept) != len(static.arg_tys):
+    position = {name: i for i, name in enumerate(src.fn.arg_names)}
+    index = lambda key: position[key] if isinstance(key, str) else key[0] if isinstance(key, tuple) else key
+    signature = {index(key): ty for key, ty in src.signature.items()}
+    constants = {index(key) for key in getattr(src, "constants", {})}
+    kept = tuple(i for i in sorted(signature) if signature[i] != "constexpr" and i not in constants)
+    types = "".join("O" if signature[i].startswith("*") else _TYPE_LETTERS.get(signature[i], "?") for i in kept)
+    if "?" in types or not kept:
         return None
-    scratch = (None,) * (static.has_global_scratch + static.has_profile_scratch)
-    pick = operator.itemgetter(*kept) if len(kept) > 1 else (lambda args: tuple(args[i] for i in kept))
-    return static.num_warps, static.shared, static.arg_tys + "O" * len(scratch), pick, scratch
+    pick = operator.itemgetter(*kept) if len(kept) > 1 else (lambda args: (args[kept[0]],))
+    scratch = (None,) * len(scratches)   # Triton's kernels take a pointer for each, null where unused
+    return metadata.num_warps, metadata.shared, types + "O" * len(scratch), pick, scratch
+
+
+# Triton's scalar types as torch's launcher reads them (a bool widened to 32 bits; its low byte is read)
+_TYPE_LETTERS = {"i1": "i", "i8": "b", "i16": "h", "i32": "i", "i64": "l", "u1": "I", "u8": "B", "u16": "H",
+                 "u32": "I", "u64": "K", "fp32": "f", "f32": "f", "fp64": "d"}
 
 
 def _torch_launch(compiled) -> tuple | None:
