@@ -210,8 +210,8 @@ def test_torchs_launcher_takes_the_arguments_triton_compiled_in():
     assert len(types) == len(taken) and types[:8] == "O" * 8 and types[taken.index("S")] == "i"
     assert (warps, shared) == (compiled.metadata.num_warps, compiled.metadata.shared)
     for refused in ({"num_ctas": 2}, {"global_scratch_size": 256}, {"cluster_dims": (2, 1, 1)}):   # Triton's then
-        assert direct_launch.torch_launch(SimpleNamespace(metadata=compiled.metadata._replace(**refused),
-                                                          src=compiled.src)) is None
+        metadata = SimpleNamespace(**{**compiled.metadata._asdict(), **refused})
+        assert direct_launch.torch_launch(SimpleNamespace(metadata=metadata, src=compiled.src)) is None
 
 
 # ------------------------------------------------------------- rungs 3 (dQ by atomics) and 4 (rung 2, tiles searched)
