@@ -751,10 +751,9 @@ def _matmul_setup(ctx, inputs, output) -> None:
 
 
 def _linear_grads(ctx, a, b, grad) -> tuple:
-    """The gradients of a, b and the bias, from the gradient of a @ b + bias. Each of a's and b's laid out as it is
-    (torch.mm's backward does the same): for a column-major operand (nn.Linear's weight.t()) its transpose is
-    computed, row-major, so autograd keeps the gradient as it comes rather than copying it into the weight's
-    layout, and cuBLAS runs the product in the orientation it runs for nn.Linear."""
+    """The gradients of a, b and the bias, from the gradient of a @ b + bias: each laid out as its operand, as
+    torch.mm's backward makes them (for a column-major one, nn.Linear's weight.t(), a row-major product's
+    transpose: nothing is copied into the weight's layout)."""
     # the dispatcher drops trailing arguments left at their defaults (bias=None, activation=None) from the inputs
     need_a, need_b, need_bias = (*ctx.needs_input_grad, False)[:3]
     # .mT: views, read in place
