@@ -130,13 +130,7 @@ def require_real(what: str) -> None:
 
 @functools.lru_cache(maxsize=None)  # launchers ask on every call; the answer does not change
 def detect(index: int = 0) -> GPU | None:
-    """The visible GPU (or the one KERNEL_LADDER_EMULATE names, emulated on it), or None in the CPU-only world.
-    Read once a process per device and emulation: the ops ask on every call."""
-    return _detect(index, os.environ.get(EMULATE_ENV))
-
-
-@functools.lru_cache(maxsize=None)
-def _detect(index: int, arch: str | None) -> GPU | None:
+    """The visible GPU (or the one KERNEL_LADDER_EMULATE names, emulated on it), or None in the CPU-only world."""
     if not torch.cuda.is_available():
         return None
     p = torch.cuda.get_device_properties(index)
@@ -150,6 +144,7 @@ def _detect(index: int, arch: str | None) -> GPU | None:
         memory_bytes=p.total_memory,
         datasheet=datasheet_for(p.name),
     )
+    arch = os.environ.get(EMULATE_ENV)
     return emulate(gpu, arch) if arch else gpu
 
 

@@ -27,10 +27,12 @@ CUDA_RUNGS = [(p, r) for p in (va.PROBLEM, mm.PROBLEM, at.PROBLEM) for r in p.ru
 def emulated(request, monkeypatch, tmp_path):
     """This GPU answering as the one the parameter names, with no search cached (rung 6 runs its default)."""
     monkeypatch.setenv(hardware.EMULATE_ENV, request.param)
+    hardware.detect.cache_clear()
     monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
     autotune._BEST.clear()
     yield request.param
     monkeypatch.undo()
+    hardware.detect.cache_clear()
     autotune._BEST.clear()
 
 
