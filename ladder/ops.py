@@ -757,14 +757,9 @@ def _linear_grads(ctx, a, b, grad) -> tuple:
     # the dispatcher drops trailing arguments left at their defaults (bias=None, activation=None) from the inputs
     need_a, need_b, need_bias = (*ctx.needs_input_grad, False)[:3]
     # .mT: views, read in place
-    grad_a = (matmul(b, grad.mT).mT if _column_major(a) else matmul(grad, b.mT)) if need_a else None
-    grad_b = (matmul(grad.mT, a).mT if _column_major(b) else matmul(a.mT, grad)) if need_b else None
+    grad_a = (matmul(b, grad.mT).mT if validate.is_stored_transposed(a) else matmul(grad, b.mT)) if need_a else None
+    grad_b = (matmul(grad.mT, a).mT if validate.is_stored_transposed(b) else matmul(a.mT, grad)) if need_b else None
     return grad_a, grad_b, grad.sum(0) if need_bias else None
-
-
-def _column_major(x: torch.Tensor) -> bool:
-    """Whether x (2-D) is the transpose of a contiguous matrix (and not itself contiguous)."""
-    return x.stride(0) == 1 and x.stride(1) == x.shape[0] and x.shape[0] > 1 and x.shape[1] > 1
 
 
 def _matmul_backward(ctx, grad):
