@@ -7,8 +7,10 @@ gradients; what each rung saves for the backward; the kernels compiled for sm_90
 `attention_backward` (kernels/attention_backward.py, which also holds rung 4's search): its cases, FLOPs, rung 1's
 N/A where it cannot fit, its rungs through the harness's check. Tiny shapes: the interpreter is slow. tests/gpu/ has
 the same at model shapes."""
+import functools
 import importlib
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -179,13 +181,37 @@ def test_bad_operands_are_named():
         ab.backward(q, q, q, q, lse.double(), q, False)
 
 
+@functools.lru_cache(maxsize=None)
+def built_for_hopper(kernel: str):
+    """The kernel as ladder.ops launches it at D = 64, causal, compiled for sm_90 (no GPU needed), once a run."""
+    return sass.triton_compile(**problem_module.sass_case(kernel), arch="sm_90")
+
+
 @pytest.mark.parametrize("kernel", ["dkdv", "dq"])
 def test_the_kernels_compile_for_hopper(kernel):
     """What the interpreter lets through and a GPU's compiler does not (a global that is no constexpr, a float of
-    the wrong width): each kernel as ladder.ops launches it at D = 64, causal, built for sm_90: its products on
-    wgmma, its exponentials one MUFU.EX2 each."""
-    code = sass.triton_sass(**problem_module.sass_case(kernel), arch="sm_90")
+    the wrong width): each kernel's products on wgmma, its exponentials one MUFU.EX2 each."""
+    code = sass.compiled_sass(built_for_hopper(kernel), "sm_90")
     assert code.count("HGMMA") > 0 and code.count("MUFU.EX2") > 0
+
+
+def test_torchs_launcher_takes_the_arguments_triton_compiled_in():
+    """direct_launch.torch_launch on rung 4's Q kernel: of a full argument list it passes on the pointers, sizes
+    and scale and the strides the compiler did not specialize, each by its compiled type, and drops the
+    constexprs (the head dimension, tiles, the mask, the unit strides, the absent dLSE); it launches with the
+    compiled warps and shared memory."""
+    from ladder.runtime import direct_launch
+    compiled = built_for_hopper("dq")
+    warps, shared, types, pick, scratch = direct_launch.torch_launch(compiled)
+    names = compiled.src.fn.arg_names
+    taken = pick(tuple(names)) + scratch
+    assert taken[:8] == ("q_ptr", "k_ptr", "v_ptr", "do_ptr", "lse_ptr", "delta_ptr", "dq_ptr", "o_ptr")
+    assert "dlse_ptr" not in taken and "stride_qd" not in taken and "BLOCK_M" not in taken and "stride_qs" in taken
+    assert len(types) == len(taken) and types[:8] == "O" * 8 and types[taken.index("S")] == "i"
+    assert (warps, shared) == (compiled.metadata.num_warps, compiled.metadata.shared)
+    for refused in ({"num_ctas": 2}, {"global_scratch_size": 256}, {"cluster_dims": (2, 1, 1)}):   # Triton's then
+        metadata = SimpleNamespace(**{**compiled.metadata._asdict(), **refused})
+        assert direct_launch.torch_launch(SimpleNamespace(metadata=metadata, src=compiled.src)) is None
 
 
 # ------------------------------------------------------------- rungs 3 (dQ by atomics) and 4 (rung 2, tiles searched)

@@ -1,7 +1,8 @@
 """Triton launches at the library's launch cost: a kernel's first launch at each specialization goes through
 Triton's own path (binding every argument, computing its specialization, the compile or its cache: tens of µs a
-launch on the host), which returns the compiled kernel; later launches with the same specialization call that
-kernel's launcher directly, its arguments in the kernel's parameter order.
+launch on the host), which returns the compiled kernel; later launches with the same specialization launch that
+kernel directly, its arguments in the kernel's parameter order: through the C++ launcher torch.compile's own code
+launches Triton kernels with, where it takes the kernel (run_compiled), else through Triton's.
 
 The key holds all that Triton specializes on: each tensor's dtype and 16-byte alignment, each integer's value,
 None arguments, a tensor descriptor's dtype, shape, strides and block, the constexprs and launch options, and the
@@ -11,6 +12,7 @@ device. Eager launches on a GPU only: in the interpreter every launch is an inte
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 
 import torch
@@ -138,9 +140,63 @@ def launch_context(device: int) -> tuple:
 
 
 def run_compiled(compiled, grid: tuple, args: tuple, device: int, context: tuple | None = None) -> None:
-    """A compiled Triton kernel launched through its own launcher: `grid` three sizes, `args` all of its parameters
-    in order (tensors by address), on torch's current stream of `device` with Triton's launch hooks (context:
-    launch_context(device), where a caller launches several kernels at once)."""
+    """A compiled Triton kernel launched: `grid` three sizes, `args` all of its parameters in order (tensors by
+    address), on torch's current stream of `device` (context: launch_context(device), where a caller launches
+    several kernels at once). Through torch's own launcher for Triton's kernels where it takes the kernel and no
+    launch hook is set (torch_launch), else through Triton's, with its hooks."""
     stream, enter, leave = context or launch_context(device)
+    if enter is None and leave is None:
+        how = _BY_TORCH.get(compiled, _UNSEEN)
+        if how is _UNSEEN:
+            how = _BY_TORCH[compiled] = _torch_launch(compiled)
+        if how is not None:
+            function, warps, shared, types, pick, scratch = how
+            _TORCH_LAUNCHER(function, grid[0], grid[1], grid[2], warps, shared, types, pick(args) + scratch, stream)
+            return
     compiled.run(grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata,
                  None if enter is None else compiled.launch_metadata(grid, stream, *args), enter, leave, *args)
+
+
+def torch_launch(compiled) -> tuple | None:
+    """How torch's C++ launcher for Triton's kernels (torch._C._StaticCudaLauncher, which torch.compile's own
+    generated code launches them through: it reads each argument by a one-letter type and calls cuLaunchKernel, with
+    none of Triton's Python around its launcher) takes `compiled`: (warps, shared memory bytes, the arguments' type
+    letters, a function picking them out of a full argument list, the scratch pointers to append). None where it
+    cannot launch it: a cluster, more than one CTA, scratch memory, launch attributes (PDL, a cooperative grid), or
+    an argument type it does not read (a tensor descriptor). Reads Triton's compiled metadata, no GPU."""
+    metadata, src = compiled.metadata, compiled.src
+    scratches = [name for name in ("global_scratch_size", "profile_scratch_size") if hasattr(metadata, name)]
+    if (getattr(metadata, "num_ctas", 1) != 1 or any(d > 1 for d in getattr(metadata, "cluster_dims", ()))
+            or getattr(metadata, "launch_pdl", False) or getattr(metadata, "launch_cooperative_grid", False)
+            or any(getattr(metadata, name) for name in scratches)):
+        return None
+    position = {name: i for i, name in enumerate(src.fn.arg_names)}
+    index = lambda key: position[key] if isinstance(key, str) else key[0] if isinstance(key, tuple) else key
+    signature = {index(key): ty for key, ty in src.signature.items()}
+    constants = {index(key) for key in getattr(src, "constants", {})}
+    kept = tuple(i for i in sorted(signature) if signature[i] != "constexpr" and i not in constants)
+    types = "".join("O" if signature[i].startswith("*") else _TYPE_LETTERS.get(signature[i], "?") for i in kept)
+    if "?" in types or not kept:
+        return None
+    pick = operator.itemgetter(*kept) if len(kept) > 1 else (lambda args: (args[kept[0]],))
+    scratch = (None,) * len(scratches)   # Triton's kernels take a pointer for each, null where unused
+    return metadata.num_warps, metadata.shared, types + "O" * len(scratch), pick, scratch
+
+
+# Triton's scalar types as torch's launcher reads them (a bool widened to 32 bits; its low byte is read)
+_TYPE_LETTERS = {"i1": "i", "i8": "b", "i16": "h", "i32": "i", "i64": "l", "u1": "I", "u8": "B", "u16": "H",
+                 "u32": "I", "u64": "K", "fp32": "f", "f32": "f", "fp64": "d"}
+
+
+def _torch_launch(compiled) -> tuple | None:
+    """torch_launch's answer with the compiled kernel's function (loaded by its first launch), or None."""
+    how = torch_launch(compiled) if _TORCH_LAUNCHER is not None else None
+    if how is None:
+        return None
+    compiled.run   # noqa: B018 -- loads the module (Triton's first launch has; a property that makes sure)
+    return (compiled.function, *how)
+
+
+_UNSEEN = object()
+_BY_TORCH: dict = {}   # compiled kernel: _torch_launch's answer
+_TORCH_LAUNCHER = getattr(getattr(torch._C, "_StaticCudaLauncher", None), "_launch_kernel", None)

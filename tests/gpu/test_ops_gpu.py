@@ -381,3 +381,27 @@ def test_a_whole_model_replayed_from_a_cuda_graph_computes_what_eager_computes()
         rows = whole_model.measure("gpt2-small", step, cfg, calls=1, rounds=1, progress=lambda _: None,
                                    variants=("eager", "CUDA graph", "CUDA graph + ops"))
         assert all(r["rel_error"] < 1e-2 for r in rows), rows
+
+
+def test_torchs_launcher_and_tritons_launch_the_same_kernels_to_the_same_bits(monkeypatch):
+    """direct_launch.run_compiled launches a compiled kernel through torch's C++ launcher where torch_launch takes it:
+    rung 6's matmul (its epilogues, a ragged shape), rung 6's attention and the backward's kernels, replayed, give
+    the same bits as through Triton's own launcher, and torch's did launch some of them."""
+    from ladder.runtime import direct_launch
+    a, w, bias = randn(257, 131), randn(67, 131), randn(67)
+    q, k, v = randn(2, 77, 3, 3, 64).permute(2, 0, 3, 1, 4)
+    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+    out = ops.attention(*leaves, causal=True)
+    grad = torch.randn_like(out)
+
+    def results():
+        return (ops.matmul(a, w.t()), ops.matmul(a, w.t(), bias, "gelu"), ops.matmul(a, w.t(), bias, "relu"),
+                ops.attention(q, k, v, causal=True), *torch.autograd.grad(out, leaves, grad, retain_graph=True))
+    results()   # compiled, and the backward's launches recorded
+    by_torch = results()
+    assert any(how is not None for how in direct_launch._BY_TORCH.values())
+    monkeypatch.setattr(direct_launch, "_BY_TORCH", {})
+    monkeypatch.setattr(direct_launch, "_TORCH_LAUNCHER", None)
+    by_triton = results()
+    assert not any(direct_launch._BY_TORCH.values())
+    assert all(torch.equal(x, y) for x, y in zip(by_torch, by_triton))
