@@ -434,6 +434,18 @@ def qdo_by_tma(q: torch.Tensor, do: torch.Tensor) -> bool:
         for t in (q, do))
 
 
+# Q and dO through the TMA in big calls only: there it ran the backward up to 3% faster, in GPT-2's and smaller ones
+# no faster (kernels/NOTES.md), while a launch with tensor maps goes through Triton's launcher, whose host cost torch's
+# launcher saves a small call (ladder.runtime.direct_launch). Rung 3's tiles with DQ_BY_TMA take it in any call.
+TMA_LOADS_MIN_FLOP = 1e12   # the backward's FLOPs without the mask, 10·B·H·S²·D: a millisecond or more of kernels
+
+
+def qdo_tma_pays(q: torch.Tensor) -> bool:
+    """Whether the K/V kernel's Q and dO tiles come through the TMA at q's shape, where qdo_by_tma allows it."""
+    B, H, S, D = q.shape
+    return 10 * B * H * S * S * D >= TMA_LOADS_MIN_FLOP
+
+
 def _q_do(q, do, config: dict, by_tma: bool) -> tuple:
     """The K/V kernel's q_ptr and do_ptr: the tensors, or their tensor descriptors (boxes of BLOCK_M rows)."""
     if not by_tma:
@@ -450,10 +462,12 @@ def _fitted(config: dict, q: torch.Tensor, kernel: str) -> dict:
 def _dkdv_args(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, config: dict, by_tma=None) -> tuple:
     """dkdv_kernel's grid, arguments, launch configuration and constexprs (all but CAUSAL): a program per BLOCK_N
     keys of each head. dq_sums: rung 3's fp32 dQ (else None), added through the TMA where config asks for it
-    (DQ_BY_TMA) and Q and dO come that way. by_tma: Q and dO through the TMA (None: where qdo_by_tma says)."""
+    (DQ_BY_TMA) and Q and dO come that way. by_tma: Q and dO through the TMA (None: where qdo_by_tma allows it, in
+    a big call, qdo_tma_pays, or where the tiles add dQ by it)."""
     B, H, S, D = q.shape
-    by_tma = qdo_by_tma(q, do) if by_tma is None else by_tma
     config = dict(_fitted(config, q, "dkdv" if dq_sums is None else "dkdv_atomic"))
+    if by_tma is None:
+        by_tma = qdo_by_tma(q, do) and (qdo_tma_pays(q) or (dq_sums is not None and config.get("DQ_BY_TMA", False)))
     q_arg, do_arg = _q_do(q, do, config, by_tma)
     dq_by_tma = bool(config.pop("DQ_BY_TMA", False)) and by_tma and dq_sums is not None
     if dq_by_tma:

@@ -39,8 +39,8 @@ BACKWARD_SASS_FAMILIES = ("HGMMA", "MUFU.EX2", "UTMALDG", "REDG", "UTMAREDG", "S
 def backward_sass(arch: str = "sm_90", head_dims=(64, 128), families=BACKWARD_SASS_FAMILIES) -> str:
     """Static opcode counts of rung 2's two kernels and rung 3's one, as their launchers compile them
     (non-causal), per head size: tensor-core instructions, exponentials, TMA loads, atomic reductions (element
-    REDG, the TMA's bulk UTMAREDG), spills. The K/V kernels as an eager launch on a GPU with the TMA takes them
-    (Q and dO through it on sm_90, and rung 3's dQ where its tiles say DQ_BY_TMA)."""
+    REDG, the TMA's bulk UTMAREDG), spills. The K/V kernels as an eager launch of a big call (tab.qdo_tma_pays) on a
+    GPU with the TMA takes them (Q and dO through it on sm_90, and rung 3's dQ where its tiles say DQ_BY_TMA)."""
     lines = [f"{arch} SASS, instructions in the code (not executed counts); tiles BLOCK_M x BLOCK_N, warps"]
     tma = int(arch.removeprefix("sm_").rstrip("a")) >= 90
     for d in head_dims:
