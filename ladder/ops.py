@@ -310,6 +310,7 @@ class MatmulChoice:
     config: dict  # rung 6's configuration
     why: str
     eager: str    # and in an eager call: RUNG6, RUNG7 or CUBLAS
+    training: str  # and in an eager call that wants a gradient (dispatch.TRAINING_MARGIN_MS)
 
 
 def rule_config(M: int, N: int, K: int) -> dict:
@@ -338,15 +339,18 @@ def matmul_choice(M: int, N: int, K: int, layout: str = "row", epilogue: str | N
     if entry is None:
         if gpu is None or dispatch.suspending:
             why = "Triton's interpreter" if gpu is None else "the op's own rule, timed by a sweep"
-            return MatmulChoice(RUNG6, rule, f"rung 6 by the op's own rule: {why}", RUNG6)
+            return MatmulChoice(RUNG6, rule, f"rung 6 by the op's own rule: {why}", RUNG6, RUNG6)
         why = (f"not measured ({first_use.TUNE_ENV}=0: no tuning on first use)" if not first_use.enabled() else
                f"not measured: {first_use.LOG[-1].note}")
-        return MatmulChoice(CUBLAS, rule, f"torch.matmul, {why}", CUBLAS)
+        return MatmulChoice(CUBLAS, rule, f"torch.matmul, {why}", CUBLAS, CUBLAS)
     kernel = entry.pick(dispatch.OP_CANDIDATES) or CUBLAS
-    eager = entry.pick(dispatch.EAGER_CANDIDATES if _has_rung7() else dispatch.OP_CANDIDATES) or CUBLAS
+    eager_candidates = dispatch.EAGER_CANDIDATES if _has_rung7() else dispatch.OP_CANDIDATES
+    eager = entry.pick(eager_candidates) or CUBLAS
+    training = entry.pick(eager_candidates, dispatch.TRAINING_MARGIN_MS) or CUBLAS
     timed = entry.timings.get(RUNG6)
     measured = ", ".join(f"{label} {t.ms:.3f} ms" for label, t in entry.timings.items())
-    return MatmulChoice(kernel, timed.config if timed else rule, f"measured in this case on this GPU: {measured}", eager)
+    return MatmulChoice(kernel, timed.config if timed else rule, f"measured in this case on this GPU: {measured}", eager,
+                        training)
 
 
 def _capturing() -> bool:
@@ -511,6 +515,11 @@ def _eager_pick(case: tuple, M: int, N: int, K: int) -> str:
     return CUBLAS if backend("matmul").kernel == CUBLAS else matmul_choice(M, N, K, *case).eager
 
 
+def _training_pick(case: tuple, M: int, N: int, K: int) -> str:
+    """_eager_pick for an eager call that wants a gradient (MatmulChoice.training)."""
+    return CUBLAS if backend("matmul").kernel == CUBLAS else matmul_choice(M, N, K, *case).training
+
+
 def _cublas(a, b, bias, activation, keep_input: bool = False):
     """The call as torch's own ops: torch.matmul (addmm with a bias), then the activation; with keep_input, GELU's
     output and its input."""
@@ -639,14 +648,15 @@ def matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
     pass over C (torch ops). A bias whose elements are not adjacent is copied (N elements). Differentiable in
     a, b and bias (where a gradient is wanted, the fused kernel also writes GELU's input for its backward); on a
     GPU before sm_80 it runs torch.matmul (`backend("matmul")`), and on newer ones whichever of torch.matmul, rung 6
-    and rung 7 this GPU measured fastest in the call's case (`matmul_choice`: on first use, ladder.first_use)."""
+    and rung 7 this GPU measured fastest in the call's case (`matmul_choice`: on first use, ladder.first_use); an
+    eager call that wants a gradient runs ours only where it won by dispatch.TRAINING_MARGIN_MS too."""
     shape = _check_matmul(a, b, bias, activation)
     if _direct(a, b, bias):
         return _matmul_run(a, b, bias, activation, *shape)
     eager = not torch.compiler.is_compiling() and _plain_eager(a, b, bias)   # then a gradient is wanted, eagerly
-    if eager and _eager_pick(_case(a, b, bias, activation), *shape) == CUBLAS:
-        # what the op runs anyway, called as torch's ops: their backward runs in autograd's C++ nodes (torch.mm's),
-        # where a Python node's would cost tens of µs more a call
+    if eager and _training_pick(_case(a, b, bias, activation), *shape) == CUBLAS:
+        # called as torch's ops: their backward runs in autograd's C++ nodes (torch.mm's), where a Python node's
+        # would cost tens of µs more a call
         return _cublas(a, b, bias, activation)
     if activation == "gelu" and torch.is_grad_enabled() and (
             a.requires_grad or b.requires_grad or (bias is not None and bias.requires_grad)):

@@ -401,3 +401,15 @@ def test_the_cli_reads_a_shape_as_m_x_n_x_k(capsys):
     with pytest.raises(SystemExit):
         cli.main(["sweep", "--shape", "8192x768"])
     assert "'8192x768' is no MxNxK shape" in capsys.readouterr().err
+
+
+def test_an_eager_call_that_wants_a_gradient_runs_our_kernel_only_where_it_won_by_the_training_margin(in_effect):
+    margin = dispatch.TRAINING_MARGIN_MS
+    in_effect(table(entry((37, 45, 29), "weight_t", cublas=1.0, rung6=1.0 - margin / 2),
+                    entry((37, 45, 31), "weight_t", cublas=1.0 + 2 * margin, rung6=1.0)))
+    near, far = ops.matmul_choice(37, 45, 29, "weight_t"), ops.matmul_choice(37, 45, 31, "weight_t")
+    assert (near.eager, near.training) == (RUNG6, CUBLAS) and (far.eager, far.training) == (RUNG6, RUNG6)
+    a, w = randn(37, 29).requires_grad_(), randn(45, 29).requires_grad_()
+    assert ops.matmul(a, w.t()).grad_fn.name() == "MmBackward0"   # torch's own op and its C++ node, not ours
+    a, w = randn(37, 31).requires_grad_(), randn(45, 31).requires_grad_()
+    assert ops.matmul(a, w.t()).grad_fn.name() == "_EagerMatmulBackward"   # ours

@@ -83,7 +83,8 @@ def test_matmul_backward_against_float64_through_the_op_on_views(activation, thr
 def test_the_gradients_come_laid_out_as_their_operands(monkeypatch):
     """nn.Linear's weight read as weight.t(), the input column-major too: each gradient reaches autograd in its
     operand's layout (torch.mm's backward's rule), so nothing is copied into the leaf's; and right."""
-    monkeypatch.setattr(ops, "_eager_pick", lambda case, M, N, K: "triton:6_autotuned")
+    for chooser in ("_eager_pick", "_training_pick"):
+        monkeypatch.setattr(ops, chooser, lambda case, M, N, K: "triton:6_autotuned")
     x, w, bias = (t.requires_grad_() for t in (randn(13, 9), randn(11, 13), randn(11)))   # a = x.t(): column-major
     layouts = []
     for leaf in (x, w):
@@ -99,7 +100,7 @@ def test_the_gradients_come_laid_out_as_their_operands(monkeypatch):
 
 def test_an_eager_call_wanting_gradients_where_cublas_is_picked_runs_torchs_own_ops(monkeypatch):
     """Their autograd nodes are C++ (GeluBackward0, AddmmBackward0), not a Python node around the same cuBLAS call."""
-    monkeypatch.setattr(ops, "_eager_pick", lambda case, M, N, K: ops.CUBLAS)
+    monkeypatch.setattr(ops, "_training_pick", lambda case, M, N, K: ops.CUBLAS)
     a, w, bias = (x.requires_grad_() for x in (randn(9, 13), randn(11, 13), randn(11)))
     out = ops.matmul(a, w.t(), bias, "gelu")
     assert type(out.grad_fn).__name__ == "GeluBackward0"

@@ -83,7 +83,8 @@ def test_matmul_backward_against_float64():
 def test_an_eager_call_wanting_gradients_skips_the_dispatcher(pick, monkeypatch):
     """Where the case's pick is cuBLAS, torch's own ops (autograd's C++ nodes); where it is rung 6, _EagerMatmul:
     the gradients right either way."""
-    monkeypatch.setattr(ops, "_eager_pick", lambda case, M, N, K: pick)
+    for chooser in ("_eager_pick", "_training_pick"):
+        monkeypatch.setattr(ops, chooser, lambda case, M, N, K: pick)
     a, w, bias = (x.requires_grad_() for x in (randn(257, 67), randn(131, 67), randn(131)))
     grad = randn(257, 131)
     out = ops.matmul(a, w.t(), bias, "gelu")
