@@ -209,6 +209,9 @@ def test_torchs_launcher_takes_the_arguments_triton_compiled_in():
     assert "dlse_ptr" not in taken and "stride_qd" not in taken and "BLOCK_M" not in taken and "stride_qs" in taken
     assert len(types) == len(taken) and types[:8] == "O" * 8 and types[taken.index("S")] == "i"
     assert (warps, shared) == (compiled.metadata.num_warps, compiled.metadata.shared)
+    letters = direct_launch.type_letters()   # torch's own table, less the half-precision scalars it widens
+    assert (letters["i32"], letters["i64"], letters["fp32"], letters["fp64"]) == ("i", "l", "f", "d")
+    assert "fp16" not in letters and "bf16" not in letters
     for refused in ({"num_ctas": 2}, {"global_scratch_size": 256}, {"cluster_dims": (2, 1, 1)}):   # Triton's then
         metadata = SimpleNamespace(**{**compiled.metadata._asdict(), **refused})
         assert direct_launch.torch_launch(SimpleNamespace(metadata=metadata, src=compiled.src)) is None

@@ -12,6 +12,8 @@ device. Eager launches on a GPU only: in the interpreter every launch is an inte
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import operator
 import threading
 
@@ -175,7 +177,8 @@ def torch_launch(compiled) -> tuple | None:
     signature = {index(key): ty for key, ty in src.signature.items()}
     constants = {index(key) for key in getattr(src, "constants", {})}
     kept = tuple(i for i in sorted(signature) if signature[i] != "constexpr" and i not in constants)
-    types = "".join("O" if signature[i].startswith("*") else _TYPE_LETTERS.get(signature[i], "?") for i in kept)
+    letters = type_letters()
+    types = "".join("O" if signature[i].startswith("*") else letters.get(signature[i], "?") for i in kept)
     if "?" in types or not kept:
         return None
     pick = operator.itemgetter(*kept) if len(kept) > 1 else (lambda args: (args[kept[0]],))
@@ -183,9 +186,20 @@ def torch_launch(compiled) -> tuple | None:
     return metadata.num_warps, metadata.shared, types + "O" * len(scratch), pick, scratch
 
 
-# Triton's scalar types as torch's launcher reads them (a bool widened to 32 bits; its low byte is read)
-_TYPE_LETTERS = {"i1": "i", "i8": "b", "i16": "h", "i32": "i", "i64": "l", "u1": "I", "u8": "B", "u16": "H",
-                 "u32": "I", "u64": "K", "fp32": "f", "f32": "f", "fp64": "d"}
+@functools.cache
+def type_letters() -> dict[str, str]:
+    """Triton's scalar types as torch's launcher reads them: torch's own table (its statically launched Triton
+    kernel's type_mappings; the module's name differs between torch versions), without fp16 and bf16, which torch
+    passes widened to fp32 and our kernels never take as scalars. Empty where this torch has neither module: every
+    scalar then reads as unknown, and torch_launch leaves the kernel to Triton's launcher."""
+    for module, kernel in (("static_triton_launcher", "StaticallyLaunchedTritonKernel"),
+                           ("static_cuda_launcher", "StaticallyLaunchedCudaKernel")):
+        try:
+            table = getattr(importlib.import_module(f"torch._inductor.runtime.{module}"), kernel).type_mappings()
+        except (ImportError, AttributeError):
+            continue
+        return {ty: letter for ty, letter in table.items() if ty not in ("fp16", "bf16")}
+    return {}
 
 
 def _torch_launch(compiled) -> tuple | None:
