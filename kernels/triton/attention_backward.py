@@ -466,10 +466,11 @@ def _dkdv_args(q, k, v, do, lse, delta, dk, dv, dq_sums, scale, config: dict, by
     a big call, qdo_tma_pays, or where the tiles add dQ by it)."""
     B, H, S, D = q.shape
     config = dict(_fitted(config, q, "dkdv" if dq_sums is None else "dkdv_atomic"))
+    dq_tma_asked = bool(config.pop("DQ_BY_TMA", False)) and dq_sums is not None
     if by_tma is None:
-        by_tma = qdo_by_tma(q, do) and (qdo_tma_pays(q) or (dq_sums is not None and config.get("DQ_BY_TMA", False)))
+        by_tma = qdo_by_tma(q, do) and (qdo_tma_pays(q) or dq_tma_asked)
     q_arg, do_arg = _q_do(q, do, config, by_tma)
-    dq_by_tma = bool(config.pop("DQ_BY_TMA", False)) and by_tma and dq_sums is not None
+    dq_by_tma = dq_tma_asked and by_tma
     if dq_by_tma:
         dq_sums = TensorDescriptor.from_tensor(dq_sums, [1, 1, config["BLOCK_M"], D])
     return ((triton.cdiv(S, config["BLOCK_N"]), B * H),
