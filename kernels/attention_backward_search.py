@@ -241,14 +241,15 @@ def _replayed(q, k, v, o, lse, do, causal: bool, scale, dlse) -> tuple:
     acc = torch.float64 if q.dtype == torch.float64 else torch.float32
     dlse = tab.dlse_as_read(dlse, acc)   # before the key: the replay's tensor is the one the kernels read
     given = (q, k, v, o, lse, do, dlse)
+    device = torch._C._cuda_getDevice()   # torch.cuda.current_device() less its check that CUDA is set up: it is
     key = ("attention backward launches", causal, scale, torch.are_deterministic_algorithms_enabled(),
-           os.environ.get(hardware.EMULATE_ENV), torch.cuda.current_device(), len(set(map(id, given))),
+           os.environ.get(hardware.EMULATE_ENV), device, len(set(map(id, given))),
            *[None if t is None else (t.shape, t.dtype, t.stride(), t.data_ptr() % 16 == 0) for t in given])
     first = []
     replay = autotune.remembered(key, lambda: _recorded(given, causal, scale, acc, first))
     if first:
         return first[0]
-    return _backward(*given[:6], causal, scale, dlse, None) if replay is None else replay(given)
+    return _backward(*given[:6], causal, scale, dlse, None) if replay is None else replay(given, device)
 
 
 class _Replayed:
@@ -258,9 +259,9 @@ class _Replayed:
     def __init__(self, launches: Replay, acc: torch.dtype, atomic: bool):
         self.launches, self.acc, self.atomic = launches, acc, atomic
 
-    def __call__(self, given: tuple) -> tuple:
+    def __call__(self, given: tuple, device: int) -> tuple:
         buffers = _buffers(*given[:3], self.acc, self.atomic)
-        self.launches((*given, *buffers), torch.cuda.current_device())
+        self.launches((*given, *buffers), device)
         dq, dk, dv, _, sums = buffers
         if self.atomic:
             dq.copy_(sums)

@@ -70,7 +70,7 @@ from triton.runtime.autotuner import Heuristics
 
 from ladder import autotune, dispatch, first_use
 from ladder.runtime import validate
-from ladder.runtime.direct_launch import run_compiled
+from ladder.runtime.direct_launch import launch_context, laid_out, run_compiled, run_laid_out
 from ladder.runtime.hardware import detect
 from ladder.runtime.world import WORLD
 from kernels.triton import attention as ta
@@ -421,11 +421,13 @@ class Launches:
     Triton's own path (binding, specialization, the compile or its cache: tens of µs, or seconds to compile), which
     returns the compiled kernel; later launches with that key call its launcher directly. The key must hold all
     that Triton specializes on: every integer argument's value, each pointer's 16-byte alignment, None arguments,
-    the constexprs (the plan) and the device. In the interpreter every launch is an interpreted run."""
+    the constexprs (the plan) and the device; and, as the launch is laid out once for torch's launcher
+    (direct_launch.laid_out), every other argument's value (a float, which Triton does not specialize on). In the
+    interpreter every launch is an interpreted run."""
 
     def __init__(self, kernel):
         self.kernel = kernel
-        self.compiled: dict[tuple, object] = {}
+        self.compiled: dict[tuple, tuple] = {}   # key: the compiled kernel, its launch laid out (or None)
 
     def __call__(self, key: tuple, plan: Plan, tensors: tuple, scalars: tuple) -> None:
         """Launch with the kernel's pointer arguments (`tensors`, first in its signature; None for one left out)
@@ -434,16 +436,20 @@ class Launches:
         if WORLD.gpu and device != torch._C._cuda_getDevice():  # Triton launches on the current device
             with torch.cuda.device(device):
                 return self(key, plan, tensors, scalars)
-        compiled = self.compiled.get(key)
-        if compiled is None:
+        found = self.compiled.get(key)
+        if found is None:
             compiled = self.kernel[plan.grid](*tensors, *scalars, *plan.constexprs, **plan.options)
             if WORLD.gpu:
-                self.compiled[key] = compiled
+                named = tuple(None if t is None else i for i, t in enumerate(tensors))
+                self.compiled[key] = compiled, laid_out(compiled, plan.grid, named, (*scalars, *plan.constexprs))
             return
-        # Given a tensor, Triton's launcher calls its data_ptr() and asks the driver (cuPointerGetAttribute) whether
-        # the address is on the GPU, which the checks made sure of; given an int, it takes it as the address
-        run_compiled(compiled, plan.grid, (*[None if t is None else t.data_ptr() for t in tensors], *scalars,
-                                           *plan.constexprs), device)
+        compiled, laid = found
+        context = launch_context(device)
+        if laid is None or not run_laid_out(laid, tensors, context):
+            # Given a tensor, Triton's launcher calls its data_ptr() and asks the driver (cuPointerGetAttribute)
+            # whether the address is on the GPU, which the checks made sure of; given an int, it takes it as one
+            run_compiled(compiled, plan.grid, (*[None if t is None else t.data_ptr() for t in tensors], *scalars,
+                                               *plan.constexprs), device, context)
 
 
 _MATMUL_LAUNCHES = Launches(_MATMUL_JIT)
@@ -585,8 +591,8 @@ def _attention_run(q, k, v, causal: bool, B: int, H: int, S: int, D: int, scale:
                                                **plan.options)
     elif out.numel():
         plan = attention_plan(B, H, S, D, causal, heaviest_first)
-        # out and lse are fresh, 512-byte aligned; Triton does not specialize on a float (the scale)
-        key = (q.get_device(), q.dtype, B, H, S, D, causal, heaviest_first, *strides, q.data_ptr() % 16 == 0,
+        # out and lse are fresh, 512-byte aligned; the scale is in the key as Launches lays the launch out
+        key = (q.get_device(), q.dtype, B, H, S, D, causal, heaviest_first, scale, *strides, q.data_ptr() % 16 == 0,
                k.data_ptr() % 16 == 0, v.data_ptr() % 16 == 0)
         _FLASH_LAUNCHES(key, plan, tensors, (S, H, scale * ta.LOG2E, *strides))
     return out, lse

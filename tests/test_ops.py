@@ -345,7 +345,8 @@ def test_a_replay_puts_each_new_tensor_where_the_recorded_call_had_its_own(monke
     from ladder.runtime import direct_launch
     launched = []
     monkeypatch.setattr(direct_launch, "run_compiled", lambda *launch: launched.append(launch[:4]))
-    monkeypatch.setattr(direct_launch, "launch_context", lambda device: None)
+    monkeypatch.setattr(direct_launch, "launch_context", lambda device: (0, None, None))
+    monkeypatch.setattr(direct_launch, "_TORCH_LAUNCHER", None)   # no launch laid out: each through run_compiled
     old = [torch.zeros(2, 64, dtype=torch.float16) for _ in range(3)]
     log = [("kernel a", (4, 1, 1), (old[0], None, TensorDescriptor.from_tensor(old[2], [1, 64])), (7, 0.5, 64)),
            ("kernel b", (2, 3, 1), (old[1],), (1,))]
@@ -362,6 +363,40 @@ def test_a_replay_puts_each_new_tensor_where_the_recorded_call_had_its_own(monke
         direct_launch.Replay(log, (old[0], old[1], torch.zeros(1)))   # the descriptor's base is not among them
     with pytest.raises(KeyError):
         direct_launch.Replay(log, (old[0], old[1], old[2], old[0]))
+
+
+def test_a_replay_through_torchs_launcher_passes_what_run_compiled_would(monkeypatch):
+    """direct_launch.laid_out picks, once, what torch's launcher reads of a launch (the pointers' places, the other
+    arguments it keeps, the scratch pointers); a replay through it hands torch's launcher the arguments run_compiled
+    would for the same tensors. A launch with a tensor descriptor, or with a launch hook set, goes to run_compiled."""
+    import operator
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    from ladder.runtime import direct_launch
+    # a kernel (x, unused=None, y, n, scale, BLOCK: constexpr) as torch_launch reads it: x, y, n and scale kept
+    how = ("function", 4, 1024, "OOif" + "O", operator.itemgetter(0, 2, 3, 4), (None,))
+    monkeypatch.setattr(direct_launch, "_BY_TORCH", {"kernel": how, "tma kernel": how})
+    calls = []
+    monkeypatch.setattr(direct_launch, "_TORCH_LAUNCHER", lambda *launch: calls.append(launch))
+    monkeypatch.setattr(direct_launch, "launch_context", lambda device: (0, None, None))
+    old = [torch.zeros(8, 16) for _ in range(3)]
+    log = [("kernel", (5, 2, 1), (old[2], None, old[0]), (77, 0.5, 64)),
+           ("tma kernel", (1, 1, 1), (TensorDescriptor.from_tensor(old[1], [8, 16]),), (3,))]
+    replay = direct_launch.Replay(log, tuple(old))
+    new = [torch.ones(8, 16) for _ in range(3)]
+    through_run_compiled = []
+    monkeypatch.setattr(direct_launch, "run_compiled", lambda *launch: through_run_compiled.append(launch[:3]))
+    replay(tuple(new), 0)
+    assert calls == [("function", 5, 2, 1, 4, 1024, "OOifO", (new[2].data_ptr(), new[0].data_ptr(), 77, 0.5, None), 0)]
+    assert [(compiled, grid) for compiled, grid, _ in through_run_compiled] == [("tma kernel", (1, 1, 1))]
+    monkeypatch.undo()
+    monkeypatch.setattr(direct_launch, "_BY_TORCH", {"kernel": how})
+    by_run_compiled = []
+    monkeypatch.setattr(direct_launch, "_TORCH_LAUNCHER", lambda *launch: by_run_compiled.append(launch))
+    direct_launch.run_compiled("kernel", (5, 2, 1), (new[2].data_ptr(), None, new[0].data_ptr(), 77, 0.5, 64), 0,
+                               (0, None, None))
+    assert by_run_compiled == calls
+    laid = direct_launch.laid_out("kernel", (5, 2, 1), (2, None, 0), (77, 0.5, 64))
+    assert not direct_launch.run_laid_out(laid, tuple(new), (0, print, None)) and by_run_compiled == calls
 
 
 def test_a_recording_holds_only_its_own_threads_launches(monkeypatch):

@@ -105,11 +105,15 @@ class Replay:
             raise KeyError("a tensor in two places of the recorded call")
         self.launches = [(compiled, grid, tuple(_named(p, place) for p in pointers), rest)
                          for compiled, grid, pointers, rest in log]
+        self.laid_out: list | None = None   # laid_out of each launch, at the first replay
 
     def __call__(self, tensors: tuple, device: int) -> None:
         context = launch_context(device)
-        for compiled, grid, named, rest in self.launches:
-            run_compiled(compiled, grid, (*[_pointer(n, tensors) for n in named], *rest), device, context)
+        if self.laid_out is None:   # after the recorded call's launches: each kernel is loaded
+            self.laid_out = [laid_out(compiled, grid, named, rest) for compiled, grid, named, rest in self.launches]
+        for (compiled, grid, named, rest), laid in zip(self.launches, self.laid_out):
+            if laid is None or not run_laid_out(laid, tensors, context):
+                run_compiled(compiled, grid, (*[_pointer(n, tensors) for n in named], *rest), device, context)
 
 
 def _named(arg, place: dict):
@@ -141,6 +145,37 @@ def launch_context(device: int) -> tuple:
             hook(triton.knobs.runtime.launch_exit_hook))
 
 
+def laid_out(compiled, grid: tuple, named: tuple, rest: tuple) -> tuple | None:
+    """A launch laid out once for torch's launcher, for run_laid_out: its pointer parameters named by their place
+    among a call's tensors (`named`: an int each, None for one left out), its other arguments (`rest`, constexprs
+    included) fixed. What torch's launcher takes of them is picked here, not at each launch: the places of the
+    pointers it reads, and the arguments after them with the scratch pointers. None where torch's launcher does not
+    take the kernel (torch_launch) or a pointer is a tensor descriptor (it reads no descriptor)."""
+    how = _torch_launch_of(compiled)
+    if how is None or any(n is not None and type(n) is not int for n in named):
+        return None
+    function, warps, shared, types, pick, scratch = how
+    kept = pick((*range(len(named)), *[None] * len(rest)))   # the pointers it reads come first, by their index
+    places = tuple(named[i] for i in kept if i is not None)
+    if None in places:   # a None it would read as a pointer (Triton makes a None argument a constexpr)
+        return None
+    arguments = pick((*[None] * len(named), *rest))[len(places):] + scratch
+    return function, *grid, warps, shared, types, places, arguments
+
+
+def run_laid_out(laid: tuple, tensors: tuple, context: tuple) -> bool:
+    """A launch laid out by laid_out, on `tensors` (each at the place it was named by), through torch's launcher on
+    context's stream (launch_context). False, launching nothing, where a launch hook is set (Triton's launcher
+    calls it; torch's would not) or torch's launcher is gone (tests take it away)."""
+    stream, enter, leave = context
+    if enter is not None or leave is not None or _TORCH_LAUNCHER is None:
+        return False
+    function, x, y, z, warps, shared, types, places, arguments = laid
+    _TORCH_LAUNCHER(function, x, y, z, warps, shared, types,
+                    (*[tensors[i].data_ptr() for i in places], *arguments), stream)
+    return True
+
+
 def run_compiled(compiled, grid: tuple, args: tuple, device: int, context: tuple | None = None) -> None:
     """A compiled Triton kernel launched: `grid` three sizes, `args` all of its parameters in order (tensors by
     address), on torch's current stream of `device` (context: launch_context(device), where a caller launches
@@ -148,9 +183,7 @@ def run_compiled(compiled, grid: tuple, args: tuple, device: int, context: tuple
     launch hook is set (torch_launch), else through Triton's, with its hooks."""
     stream, enter, leave = context or launch_context(device)
     if enter is None and leave is None:
-        how = _BY_TORCH.get(compiled, _UNSEEN)
-        if how is _UNSEEN:
-            how = _BY_TORCH[compiled] = _torch_launch(compiled)
+        how = _torch_launch_of(compiled)
         if how is not None:
             function, warps, shared, types, pick, scratch = how
             _TORCH_LAUNCHER(function, grid[0], grid[1], grid[2], warps, shared, types, pick(args) + scratch, stream)
@@ -209,6 +242,14 @@ def _torch_launch(compiled) -> tuple | None:
         return None
     compiled.run   # noqa: B018 -- loads the module (Triton's first launch has; a property that makes sure)
     return (compiled.function, *how)
+
+
+def _torch_launch_of(compiled) -> tuple | None:
+    """_torch_launch's answer, worked out once a compiled kernel."""
+    how = _BY_TORCH.get(compiled, _UNSEEN)
+    if how is _UNSEEN:
+        how = _BY_TORCH[compiled] = _torch_launch(compiled)
+    return how
 
 
 _UNSEEN = object()

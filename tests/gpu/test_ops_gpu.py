@@ -129,6 +129,15 @@ def test_attention_and_its_log_sum_exp_against_float64(shape, packed):
     assert torch.equal(ops.attention(q, k, v, causal=bool(causal)), out)  # the direct path, same kernel
 
 
+def test_a_second_scale_at_a_launched_shape_is_the_one_applied():
+    """A cached attention launch is laid out with its arguments (ops.Launches): a call at the same shape with
+    another scale launches with that scale, not the first call's."""
+    q, k, v = (randn(1, 2, 100, 64) for _ in range(3))
+    for scale in (0.125, 0.05, 0.125):
+        want = attention_problem.reference(q.float() * (scale * 8), k, v, True)   # D ** -0.5 = 1/8
+        assert compare(ops.attention(q, k, v, causal=True, scale=scale), want).ok
+
+
 @pytest.mark.parametrize("shape", [(1, 2, 100, 64, 1), (2, 3, 257, 128, 1), (1, 2, 129, 64, 0)])
 def test_attention_with_its_longest_query_blocks_first_against_float64(shape):
     """flash_kernel's HEAVIEST_FIRST, the grid (B·H, blocks) with the blocks from the last: the same O and LSE as
