@@ -6,7 +6,6 @@ list); the problem definition (kernels/attention_backward.py) runs the full sear
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import triton
@@ -242,8 +241,9 @@ def _replayed(q, k, v, o, lse, do, causal: bool, scale, dlse) -> tuple:
     dlse = tab.dlse_as_read(dlse, acc)   # before the key: the replay's tensor is the one the kernels read
     given = (q, k, v, o, lse, do, dlse)
     device = torch._C._cuda_getDevice()   # torch.cuda.current_device() less its check that CUDA is set up: it is
+    # the GPU's capability as detect() answers it (KERNEL_LADDER_EMULATE's, where set): os.environ costs more
     key = ("attention backward launches", causal, scale, torch.are_deterministic_algorithms_enabled(),
-           os.environ.get(hardware.EMULATE_ENV), device, len(set(map(id, given))),
+           hardware.detect().capability, device, len(set(map(id, given))),
            *[None if t is None else (t.shape, t.dtype, t.stride(), t.data_ptr() % 16 == 0) for t in given])
     first = []
     replay = autotune.remembered(key, lambda: _recorded(given, causal, scale, acc, first))

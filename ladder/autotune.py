@@ -238,9 +238,13 @@ _BEST: dict[tuple, dict] = {}
 def remembered(key: tuple, compute: Callable):
     """compute(), kept until this process's search cache changes (`store` forgets it): for what a launcher derives
     from search winners on every call. key: names the answer, starting with a string of its own."""
-    if key not in _BEST:
-        _BEST[key] = compute()
-    return _BEST[key]
+    found = _BEST.get(key, _UNKNOWN)   # a launcher's key hashed once a call, not twice
+    if found is _UNKNOWN:
+        found = _BEST[key] = compute()
+    return found
+
+
+_UNKNOWN = object()
 
 
 def _error(fn, *args, **kwargs) -> str | None:
