@@ -129,7 +129,7 @@ def phases(n: int, rounds: int) -> dict[str, list]:
         "kernel, configuration and plan (cached per shape)": lambda: (
             ops.backend("matmul"), ops.matmul_choice(M, N, K), ops.matmul_plan(M, N, K)),
         "output allocated": lambda: a.new_empty((M, N)),
-        "launch: the compiled kernel, directly (direct_launch.run_compiled)": launch},
+        "launch: the compiled kernel, its arguments laid out once (ops.Launches)": launch},
         "triton:6_autotuned launcher": {
         "checks and output allocated": lambda: tm._operands(a, b, None),
         "launch through Triton's JIT and autotuner": lambda: triton_search.launch_autotuned(a, b, out)}}
