@@ -65,12 +65,26 @@ def available() -> bool:
 
 def _table(problem: str, backend: str, rung: str, shape: tuple, metrics: dict) -> list[dict]:
     """ncu's raw page for one rung run once: a row per kernel launched, each metric a column."""
+    return _program_table(run_once_command(problem, backend, rung, shape), metrics)
+
+
+def run_once_command(problem: str, backend: str, rung: str, shape: tuple) -> list[str]:
+    """The program that runs one rung once at `shape` between cudaProfilerStart and Stop."""
+    return [sys.executable, "-m", "ladder", "run-once", problem, backend, rung, *map(str, shape)]
+
+
+def program_profile(program: list[str], metrics: dict) -> dict:
+    """profile's answer for whatever `program` runs between cudaProfilerStart and Stop."""
+    return _summed(_program_table(program, metrics), metrics)
+
+
+def _program_table(program: list[str], metrics: dict) -> list[dict]:
     if not available():
         raise NotAvailable("Nsight Compute (ncu) is not on PATH here.")
-    out = _ncu(problem, backend, rung, shape, list(dict.fromkeys(metrics.values())))
+    out = _ncu(program, list(dict.fromkeys(metrics.values())))
     unknown = {m for m in metrics.values() if f"Failed to find metric regex:^{m}" in out.stdout + out.stderr}
     if out.returncode and unknown:  # a counter this GPU or ncu version lacks: the others still count
-        out = _ncu(problem, backend, rung, shape, [m for m in dict.fromkeys(metrics.values()) if m not in unknown])
+        out = _ncu(program, [m for m in dict.fromkeys(metrics.values()) if m not in unknown])
     rows = [line for line in out.stdout.splitlines() if line.startswith('"')]
     if out.returncode or len(rows) < 3:
         raise RuntimeError(f"ncu failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
@@ -131,10 +145,9 @@ def top_stalls(states: dict, n: int = 3) -> list[tuple[str, float]]:
     return sorted((x for x in found if x[1] > 0), key=lambda x: -x[1])[:n]
 
 
-def _ncu(problem: str, backend: str, rung: str, shape: tuple, metrics) -> subprocess.CompletedProcess:
+def _ncu(program: list[str], metrics) -> subprocess.CompletedProcess:
     cmd = ["ncu", "--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "raw",
-           "--print-units", "base", "--metrics", ",".join(metrics),
-           sys.executable, "-m", "ladder", "run-once", problem, backend, rung, *map(str, shape)]
+           "--print-units", "base", "--metrics", ",".join(metrics), *program]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 
@@ -143,7 +156,7 @@ SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "SpeedOfLight_RooflineChar
 
 def sections_command(problem: str, backend: str, rung: str, shape: tuple, python: str = "python") -> list[str]:
     """The ncu command that prints SECTIONS (as text) for one rung run once at `shape`."""
-    return ncu_sections_command([python, "-m", "ladder", "run-once", problem, backend, rung, *map(str, shape)])
+    return ncu_sections_command([python, *run_once_command(problem, backend, rung, shape)[1:]])
 
 
 def ncu_sections_command(program: list[str]) -> list[str]:

@@ -166,6 +166,27 @@ def test_blocks_table_holds_what_ncu_recorded():
     assert _blocks(small) == (1, 4) and "shared memory" in small
 
 
+def test_occupancy_table_reads_each_case_beside_rung_6_and_merges_as_its_own_rows():
+    """04e's occupancy experiment: per shape, rung 6 then rung 7 at each blocks an SM asked for (ncu's count where
+    it has one), × rung 6 from the same rows; a recording without the experiment says how to make it; merged rows
+    are keyed by their blocks an SM (a re-run replaces its own case only)."""
+    from ladder import results
+    def row(rung, blocks, ms, shape=l04e.OCCUPANCY_SHAPES[0]):
+        return {"problem": "attention", "backend": "cuda", "rung": rung, "shape": list(shape), "blocks_per_sm": blocks,
+                "ms": ms, "rounds": 5, "occupancy_pct": 12.0, "issue_active_pct": 46.0, "instructions": 7.5e8,
+                "limit_shared_mem": blocks or 2}
+    rows = [row(l04e.RUNG6, None, 1.8), row(l04e.RUNG7, 3, 1.2), row(l04e.RUNG7, 2, 1.5)]
+    text = l04e.occupancy_table(results.Recording(None, {"provenance": {"gpu": "G"}, "occupancy": rows}))
+    lines = text.splitlines()
+    assert [line.split()[1:4] for line in lines[1:4]] == [["cuda:6_autotuned", "2", "1.800"],
+                                                          ["cuda:7_wgmma_tma", "3", "1.200"],
+                                                          ["cuda:7_wgmma_tma", "2", "1.500"]]
+    assert "1.50x" in lines[2] and "1.20x" in lines[3] and "0.750" in lines[1] and "recorded on G" in lines[-1]
+    assert "--record" in l04e.occupancy_table(results.Recording(None, {"provenance": {"gpu": "G"}}))
+    merged = results.merge({"occupancy": rows, "ceilings": {}}, {"provenance": {}, "occupancy": [row(l04e.RUNG7, 2, 1.4)]})
+    assert sorted(r["ms"] for r in merged["occupancy"]) == [1.2, 1.4, 1.8]
+
+
 def test_show_cuda_rung_shows_each_hopper_rung_as_a_diff_of_whole_kernels(capsys, monkeypatch):
     """Rungs 7-15's files are generated whole (ladder/flatten.py): rung 7 is shown as its file, none of the later
     rungs' code in it; each later rung as the diff from the rung before, which is its idea's code alone."""

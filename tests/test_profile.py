@@ -5,7 +5,7 @@ import subprocess
 from ladder import profile
 
 
-def _fake_ncu(problem, backend, rung, shape, metrics):
+def _fake_ncu(program, metrics):
     metrics = list(metrics)
     kernels = [("small", 1000.0), ("big", 3000.0)]
     head = ",".join(f'"{c}"' for c in ["ID", "Kernel Name", *metrics])
@@ -28,3 +28,6 @@ def test_one_ncu_run_gives_the_profile_and_the_warp_states_of_two(monkeypatch):
     assert counters["kernel_ns"] == [1000.0, 3000.0]
     assert counters["tensor_pipe_pct"] == (50.0 * 1000 + 51.0 * 3000) / 4000   # weighted by each kernel's time
     assert states["kernel"] == "big" and states["time_share"] == 0.75
+    program = profile.run_once_command(*job)
+    assert program[1:] == ["-m", "ladder", "run-once", "matmul", "cuda", "6_autotuned", "64", "64", "64"]
+    assert profile.program_profile(program, profile.METRICS) == counters

@@ -208,11 +208,12 @@ def wgmma_tma_shared_bytes(head_dim: int, tiles: dict | None = None, rows: int =
     return 2 * head_dim * (rows + 2 * c["STAGES"] * c["BLOCK_N"]) + 1024
 
 
-def _hopper_attention(name: str, q, k, v, causal: bool, out, launch_for=None) -> torch.Tensor:
+def _hopper_attention(name: str, q, k, v, causal: bool, out, launch_for=None, least_shared: int = 0) -> torch.Tensor:
     """Hopper rung `name` (sm_90a) with its launch in HOPPER, or launch_for(shape) = (defines, rows, threads) for the
     validated shape (B, H, S, D, causal): a searched configuration's. Q·Kᵀ and P·V on wgmma, Q, K and V brought by
     the TMA through 3-D tensor maps (a head's rows: zeros past S); the tensor maps need 16-byte aligned tensors,
-    the stores 4-byte pairs."""
+    the stores 4-byte pairs. least_shared: dynamic shared memory to ask for at least (more than the kernel uses
+    leaves fewer blocks an SM)."""
     B, H, S, D, out = _cuda_operands(q, k, v, out, align_bytes=16)
     if out.numel():
         _grid_fits(BH=B * H)
@@ -225,13 +226,22 @@ def _hopper_attention(name: str, q, k, v, causal: bool, out, launch_for=None) ->
             grid, items = persistent_grid(grid[0] * grid[1], causal, detect().sm_count), cuda.int32s(B * H)
         cuda.launch(module, "attention", grid, threads,
                     maps + (out,) + cuda.int32s(S) + (np.float32(triton_attention.LOG2E / math.sqrt(D)),)
-                    + cuda.int32s(causal) + items, wgmma_tma_shared_bytes(D, c, rows))
+                    + cuda.int32s(causal) + items, max(wgmma_tma_shared_bytes(D, c, rows), least_shared))
     return out
 
 
-def wgmma_tma(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 7: one consumer warpgroup (64 queries) and a producer warp a block."""
-    return _hopper_attention("7_wgmma_tma", q, k, v, causal, out)
+def wgmma_tma(q, k, v, causal: bool, out: torch.Tensor | None = None, blocks_per_sm: int | None = None) -> torch.Tensor:
+    """Rung 7: one consumer warpgroup (64 queries) and a producer warp a block. blocks_per_sm: launched asking for
+    enough shared memory that no more blocks than that fit an SM (lesson 04e's occupancy experiment); the kernel
+    uses no more than its own."""
+    least = 0
+    if blocks_per_sm:   # an SM's shared memory: the most a block may ask for and the 1 KiB kept per block
+        sm_bytes = detect().smem_per_block_bytes + SHARED_KEPT_PER_BLOCK
+        least = sm_bytes // blocks_per_sm - 2 * SHARED_KEPT_PER_BLOCK   # a KiB spare for the kernel's static share
+    return _hopper_attention("7_wgmma_tma", q, k, v, causal, out, least_shared=least)
+
+
+SHARED_KEPT_PER_BLOCK = 1024   # bytes of an SM's shared memory the hardware keeps for each resident block (sm_80 on)
 
 
 def warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -4,13 +4,22 @@ rung 7's barriers as compiled and through ladder/ptx.py.
 """
 from __future__ import annotations
 
+import argparse
 import re
+import statistics
+import sys
+from pathlib import Path
+
+import torch
 
 import kernels.attention as at
 from kernels.cuda import attention as cuda_attention
 from kernels.triton import attention as ta
-from ladder import ptx, sass
-from ladder.runtime import cuda
+from ladder import autotune, profile, ptx, results, sass
+from ladder.runtime import cuda, hardware
+from ladder.runtime.hardware import detect
+from ladder.runtime.errors import NotAvailable
+from ladder.runtime.world import require_gpu
 from ladder.lessons.l04_attention import recorded_winner
 from ladder.lessons.source import (compiled_lines, lines_of_code, python_code_lines, python_file_code_lines,
                                    switched_off)
@@ -142,3 +151,118 @@ def refill_barriers(head_dim: int = 128, families=("BAR.SYNC", "BAR.ARV", "HGMMA
     return "\n".join([f"{name:38s}" + "".join(f"{c:>9}" for c in cells) for name, cells in rows]
                      + [f"ladder/ptx.py: {applied['dropped']} CTA barriers dropped from the PTX, {applied['split']} "
                         "split into sync and arrive"])
+
+
+# ------------------------------------------------------------- rung 7 at fewer blocks an SM
+
+# Rung 7 launched asking for more shared memory than it uses, so that at most N blocks fit an SM (rung 7's own
+# count first), beside rung 6 (04b's top): python -m ladder.lessons.l04e_attention_hopper --record
+OCCUPANCY_SHAPES = ((4, 32, 4096, 64, 0), (4, 32, 4096, 128, 0))
+OCCUPANCY_BLOCKS = {64: (3, 2, 1), 128: (2, 1)}
+OCCUPANCY_COUNTERS = {name: profile.WARP_STATE[name] for name in ("duration_ns", "occupancy_pct", "issue_active_pct",
+                                                                   "limit_shared_mem")}
+OCCUPANCY_COUNTERS["instructions"] = profile.METRICS["instructions"]
+RUNG6, RUNG7 = "6_autotuned", "7_wgmma_tma"
+
+
+def occupancy_cases(head_dim: int) -> list[tuple[str, int | None]]:
+    """(rung, blocks an SM asked for: None, as it launches) in the table's order."""
+    return [(RUNG6, None)] + [(RUNG7, b) for b in OCCUPANCY_BLOCKS[head_dim]]
+
+
+def _occupancy_call(rung: str, blocks: int | None, inputs: tuple, causal: bool, out):
+    if rung == RUNG6:
+        return lambda: at.cuda_autotuned(*inputs, causal, out)
+    return lambda: cuda_attention.wgmma_tma(*inputs, causal, out, blocks_per_sm=blocks)
+
+
+def measure_occupancy(rounds: int = 5) -> list[dict]:
+    """Each case of each OCCUPANCY_SHAPES checked against the fp32 reference (output poisoned first), timed in
+    `rounds` interleaved rounds (event_bench, L2 flushed), then run once under ncu (OCCUPANCY_COUNTERS)."""
+    from ladder import check, timing   # GPU only
+    rows = []
+    for shape in OCCUPANCY_SHAPES:
+        *_, D, causal = shape
+        inputs = at.PROBLEM.make_inputs(shape, "cuda", torch.Generator("cuda").manual_seed(0))
+        want = at.reference(*inputs, bool(causal))
+        calls = {}
+        for rung, blocks in occupancy_cases(D):
+            out = torch.full_like(inputs[0], float("nan"))
+            calls[rung, blocks] = _occupancy_call(rung, blocks, inputs, bool(causal), out)
+            calls[rung, blocks]()
+            if not check.compare(out, want).ok:
+                raise RuntimeError(f"attention {rung} at {blocks} blocks an SM is wrong at {shape}")
+        times = {case: [] for case in calls}
+        for _ in range(rounds):
+            for case, call in calls.items():
+                times[case].append(timing.event_bench(call, 25, 100, [0.5])[0])
+        for (rung, blocks), ms in times.items():
+            counted = profile.program_profile([sys.executable, "-m", __name__, "--once", rung, str(blocks or 0),
+                                               *map(str, shape)], OCCUPANCY_COUNTERS)
+            rows.append({"problem": "attention", "backend": "cuda", "rung": rung, "shape": list(shape),
+                         "blocks_per_sm": blocks, "ms": statistics.median(ms), "ms_p20": min(ms), "ms_p80": max(ms),
+                         "rounds": rounds, **{k: counted[k] for k in OCCUPANCY_COUNTERS}})
+    return rows
+
+
+def occupancy_table(recording) -> str:
+    """The recorded occupancy experiment: per shape, rung 6 and rung 7 at each blocks an SM asked for, their time,
+    speed over rung 6, and ncu's occupancy, issue rate and instructions."""
+    rows = recording.data.get("occupancy", [])
+    if not rows:
+        return f"no occupancy experiment {recording.label} (python -m {__name__} --record on a Hopper GPU)"
+    lines = [f"{'shape':>6s} {'rung':16s} {'blocks/SM':>9s} {'ms':>7s} {'x rung 6':>8s} {'occupancy':>9s} "
+             f"{'issued':>7s} {'instr. (G)':>10s}"]
+    for shape in OCCUPANCY_SHAPES:
+        at_shape = [r for r in rows if tuple(r["shape"]) == shape]
+        base = next((r for r in at_shape if r["rung"] == RUNG6), None)
+        for r in at_shape:
+            blocks = r.get("limit_shared_mem") or r["blocks_per_sm"]
+            lines.append(f"{shape_label('attention', shape):>6s} {'cuda:' + r['rung']:16s} "
+                         f"{'-' if blocks is None else int(blocks):>9} {r['ms']:7.3f} "
+                         f"{base['ms'] / r['ms'] if base else float('nan'):7.2f}x {r['occupancy_pct']:8.1f}% "
+                         f"{r['issue_active_pct']:6.1f}% {r['instructions'] / 1e9:10.3f}")
+    return "\n".join(lines + [f"({recording.label}: rung 7 launched asking for more shared memory than it uses, "
+                              f"so that only that many blocks fit an SM; ms: median of {rows[0]['rounds']} rounds, "
+                              "L2 flushed; blocks/SM, occupancy, issued, instructions: ncu)"])
+
+
+def _run_once(rung: str, blocks: int, shape: tuple) -> None:
+    """One case run once between cudaProfilerStart and Stop (compiled and warmed up before)."""
+    inputs = at.PROBLEM.make_inputs(shape, "cuda", torch.Generator("cuda").manual_seed(0))
+    call = _occupancy_call(rung, blocks or None, inputs, bool(shape[-1]), torch.empty_like(inputs[0]))
+    call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m {__name__}", description="rung 7 at fewer blocks an SM")
+    parser.add_argument("--record", action="store_true", help="merge the rows into results/<gpu>.json")
+    parser.add_argument("--once", nargs="+", help=argparse.SUPPRESS)   # ncu's child: rung, blocks, shape
+    args = parser.parse_args(argv)
+    try:
+        require_gpu("the occupancy experiment")
+        if args.record:
+            hardware.require_real("Recording")
+        if not detect().has("wgmma"):
+            raise NotAvailable(f"rung 7 needs sm_90a; this GPU is {detect().arch}")
+    except NotAvailable as e:
+        print(e, file=sys.stderr)
+        return 2
+    if args.once:
+        _run_once(args.once[0], int(args.once[1]), tuple(int(x) for x in args.once[2:]))
+        return 0
+    autotune.pin_recorded_winners()   # rung 6 in its recorded configuration, no search under ncu
+    rows = measure_occupancy()
+    if args.record:
+        print(results.add_rows(detect(), "occupancy", rows))
+    print(occupancy_table(results.Recording(Path("-"), {"provenance": {"gpu": detect().name}, "occupancy": rows})))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
