@@ -183,6 +183,9 @@ def test_occupancy_table_reads_each_case_beside_rung_6_and_merges_as_its_own_row
                                                           ["cuda:7_wgmma_tma", "2", "1.500"]]
     assert "1.50x" in lines[2] and "1.20x" in lines[3] and "0.750" in lines[1] and "recorded on G" in lines[-1]
     assert "--record" in l04e.occupancy_table(results.Recording(None, {"provenance": {"gpu": "G"}}))
+    no_ncu = {**rows[0], "occupancy_pct": None, "issue_active_pct": None, "instructions": None}
+    line = l04e.occupancy_table(results.Recording(None, {"provenance": {"gpu": "G"}, "occupancy": [no_ncu]}))
+    assert line.splitlines()[1].split()[-3:] == ["-", "-", "-"]
     merged = results.merge({"occupancy": rows, "ceilings": {}}, {"provenance": {}, "occupancy": [row(l04e.RUNG7, 2, 1.4)]})
     assert sorted(r["ms"] for r in merged["occupancy"]) == [1.2, 1.4, 1.8]
 

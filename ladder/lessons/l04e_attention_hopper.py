@@ -178,7 +178,8 @@ def _occupancy_call(rung: str, blocks: int | None, inputs: tuple, causal: bool, 
 
 def measure_occupancy(rounds: int = 5) -> list[dict]:
     """Each case of each OCCUPANCY_SHAPES checked against the fp32 reference (output poisoned first), timed in
-    `rounds` interleaved rounds (event_bench, L2 flushed), then run once under ncu (OCCUPANCY_COUNTERS)."""
+    `rounds` interleaved rounds (event_bench, L2 flushed), then run once under ncu (OCCUPANCY_COUNTERS; None
+    each where ncu is not on PATH)."""
     from ladder import check, timing   # GPU only
     rows = []
     for shape in OCCUPANCY_SHAPES:
@@ -198,10 +199,10 @@ def measure_occupancy(rounds: int = 5) -> list[dict]:
                 times[case].append(timing.event_bench(call, 25, 100, [0.5])[0])
         for (rung, blocks), ms in times.items():
             counted = profile.program_profile([sys.executable, "-m", __name__, "--once", rung, str(blocks or 0),
-                                               *map(str, shape)], OCCUPANCY_COUNTERS)
+                                               *map(str, shape)], OCCUPANCY_COUNTERS) if profile.available() else {}
             rows.append({"problem": "attention", "backend": "cuda", "rung": rung, "shape": list(shape),
                          "blocks_per_sm": blocks, "ms": statistics.median(ms), "ms_p20": min(ms), "ms_p80": max(ms),
-                         "rounds": rounds, **{k: counted[k] for k in OCCUPANCY_COUNTERS}})
+                         "rounds": rounds, **{k: counted.get(k) for k in OCCUPANCY_COUNTERS}})
     return rows
 
 
@@ -218,10 +219,12 @@ def occupancy_table(recording) -> str:
         base = next((r for r in at_shape if r["rung"] == RUNG6), None)
         for r in at_shape:
             blocks = r.get("limit_shared_mem") or r["blocks_per_sm"]
+            counted = [f"{r['occupancy_pct']:8.1f}%", f"{r['issue_active_pct']:6.1f}%",
+                       f"{r['instructions'] / 1e9:10.3f}"] if r.get("instructions") else [f"{'-':>9s}", f"{'-':>7s}",
+                                                                                         f"{'-':>10s}"]
             lines.append(f"{shape_label('attention', shape):>6s} {'cuda:' + r['rung']:16s} "
                          f"{'-' if blocks is None else int(blocks):>9} {r['ms']:7.3f} "
-                         f"{base['ms'] / r['ms'] if base else float('nan'):7.2f}x {r['occupancy_pct']:8.1f}% "
-                         f"{r['issue_active_pct']:6.1f}% {r['instructions'] / 1e9:10.3f}")
+                         f"{base['ms'] / r['ms'] if base else float('nan'):7.2f}x " + " ".join(counted))
     return "\n".join(lines + [f"({recording.label}: rung 7 launched asking for more shared memory than it uses, "
                               f"so that only that many blocks fit an SM; ms: median of {rows[0]['rounds']} rounds, "
                               "L2 flushed; blocks/SM, occupancy, issued, instructions: ncu)"])
