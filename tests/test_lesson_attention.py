@@ -6,6 +6,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
 import kernels.attention as at
 from kernels.cuda import attention as cuda_attention
@@ -188,6 +189,21 @@ def test_occupancy_table_reads_each_case_beside_rung_6_and_merges_as_its_own_row
     assert line.splitlines()[1].split()[-3:] == ["-", "-", "-"]
     merged = results.merge({"occupancy": rows, "ceilings": {}}, {"provenance": {}, "occupancy": [row(l04e.RUNG7, 2, 1.4)]})
     assert sorted(r["ms"] for r in merged["occupancy"]) == [1.2, 1.4, 1.8]
+
+
+def test_each_occupancy_case_launches_its_rung_on_the_cases_tensors(monkeypatch):
+    """_occupancy_call: rung 6 as searched, rung 7 with the blocks an SM asked for, on the same q, k, v and out."""
+    launched = []
+    monkeypatch.setattr(at, "cuda_autotuned", lambda *args: launched.append(("6", args, None)))
+    monkeypatch.setattr(l04e.cuda_attention, "wgmma_tma", lambda *args, blocks_per_sm: launched.append(
+        ("7", args, blocks_per_sm)))
+    inputs, causal = l04e._occupancy_inputs((1, 2, 8, 64, 1), "cpu")
+    out = torch.empty_like(inputs[0])
+    assert len(inputs) == 3 and causal is True
+    for rung, blocks in l04e.occupancy_cases(64):
+        l04e._occupancy_call(rung, blocks, inputs, causal, out)()
+    assert [(r, b) for r, _, b in launched] == [("6", None), ("7", 3), ("7", 2), ("7", 1)]
+    assert all(args == (*inputs, causal, out) for _, args, _ in launched)
 
 
 def test_show_cuda_rung_shows_each_hopper_rung_as_a_diff_of_whole_kernels(capsys, monkeypatch):

@@ -170,7 +170,14 @@ def occupancy_cases(head_dim: int) -> list[tuple[str, int | None]]:
     return [(RUNG6, None)] + [(RUNG7, b) for b in OCCUPANCY_BLOCKS[head_dim]]
 
 
+def _occupancy_inputs(shape: tuple, where: str = "cuda") -> tuple[tuple, bool]:
+    """((q, k, v), causal) at `shape`, the same data every case and process (seed 0)."""
+    *qkv, causal = at.PROBLEM.make_inputs(shape, where, torch.Generator(where).manual_seed(0))
+    return tuple(qkv), causal
+
+
 def _occupancy_call(rung: str, blocks: int | None, inputs: tuple, causal: bool, out):
+    """One case's launch on (q, k, v) = inputs into out: rung 6 as searched, or rung 7 at `blocks` an SM."""
     if rung == RUNG6:
         return lambda: at.cuda_autotuned(*inputs, causal, out)
     return lambda: cuda_attention.wgmma_tma(*inputs, causal, out, blocks_per_sm=blocks)
@@ -183,13 +190,12 @@ def measure_occupancy(rounds: int = 5) -> list[dict]:
     from ladder import check, timing   # GPU only
     rows = []
     for shape in OCCUPANCY_SHAPES:
-        *_, D, causal = shape
-        inputs = at.PROBLEM.make_inputs(shape, "cuda", torch.Generator("cuda").manual_seed(0))
-        want = at.reference(*inputs, bool(causal))
+        inputs, causal = _occupancy_inputs(shape)
+        want = at.reference(*inputs, causal)
         calls = {}
-        for rung, blocks in occupancy_cases(D):
+        for rung, blocks in occupancy_cases(shape[3]):
             out = torch.full_like(inputs[0], float("nan"))
-            calls[rung, blocks] = _occupancy_call(rung, blocks, inputs, bool(causal), out)
+            calls[rung, blocks] = _occupancy_call(rung, blocks, inputs, causal, out)
             calls[rung, blocks]()
             if not check.compare(out, want).ok:
                 raise RuntimeError(f"attention {rung} at {blocks} blocks an SM is wrong at {shape}")
@@ -232,8 +238,8 @@ def occupancy_table(recording) -> str:
 
 def _run_once(rung: str, blocks: int, shape: tuple) -> None:
     """One case run once between cudaProfilerStart and Stop (compiled and warmed up before)."""
-    inputs = at.PROBLEM.make_inputs(shape, "cuda", torch.Generator("cuda").manual_seed(0))
-    call = _occupancy_call(rung, blocks or None, inputs, bool(shape[-1]), torch.empty_like(inputs[0]))
+    inputs, causal = _occupancy_inputs(shape)
+    call = _occupancy_call(rung, blocks or None, inputs, causal, torch.empty_like(inputs[0]))
     call()
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStart()
