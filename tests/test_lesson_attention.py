@@ -191,6 +191,27 @@ def test_occupancy_table_reads_each_case_beside_rung_6_and_merges_as_its_own_row
     assert sorted(r["ms"] for r in merged["occupancy"]) == [1.2, 1.4, 1.8]
 
 
+def test_rung_7_asked_for_n_blocks_an_sm_fits_exactly_n(monkeypatch):
+    """wgmma_tma(blocks_per_sm=N) asks for shared memory such that, with rung 7's static share as compiled here and
+    the 1 KiB kept per block, N blocks fit an sm_90 SM and N + 1 do not (1: within the most a block may ask for)."""
+    from types import SimpleNamespace
+    from ladder import sass
+    from ladder.runtime import cuda
+    sm = l04e.SM90["shared_bytes"]
+    asked = []
+    monkeypatch.setattr(cuda_attention, "detect", lambda: SimpleNamespace(smem_per_block_bytes=sm - 1024))
+    monkeypatch.setattr(cuda_attention, "_hopper_attention", lambda *args, least_shared: asked.append(least_shared))
+    for d in (64, 128):
+        tiles, rows, _ = cuda_attention.hopper_launch("7_wgmma_tma", d)
+        static = sass.resource_usage(cuda.compile_cubin("attention/7_wgmma_tma.cu", "sm_90a",
+                                                        tuple(sorted(dict(HEAD_DIM=d, **tiles).items()))))["shared_bytes"]
+        assert static <= cuda_attention.RUNG7_STATIC_SHARED
+        for n in l04e.OCCUPANCY_BLOCKS[d]:
+            cuda_attention.wgmma_tma(None, None, None, False, blocks_per_sm=n)
+            block = max(asked[-1], cuda_attention.wgmma_tma_shared_bytes(d, tiles, rows)) + static + 1024
+            assert n * block <= sm < (n + 1) * block and block - 1024 <= sm - 1024
+
+
 def test_each_occupancy_case_launches_its_rung_on_the_cases_tensors(monkeypatch):
     """_occupancy_call: rung 6 as searched, rung 7 with the blocks an SM asked for, on the same q, k, v and out."""
     launched = []

@@ -237,11 +237,12 @@ def wgmma_tma(q, k, v, causal: bool, out: torch.Tensor | None = None, blocks_per
     least = 0
     if blocks_per_sm:   # an SM's shared memory: the most a block may ask for and the 1 KiB kept per block
         sm_bytes = detect().smem_per_block_bytes + SHARED_KEPT_PER_BLOCK
-        least = sm_bytes // blocks_per_sm - 2 * SHARED_KEPT_PER_BLOCK   # a KiB spare for the kernel's static share
+        least = sm_bytes // blocks_per_sm - SHARED_KEPT_PER_BLOCK - RUNG7_STATIC_SHARED
     return _hopper_attention("7_wgmma_tma", q, k, v, causal, out, least_shared=least)
 
 
 SHARED_KEPT_PER_BLOCK = 1024   # bytes of an SM's shared memory the hardware keeps for each resident block (sm_80 on)
+RUNG7_STATIC_SHARED = 2048     # at least rung 7's static shared memory (its barriers and more: 1,152 B as compiled)
 
 
 def warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
