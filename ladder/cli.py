@@ -323,13 +323,7 @@ def cmd_run_once(args) -> None:
     shape = tuple(args.size)
     inputs = problem.make_inputs(shape, "cuda", torch.Generator("cuda").manual_seed(0))
     out = problem.new_output(shape, "cuda")
-    call = rung.timed_call(inputs, out)
-    call()  # compile and warm up outside the profiled range
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    call()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    profile.profiled_once(rung.timed_call(inputs, out))
 
 
 def cmd_profile(args) -> None:

@@ -12,6 +12,8 @@ import shutil
 import subprocess
 import sys
 
+import torch
+
 from ladder.runtime.errors import NotAvailable
 
 # name we report -> Nsight Compute metric (summed over the rung's kernels)
@@ -71,6 +73,17 @@ def _table(problem: str, backend: str, rung: str, shape: tuple, metrics: dict) -
 def run_once_command(problem: str, backend: str, rung: str, shape: tuple) -> list[str]:
     """The program that runs one rung once at `shape` between cudaProfilerStart and Stop."""
     return [sys.executable, "-m", "ladder", "run-once", problem, backend, rung, *map(str, shape)]
+
+
+def profiled_once(call) -> None:
+    """call() once to compile and warm up, then once more between cudaProfilerStart and Stop (what ncu, started with
+    --profile-from-start off, counts): the body of a run_once_command's program."""
+    call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
 
 
 def program_profile(program: list[str], metrics: dict) -> dict:

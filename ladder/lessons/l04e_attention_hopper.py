@@ -46,7 +46,8 @@ def hopper_attention_count(problem, shapes: list[tuple], roofs: dict, label: str
 
 
 # An sm_90 SM (H100, H200): what the blocks resident on it share.
-SM90 = dict(registers=65536, shared_bytes=228 * 1024, reserved_per_block=1024, warps=64, blocks=32)
+SM90 = dict(registers=65536, shared_bytes=228 * 1024, reserved_per_block=cuda_attention.SHARED_KEPT_PER_BLOCK,
+            warps=64, blocks=32)
 
 
 def setmaxnreg_split(text: str) -> tuple[int, int] | None:
@@ -239,13 +240,7 @@ def occupancy_table(recording) -> str:
 def _run_once(rung: str, blocks: int, shape: tuple) -> None:
     """One case run once between cudaProfilerStart and Stop (compiled and warmed up before)."""
     inputs, causal = _occupancy_inputs(shape)
-    call = _occupancy_call(rung, blocks or None, inputs, causal, torch.empty_like(inputs[0]))
-    call()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    call()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    profile.profiled_once(_occupancy_call(rung, blocks or None, inputs, causal, torch.empty_like(inputs[0])))
 
 
 def main(argv: list[str] | None = None) -> int:
