@@ -210,6 +210,9 @@ def test_rung_7_asked_for_n_blocks_an_sm_fits_exactly_n(monkeypatch):
             cuda_attention.wgmma_tma(None, None, None, False, blocks_per_sm=n)
             block = max(asked[-1], cuda_attention.wgmma_tma_shared_bytes(d, tiles, rows)) + static + 1024
             assert n * block <= sm < (n + 1) * block and block - 1024 <= sm - 1024
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="blocks_per_sm"):
+            cuda_attention.wgmma_tma(None, None, None, False, blocks_per_sm=bad)
 
 
 def test_each_occupancy_case_launches_its_rung_on_the_cases_tensors(monkeypatch):

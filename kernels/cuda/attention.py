@@ -235,7 +235,9 @@ def wgmma_tma(q, k, v, causal: bool, out: torch.Tensor | None = None, blocks_per
     enough shared memory that no more blocks than that fit an SM (lesson 04e's occupancy experiment); the kernel
     uses no more than its own."""
     least = 0
-    if blocks_per_sm:   # an SM's shared memory: the most a block may ask for and the 1 KiB kept per block
+    if blocks_per_sm is not None:   # an SM's shared memory: the most a block may ask for and the 1 KiB kept per block
+        if type(blocks_per_sm) is not int or blocks_per_sm < 1:
+            raise ValueError(f"wgmma_tma: blocks_per_sm is {blocks_per_sm!r}; it takes a whole number from 1 (or None)")
         sm_bytes = detect().smem_per_block_bytes + SHARED_KEPT_PER_BLOCK
         least = sm_bytes // blocks_per_sm - SHARED_KEPT_PER_BLOCK - RUNG7_STATIC_SHARED
     return _hopper_attention("7_wgmma_tma", q, k, v, causal, out, least_shared=least)
