@@ -191,6 +191,25 @@ def test_occupancy_table_reads_each_case_beside_rung_6_and_merges_as_its_own_row
     assert sorted(r["ms"] for r in merged["occupancy"]) == [1.2, 1.4, 1.8]
 
 
+def test_ncus_child_runs_this_module_by_its_importable_name(monkeypatch):
+    """Each case's ncu run starts `python -m <module> --once ...`: the module's own name, not "__main__" (what
+    __name__ is when the experiment runs as a program)."""
+    import importlib.util
+    from ladder import check, profile, timing
+    programs = []
+    monkeypatch.setattr(l04e, "OCCUPANCY_SHAPES", [(1, 2, 8, 64, 0)])
+    monkeypatch.setattr(l04e, "_occupancy_call", lambda *args: lambda: None)
+    monkeypatch.setattr(check, "compare", lambda *args: type("Compared", (), {"ok": True}))
+    monkeypatch.setattr(l04e.at, "reference", lambda *args: None)
+    monkeypatch.setattr(l04e, "_occupancy_inputs", lambda shape: ((torch.zeros(1),) * 3, False))
+    monkeypatch.setattr(timing, "event_bench", lambda *args: [1.0])
+    monkeypatch.setattr(profile, "available", lambda: True)
+    monkeypatch.setattr(profile, "program_profile", lambda program, metrics: programs.append(program) or {})
+    l04e.measure_occupancy(rounds=1)
+    assert programs and all(p[1:3] == ["-m", l04e.MODULE] and p[3] == "--once" for p in programs)
+    assert l04e.MODULE == "ladder.lessons.l04e_attention_hopper" and importlib.util.find_spec(l04e.MODULE)
+
+
 def test_rung_7_asked_for_n_blocks_an_sm_fits_exactly_n(monkeypatch):
     """wgmma_tma(blocks_per_sm=N) asks for shared memory such that, with rung 7's static share as compiled here and
     the 1 KiB kept per block, N blocks fit an sm_90 SM and N + 1 do not (1: within the most a block may ask for)."""

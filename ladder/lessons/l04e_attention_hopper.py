@@ -164,6 +164,7 @@ OCCUPANCY_COUNTERS = {name: profile.WARP_STATE[name] for name in ("duration_ns",
                                                                    "limit_shared_mem")}
 OCCUPANCY_COUNTERS["instructions"] = profile.METRICS["instructions"]
 RUNG6, RUNG7 = "6_autotuned", "7_wgmma_tma"
+MODULE = __spec__.name   # this module run as a program (__name__ is "__main__" there)
 
 
 def occupancy_cases(head_dim: int) -> list[tuple[str, int | None]]:
@@ -205,7 +206,7 @@ def measure_occupancy(rounds: int = 5) -> list[dict]:
             for case, call in calls.items():
                 times[case].append(timing.event_bench(call, 25, 100, [0.5])[0])
         for (rung, blocks), ms in times.items():
-            counted = profile.program_profile([sys.executable, "-m", __name__, "--once", rung, str(blocks or 0),
+            counted = profile.program_profile([sys.executable, "-m", MODULE, "--once", rung, str(blocks or 0),
                                                *map(str, shape)], OCCUPANCY_COUNTERS) if profile.available() else {}
             rows.append({"problem": "attention", "backend": "cuda", "rung": rung, "shape": list(shape),
                          "blocks_per_sm": blocks, "ms": statistics.median(ms), "ms_min": min(ms), "ms_max": max(ms),
@@ -218,7 +219,7 @@ def occupancy_table(recording) -> str:
     speed over rung 6, and ncu's occupancy, issue rate and instructions."""
     rows = recording.data.get("occupancy", [])
     if not rows:
-        return f"no occupancy experiment {recording.label} (python -m {__name__} --record on a Hopper GPU)"
+        return f"no occupancy experiment {recording.label} (python -m {MODULE} --record on a Hopper GPU)"
     lines = [f"{'shape':>6s} {'rung':16s} {'blocks/SM':>9s} {'ms':>7s} {'x rung 6':>8s} {'occupancy':>9s} "
              f"{'issued':>7s} {'instr. (G)':>10s}"]
     for shape in OCCUPANCY_SHAPES:
@@ -244,7 +245,7 @@ def _run_once(rung: str, blocks: int, shape: tuple) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=f"python -m {__name__}", description="rung 7 at fewer blocks an SM")
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description="rung 7 at fewer blocks an SM")
     parser.add_argument("--record", action="store_true", help="merge the rows into results/<gpu>.json")
     parser.add_argument("--once", nargs="+", help=argparse.SUPPRESS)   # ncu's child: rung, blocks, shape
     args = parser.parse_args(argv)
