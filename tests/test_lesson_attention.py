@@ -182,7 +182,14 @@ def test_occupancy_table_reads_each_case_beside_rung_6_and_merges_as_its_own_row
     assert [line.split()[1:4] for line in lines[1:4]] == [["cuda:6_autotuned", "2", "1.800"],
                                                           ["cuda:7_wgmma_tma", "3", "1.200"],
                                                           ["cuda:7_wgmma_tma", "2", "1.500"]]
-    assert "1.50x" in lines[2] and "1.20x" in lines[3] and "0.750" in lines[1] and "recorded on G" in lines[-1]
+    assert "1.50x" in lines[2] and "1.20x" in lines[3] and "0.750" in lines[1] and "recorded on G" in lines[-2]
+    only_7 = l04e.occupancy_table(results.Recording(None, {"provenance": {"gpu": "G"}, "occupancy": rows}),
+                                  rungs=(l04e.RUNG7,)).splitlines()
+    assert [line.split()[1:3] for line in only_7[1:3]] == [["cuda:7_wgmma_tma", "3"], ["cuda:7_wgmma_tma", "2"]]
+    assert "1.50x" in only_7[1]   # still over rung 6, though its row is not shown
+    fewer = {**rows[0], "limit_shared_mem": 2, "limit_registers": 1}
+    assert l04e.occupancy_table(results.Recording(None, {"provenance": {"gpu": "G"}, "occupancy": [fewer]}
+                                                  )).splitlines()[1].split()[2] == "1"   # ncu's tighter limit
     assert "--record" in l04e.occupancy_table(results.Recording(None, {"provenance": {"gpu": "G"}}))
     no_ncu = {**rows[0], "occupancy_pct": None, "issue_active_pct": None, "instructions": None}
     line = l04e.occupancy_table(results.Recording(None, {"provenance": {"gpu": "G"}, "occupancy": [no_ncu]}))
@@ -240,12 +247,16 @@ def test_each_occupancy_case_launches_its_rung_on_the_cases_tensors(monkeypatch)
     monkeypatch.setattr(at, "cuda_autotuned", lambda *args: launched.append(("6", args, None)))
     monkeypatch.setattr(l04e.cuda_attention, "wgmma_tma", lambda *args, blocks_per_sm: launched.append(
         ("7", args, blocks_per_sm)))
+    monkeypatch.setattr(l04e.cuda_attention, "RUNGS", {r: lambda *args, r=r: launched.append((r, args, None))
+                                                       for r in l04e.LATER_RUNGS})
     inputs, causal = l04e._occupancy_inputs((1, 2, 8, 64, 1), "cpu")
     out = torch.empty_like(inputs[0])
     assert len(inputs) == 3 and causal is True
     for rung, blocks in l04e.occupancy_cases(64):
         l04e._occupancy_call(rung, blocks, inputs, causal, out)()
-    assert [(r, b) for r, _, b in launched] == [("6", None), ("7", 3), ("7", 2), ("7", 1)]
+    assert [(r, b) for r, _, b in launched] == [("6", None), ("7", 3), ("7", 2), ("7", 1),
+                                                ("8_warp_specialized", None), ("9_pingpong", None),
+                                                ("10_intra_overlap", None)]
     assert all(args == (*inputs, causal, out) for _, args, _ in launched)
 
 

@@ -154,22 +154,24 @@ def refill_barriers(head_dim: int = 128, families=("BAR.SYNC", "BAR.ARV", "HGMMA
                         "split into sync and arrive"])
 
 
-# ------------------------------------------------------------- rung 7 at fewer blocks an SM
+# ------------------------------------------------------------- rungs 6-10: instructions and issue rate
 
-# Rung 7 launched asking for more shared memory than it uses, so that at most N blocks fit an SM (rung 7's own
-# count first), beside rung 6 (04b's top): python -m ladder.lessons.l04e_attention_hopper --record
+# Each of rungs 6-10 timed and counted by ncu (occupancy, issue rate, instructions), rung 7 also launched asking for
+# more shared memory than it uses, so that at most N blocks fit an SM (rung 7's own count first):
+# python -m ladder.lessons.l04e_attention_hopper --record
 OCCUPANCY_SHAPES = ((4, 32, 4096, 64, 0), (4, 32, 4096, 128, 0))
 OCCUPANCY_BLOCKS = {64: (3, 2, 1), 128: (2, 1)}
 OCCUPANCY_COUNTERS = {name: profile.WARP_STATE[name] for name in ("duration_ns", "occupancy_pct", "issue_active_pct",
-                                                                   "limit_shared_mem")}
+                                                                   "limit_shared_mem", "limit_registers")}
 OCCUPANCY_COUNTERS["instructions"] = profile.METRICS["instructions"]
 RUNG6, RUNG7 = "6_autotuned", "7_wgmma_tma"
+LATER_RUNGS = ("8_warp_specialized", "9_pingpong", "10_intra_overlap")
 MODULE = __spec__.name   # this module run as a program (__name__ is "__main__" there)
 
 
 def occupancy_cases(head_dim: int) -> list[tuple[str, int | None]]:
     """(rung, blocks an SM asked for: None, as it launches) in the table's order."""
-    return [(RUNG6, None)] + [(RUNG7, b) for b in OCCUPANCY_BLOCKS[head_dim]]
+    return [(RUNG6, None)] + [(RUNG7, b) for b in OCCUPANCY_BLOCKS[head_dim]] + [(r, None) for r in LATER_RUNGS]
 
 
 def _occupancy_inputs(shape: tuple, where: str = "cuda") -> tuple[tuple, bool]:
@@ -179,10 +181,13 @@ def _occupancy_inputs(shape: tuple, where: str = "cuda") -> tuple[tuple, bool]:
 
 
 def _occupancy_call(rung: str, blocks: int | None, inputs: tuple, causal: bool, out):
-    """One case's launch on (q, k, v) = inputs into out: rung 6 as searched, or rung 7 at `blocks` an SM."""
+    """One case's launch on (q, k, v) = inputs into out: rung 6 as searched, rung 7 at `blocks` an SM, or a later
+    rung as it launches."""
     if rung == RUNG6:
         return lambda: at.cuda_autotuned(*inputs, causal, out)
-    return lambda: cuda_attention.wgmma_tma(*inputs, causal, out, blocks_per_sm=blocks)
+    if rung == RUNG7:
+        return lambda: cuda_attention.wgmma_tma(*inputs, causal, out, blocks_per_sm=blocks)
+    return lambda: cuda_attention.RUNGS[rung](*inputs, causal, out)
 
 
 def measure_occupancy(rounds: int = 5) -> list[dict]:
@@ -214,28 +219,31 @@ def measure_occupancy(rounds: int = 5) -> list[dict]:
     return rows
 
 
-def occupancy_table(recording) -> str:
-    """The recorded occupancy experiment: per shape, rung 6 and rung 7 at each blocks an SM asked for, their time,
-    speed over rung 6, and ncu's occupancy, issue rate and instructions."""
+def occupancy_table(recording, rungs: tuple | None = None) -> str:
+    """The recorded experiment: per shape, each case of `rungs` (all where None) in the order measured, its time,
+    speed over rung 6, and ncu's blocks an SM, occupancy, issue rate and instructions."""
     rows = recording.data.get("occupancy", [])
     if not rows:
         return f"no occupancy experiment {recording.label} (python -m {MODULE} --record on a Hopper GPU)"
-    lines = [f"{'shape':>6s} {'rung':16s} {'blocks/SM':>9s} {'ms':>7s} {'x rung 6':>8s} {'occupancy':>9s} "
+    lines = [f"{'shape':>6s} {'rung':23s} {'blocks/SM':>9s} {'ms':>7s} {'x rung 6':>8s} {'occupancy':>9s} "
              f"{'issued':>7s} {'instr. (G)':>10s}"]
     for shape in OCCUPANCY_SHAPES:
         at_shape = [r for r in rows if tuple(r["shape"]) == shape]
         base = next((r for r in at_shape if r["rung"] == RUNG6), None)
         for r in at_shape:
-            blocks = r.get("limit_shared_mem") or r["blocks_per_sm"]
+            if rungs is not None and r["rung"] not in rungs:
+                continue
+            limits = [r[k] for k in ("limit_shared_mem", "limit_registers") if r.get(k)]
+            blocks = min(limits) if limits else r["blocks_per_sm"]
             counted = [f"{r['occupancy_pct']:8.1f}%", f"{r['issue_active_pct']:6.1f}%",
                        f"{r['instructions'] / 1e9:10.3f}"] if r.get("instructions") else [f"{'-':>9s}", f"{'-':>7s}",
                                                                                          f"{'-':>10s}"]
-            lines.append(f"{shape_label('attention', shape):>6s} {'cuda:' + r['rung']:16s} "
+            lines.append(f"{shape_label('attention', shape):>6s} {'cuda:' + r['rung']:23s} "
                          f"{'-' if blocks is None else int(blocks):>9} {r['ms']:7.3f} "
                          f"{base['ms'] / r['ms'] if base else float('nan'):7.2f}x " + " ".join(counted))
-    return "\n".join(lines + [f"({recording.label}: rung 7 launched asking for more shared memory than it uses, "
-                              f"so that only that many blocks fit an SM; ms: median of {rows[0]['rounds']} rounds, "
-                              "L2 flushed; blocks/SM, occupancy, issued, instructions: ncu)"])
+    return "\n".join(lines + [f"({recording.label}; ms: median of {rows[0]['rounds']} rounds, L2 flushed;",
+                              " blocks/SM, occupancy, issued, instructions: ncu; rung 7's fewer blocks/SM: launched "
+                              "asking for more shared memory than it uses)"])
 
 
 def _run_once(rung: str, blocks: int, shape: tuple) -> None:
