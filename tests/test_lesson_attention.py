@@ -173,7 +173,8 @@ def test_occupancy_table_reads_each_case_beside_rung_6_and_merges_as_its_own_row
     are keyed by their blocks an SM (a re-run replaces its own case only)."""
     from ladder import results
     def row(rung, blocks, ms, shape=l04e.OCCUPANCY_SHAPES[0]):
-        return {"problem": "attention", "backend": "cuda", "rung": rung, "shape": list(shape), "blocks_per_sm": blocks,
+        backend, name = rung.split(":")
+        return {"problem": "attention", "backend": backend, "rung": name, "shape": list(shape), "blocks_per_sm": blocks,
                 "ms": ms, "rounds": 5, "occupancy_pct": 12.0, "issue_active_pct": 46.0, "instructions": 7.5e8,
                 "limit_shared_mem": blocks or 2}
     rows = [row(l04e.RUNG6, None, 1.8), row(l04e.RUNG7, 3, 1.2), row(l04e.RUNG7, 2, 1.5)]
@@ -248,7 +249,8 @@ def test_each_occupancy_case_launches_its_rung_on_the_cases_tensors(monkeypatch)
     monkeypatch.setattr(l04e.cuda_attention, "wgmma_tma", lambda *args, blocks_per_sm: launched.append(
         ("7", args, blocks_per_sm)))
     monkeypatch.setattr(l04e.cuda_attention, "RUNGS", {r: lambda *args, r=r: launched.append((r, args, None))
-                                                       for r in l04e.LATER_RUNGS})
+                                                       for r in ("8_warp_specialized", "9_pingpong", "10_intra_overlap")})
+    monkeypatch.setattr(at, "triton_tma", lambda *args: launched.append(("triton 7", args, None)))
     inputs, causal = l04e._occupancy_inputs((1, 2, 8, 64, 1), "cpu")
     out = torch.empty_like(inputs[0])
     assert len(inputs) == 3 and causal is True
@@ -256,7 +258,7 @@ def test_each_occupancy_case_launches_its_rung_on_the_cases_tensors(monkeypatch)
         l04e._occupancy_call(rung, blocks, inputs, causal, out)()
     assert [(r, b) for r, _, b in launched] == [("6", None), ("7", 3), ("7", 2), ("7", 1),
                                                 ("8_warp_specialized", None), ("9_pingpong", None),
-                                                ("10_intra_overlap", None)]
+                                                ("10_intra_overlap", None), ("triton 7", None)]
     assert all(args == (*inputs, causal, out) for _, args, _ in launched)
 
 

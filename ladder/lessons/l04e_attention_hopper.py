@@ -156,21 +156,22 @@ def refill_barriers(head_dim: int = 128, families=("BAR.SYNC", "BAR.ARV", "HGMMA
 
 # ------------------------------------------------------------- rungs 6-10: instructions and issue rate
 
-# Each of rungs 6-10 timed and counted by ncu (occupancy, issue rate, instructions), rung 7 also launched asking for
-# more shared memory than it uses, so that at most N blocks fit an SM (rung 7's own count first):
+# Each of CUDA rungs 6-10 and Triton's rung 7 timed and counted by ncu (occupancy, issue rate, instructions), CUDA
+# rung 7 also launched asking for more shared memory than it uses, so that at most N blocks fit an SM (its own count
+# first):
 # python -m ladder.lessons.l04e_attention_hopper --record
 OCCUPANCY_SHAPES = ((4, 32, 4096, 64, 0), (4, 32, 4096, 128, 0))
 OCCUPANCY_BLOCKS = {64: (3, 2, 1), 128: (2, 1)}
 OCCUPANCY_COUNTERS = {name: profile.WARP_STATE[name] for name in ("duration_ns", "occupancy_pct", "issue_active_pct",
                                                                    "limit_shared_mem", "limit_registers")}
 OCCUPANCY_COUNTERS["instructions"] = profile.METRICS["instructions"]
-RUNG6, RUNG7 = "6_autotuned", "7_wgmma_tma"
-LATER_RUNGS = ("8_warp_specialized", "9_pingpong", "10_intra_overlap")
+RUNG6, RUNG7 = "cuda:6_autotuned", "cuda:7_wgmma_tma"
+LATER_RUNGS = ("cuda:8_warp_specialized", "cuda:9_pingpong", "cuda:10_intra_overlap", "triton:7_tma")
 MODULE = __spec__.name   # this module run as a program (__name__ is "__main__" there)
 
 
 def occupancy_cases(head_dim: int) -> list[tuple[str, int | None]]:
-    """(rung, blocks an SM asked for: None, as it launches) in the table's order."""
+    """(backend:rung, blocks an SM asked for: None, as it launches) in the table's order."""
     return [(RUNG6, None)] + [(RUNG7, b) for b in OCCUPANCY_BLOCKS[head_dim]] + [(r, None) for r in LATER_RUNGS]
 
 
@@ -181,13 +182,15 @@ def _occupancy_inputs(shape: tuple, where: str = "cuda") -> tuple[tuple, bool]:
 
 
 def _occupancy_call(rung: str, blocks: int | None, inputs: tuple, causal: bool, out):
-    """One case's launch on (q, k, v) = inputs into out: rung 6 as searched, rung 7 at `blocks` an SM, or a later
-    rung as it launches."""
+    """One case's launch on (q, k, v) = inputs into out: rung 6 as searched, CUDA rung 7 at `blocks` an SM, a later
+    CUDA rung as it launches, or Triton's rung 7 in its recorded configuration."""
     if rung == RUNG6:
         return lambda: at.cuda_autotuned(*inputs, causal, out)
     if rung == RUNG7:
         return lambda: cuda_attention.wgmma_tma(*inputs, causal, out, blocks_per_sm=blocks)
-    return lambda: cuda_attention.RUNGS[rung](*inputs, causal, out)
+    if rung == "triton:7_tma":
+        return lambda: at.triton_tma(*inputs, causal, out)
+    return lambda: cuda_attention.RUNGS[rung.removeprefix("cuda:")](*inputs, causal, out)
 
 
 def measure_occupancy(rounds: int = 5) -> list[dict]:
@@ -210,10 +213,11 @@ def measure_occupancy(rounds: int = 5) -> list[dict]:
         for _ in range(rounds):
             for case, call in calls.items():
                 times[case].append(timing.event_bench(call, 25, 100, [0.5])[0])
-        for (rung, blocks), ms in times.items():
-            counted = profile.program_profile([sys.executable, "-m", MODULE, "--once", rung, str(blocks or 0),
+        for (label, blocks), ms in times.items():
+            counted = profile.program_profile([sys.executable, "-m", MODULE, "--once", label, str(blocks or 0),
                                                *map(str, shape)], OCCUPANCY_COUNTERS) if profile.available() else {}
-            rows.append({"problem": "attention", "backend": "cuda", "rung": rung, "shape": list(shape),
+            backend, rung = label.split(":")
+            rows.append({"problem": "attention", "backend": backend, "rung": rung, "shape": list(shape),
                          "blocks_per_sm": blocks, "ms": statistics.median(ms), "ms_min": min(ms), "ms_max": max(ms),
                          "rounds": rounds, **{k: counted.get(k) for k in OCCUPANCY_COUNTERS}})
     return rows
@@ -229,21 +233,25 @@ def occupancy_table(recording, rungs: tuple | None = None) -> str:
              f"{'issued':>7s} {'instr. (G)':>10s}"]
     for shape in OCCUPANCY_SHAPES:
         at_shape = [r for r in rows if tuple(r["shape"]) == shape]
-        base = next((r for r in at_shape if r["rung"] == RUNG6), None)
+        base = next((r for r in at_shape if _label(r) == RUNG6), None)
         for r in at_shape:
-            if rungs is not None and r["rung"] not in rungs:
+            if rungs is not None and _label(r) not in rungs:
                 continue
             limits = [r[k] for k in ("limit_shared_mem", "limit_registers") if r.get(k)]
             blocks = min(limits) if limits else r["blocks_per_sm"]
             counted = [f"{r['occupancy_pct']:8.1f}%", f"{r['issue_active_pct']:6.1f}%",
                        f"{r['instructions'] / 1e9:10.3f}"] if r.get("instructions") else [f"{'-':>9s}", f"{'-':>7s}",
                                                                                          f"{'-':>10s}"]
-            lines.append(f"{shape_label('attention', shape):>6s} {'cuda:' + r['rung']:23s} "
+            lines.append(f"{shape_label('attention', shape):>6s} {_label(r):23s} "
                          f"{'-' if blocks is None else int(blocks):>9} {r['ms']:7.3f} "
                          f"{base['ms'] / r['ms'] if base else float('nan'):7.2f}x " + " ".join(counted))
     return "\n".join(lines + [f"({recording.label}; ms: median of {rows[0]['rounds']} rounds, L2 flushed;",
                               " blocks/SM, occupancy, issued, instructions: ncu; rung 7's fewer blocks/SM: launched "
                               "asking for more shared memory than it uses)"])
+
+
+def _label(row: dict) -> str:
+    return f"{row['backend']}:{row['rung']}"
 
 
 def _run_once(rung: str, blocks: int, shape: tuple) -> None:
