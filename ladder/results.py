@@ -214,8 +214,9 @@ def _key(kind: str, row: dict) -> tuple:
         return (row["model"], row["variant"], row["step"])
     if kind == "ops_speed":
         return (row["op"], row["case"], row["install"])
-    if kind == "occupancy":   # lesson 04e's experiment: a rung at each blocks an SM asked for, per shape
-        return (row["problem"], row["backend"], row["rung"], tuple(row["shape"]), row["blocks_per_sm"])
+    if kind == "occupancy":   # lesson 04e's experiment: a rung at each blocks an SM or key tile asked for, per shape
+        return (row["problem"], row["backend"], row["rung"], tuple(row["shape"]), row["blocks_per_sm"],
+                row.get("key_tile"))
     if kind in ("warp_states", "shape_profiles", "shape_sweep", "memory"):  # more than one shape per rung
         return (row["problem"], row["backend"], row["rung"], tuple(row["shape"]))
     return (row["problem"], row["tuner"]) if kind == "autotune" else (row["problem"], row["backend"], row["rung"])

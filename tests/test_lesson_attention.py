@@ -242,23 +242,46 @@ def test_rung_7_asked_for_n_blocks_an_sm_fits_exactly_n(monkeypatch):
             cuda_attention.wgmma_tma(None, None, None, False, blocks_per_sm=bad)
 
 
+def test_rung_8_asked_for_narrower_key_tiles_changes_them_alone(monkeypatch):
+    """warp_specialized(key_tile=64) launches rung 8 with HOPPER's stages, queries and threads at the shape's D and 64
+    keys a tile; anything but 64 or 128 is answered with a clear error."""
+    launched = []
+    monkeypatch.setattr(cuda_attention, "_hopper_attention", lambda name, *args: launched.append((name, args[-1])))
+    cuda_attention.warp_specialized(None, None, None, False, key_tile=64)
+    name, launch_for = launched[-1]
+    tiles, rows, threads = cuda_attention.hopper_launch("8_warp_specialized", 128)
+    assert name == "8_warp_specialized" and tiles["BLOCK_N"] == 128
+    assert launch_for((4, 32, 4096, 128, 0)) == (dict(tiles, BLOCK_N=64), rows, threads)
+    cuda_attention.warp_specialized(None, None, None, False)
+    assert launched[-1][1] is None
+    for bad in (32, 96, 64.0):
+        with pytest.raises(ValueError, match="key_tile"):
+            cuda_attention.warp_specialized(None, None, None, False, key_tile=bad)
+
+
 def test_each_occupancy_case_launches_its_rung_on_the_cases_tensors(monkeypatch):
-    """_occupancy_call: rung 6 as searched, rung 7 with the blocks an SM asked for, on the same q, k, v and out."""
+    """_occupancy_call: rung 6 as searched, rung 7 with the blocks an SM asked for, rung 8 with the keys a tile asked
+    for (D128), the later rungs and Triton's rung 7, on the same q, k, v and out."""
     launched = []
     monkeypatch.setattr(at, "cuda_autotuned", lambda *args: launched.append(("6", args, None)))
     monkeypatch.setattr(l04e.cuda_attention, "wgmma_tma", lambda *args, blocks_per_sm: launched.append(
         ("7", args, blocks_per_sm)))
     monkeypatch.setattr(l04e.cuda_attention, "RUNGS", {r: lambda *args, r=r: launched.append((r, args, None))
                                                        for r in ("8_warp_specialized", "9_pingpong", "10_intra_overlap")})
+    monkeypatch.setattr(l04e.cuda_attention, "warp_specialized", lambda *args, key_tile: launched.append(
+        ("8 narrow", args, key_tile)))
     monkeypatch.setattr(at, "triton_tma", lambda *args: launched.append(("triton 7", args, None)))
     inputs, causal = l04e._occupancy_inputs((1, 2, 8, 64, 1), "cpu")
     out = torch.empty_like(inputs[0])
     assert len(inputs) == 3 and causal is True
-    for rung, blocks in l04e.occupancy_cases(64):
-        l04e._occupancy_call(rung, blocks, inputs, causal, out)()
+    for case in l04e.occupancy_cases(64) + l04e.occupancy_cases(128):
+        l04e._occupancy_call(*case, inputs, causal, out)()
     assert [(r, b) for r, _, b in launched] == [("6", None), ("7", 3), ("7", 2), ("7", 1),
                                                 ("8_warp_specialized", None), ("9_pingpong", None),
-                                                ("10_intra_overlap", None), ("triton 7", None)]
+                                                ("10_intra_overlap", None), ("triton 7", None),
+                                                ("6", None), ("7", 2), ("7", 1), ("8_warp_specialized", None),
+                                                ("8 narrow", 64), ("9_pingpong", None), ("10_intra_overlap", None),
+                                                ("triton 7", None)]
     assert all(args == (*inputs, causal, out) for _, args, _ in launched)
 
 

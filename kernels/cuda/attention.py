@@ -247,9 +247,19 @@ SHARED_KEPT_PER_BLOCK = 1024   # bytes of an SM's shared memory the hardware kee
 RUNG7_STATIC_SHARED = 2048     # at least rung 7's static shared memory (its barriers and more: 1,152 B as compiled)
 
 
-def warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rung 8: two consumer warpgroups (128 queries) and a producer warpgroup a block, registers moved by setmaxnreg."""
-    return _hopper_attention("8_warp_specialized", q, k, v, causal, out)
+def warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None, key_tile: int | None = None) -> torch.Tensor:
+    """Rung 8: two consumer warpgroups (128 queries) and a producer warpgroup a block, registers moved by setmaxnreg.
+    key_tile: keys a K/V tile, 64 or 128, where not HOPPER's (lesson 04e's experiment: at D = 128 rung 8's sharing
+    apart from its wider key tiles)."""
+    launch_for = None
+    if key_tile is not None:
+        if type(key_tile) is not int or key_tile not in (64, 128):
+            raise ValueError(f"warp_specialized: key_tile is {key_tile!r}; it takes 64 or 128 (or None)")
+
+        def launch_for(shape):
+            tiles, rows, threads = hopper_launch("8_warp_specialized", shape[3])
+            return dict(tiles, BLOCK_N=key_tile), rows, threads
+    return _hopper_attention("8_warp_specialized", q, k, v, causal, out, launch_for)
 
 
 def pingpong(q, k, v, causal: bool, out: torch.Tensor | None = None) -> torch.Tensor:

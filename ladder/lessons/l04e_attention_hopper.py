@@ -158,21 +158,25 @@ def refill_barriers(head_dim: int = 128, families=("BAR.SYNC", "BAR.ARV", "HGMMA
 
 # Each of CUDA rungs 6-10 and Triton's rung 7 timed and counted by ncu (occupancy, issue rate, instructions), CUDA
 # rung 7 also launched asking for more shared memory than it uses, so that at most N blocks fit an SM (its own count
-# first):
+# first), and CUDA rung 8 at D = 128 with rung 7's 64-key tiles:
 # python -m ladder.lessons.l04e_attention_hopper --record
 OCCUPANCY_SHAPES = ((4, 32, 4096, 64, 0), (4, 32, 4096, 128, 0))
 OCCUPANCY_BLOCKS = {64: (3, 2, 1), 128: (2, 1)}
+NARROW_KEY_TILE = {128: 64}   # rung 8's keys a tile where rung 7's were fewer
 OCCUPANCY_COUNTERS = {name: profile.WARP_STATE[name] for name in ("duration_ns", "occupancy_pct", "issue_active_pct",
                                                                    "limit_shared_mem", "limit_registers")}
 OCCUPANCY_COUNTERS["instructions"] = profile.METRICS["instructions"]
 RUNG6, RUNG7 = "cuda:6_autotuned", "cuda:7_wgmma_tma"
-LATER_RUNGS = ("cuda:8_warp_specialized", "cuda:9_pingpong", "cuda:10_intra_overlap", "triton:7_tma")
+RUNG8 = "cuda:8_warp_specialized"
+LATER_RUNGS = (RUNG8, "cuda:9_pingpong", "cuda:10_intra_overlap", "triton:7_tma")
 MODULE = __spec__.name   # this module run as a program (__name__ is "__main__" there)
 
 
-def occupancy_cases(head_dim: int) -> list[tuple[str, int | None]]:
-    """(backend:rung, blocks an SM asked for: None, as it launches) in the table's order."""
-    return [(RUNG6, None)] + [(RUNG7, b) for b in OCCUPANCY_BLOCKS[head_dim]] + [(r, None) for r in LATER_RUNGS]
+def occupancy_cases(head_dim: int) -> list[tuple[str, int | None, int | None]]:
+    """(backend:rung, blocks an SM asked for, keys a tile asked for: None, as it launches) in the table's order."""
+    narrow = [(RUNG8, None, NARROW_KEY_TILE[head_dim])] if head_dim in NARROW_KEY_TILE else []
+    return ([(RUNG6, None, None)] + [(RUNG7, b, None) for b in OCCUPANCY_BLOCKS[head_dim]]
+            + [(RUNG8, None, None)] + narrow + [(r, None, None) for r in LATER_RUNGS[1:]])
 
 
 def _occupancy_inputs(shape: tuple, where: str = "cuda") -> tuple[tuple, bool]:
@@ -181,13 +185,15 @@ def _occupancy_inputs(shape: tuple, where: str = "cuda") -> tuple[tuple, bool]:
     return tuple(qkv), causal
 
 
-def _occupancy_call(rung: str, blocks: int | None, inputs: tuple, causal: bool, out):
-    """One case's launch on (q, k, v) = inputs into out: rung 6 as searched, CUDA rung 7 at `blocks` an SM, a later
-    CUDA rung as it launches, or Triton's rung 7 in its recorded configuration."""
+def _occupancy_call(rung: str, blocks: int | None, key_tile: int | None, inputs: tuple, causal: bool, out):
+    """One case's launch on (q, k, v) = inputs into out: rung 6 as searched, CUDA rung 7 at `blocks` an SM, rung 8
+    with `key_tile` keys a tile, a later CUDA rung as it launches, or Triton's rung 7 in its recorded configuration."""
     if rung == RUNG6:
         return lambda: at.cuda_autotuned(*inputs, causal, out)
     if rung == RUNG7:
         return lambda: cuda_attention.wgmma_tma(*inputs, causal, out, blocks_per_sm=blocks)
+    if key_tile is not None:
+        return lambda: cuda_attention.warp_specialized(*inputs, causal, out, key_tile=key_tile)
     if rung == "triton:7_tma":
         return lambda: at.triton_tma(*inputs, causal, out)
     return lambda: cuda_attention.RUNGS[rung.removeprefix("cuda:")](*inputs, causal, out)
@@ -203,22 +209,23 @@ def measure_occupancy(rounds: int = 5) -> list[dict]:
         inputs, causal = _occupancy_inputs(shape)
         want = at.reference(*inputs, causal)
         calls = {}
-        for rung, blocks in occupancy_cases(shape[3]):
+        for case in occupancy_cases(shape[3]):
             out = torch.full_like(inputs[0], float("nan"))
-            calls[rung, blocks] = _occupancy_call(rung, blocks, inputs, causal, out)
-            calls[rung, blocks]()
+            calls[case] = _occupancy_call(*case, inputs, causal, out)
+            calls[case]()
             if not check.compare(out, want).ok:
-                raise RuntimeError(f"attention {rung} at {blocks} blocks an SM is wrong at {shape}")
+                raise RuntimeError(f"attention {_case_name(*case)} is wrong at {shape}")
         times = {case: [] for case in calls}
         for _ in range(rounds):
             for case, call in calls.items():
                 times[case].append(timing.event_bench(call, 25, 100, [0.5])[0])
-        for (label, blocks), ms in times.items():
+        for (label, blocks, key_tile), ms in times.items():
             counted = profile.program_profile([sys.executable, "-m", MODULE, "--once", label, str(blocks or 0),
-                                               *map(str, shape)], OCCUPANCY_COUNTERS) if profile.available() else {}
+                                               str(key_tile or 0), *map(str, shape)],
+                                              OCCUPANCY_COUNTERS) if profile.available() else {}
             backend, rung = label.split(":")
             rows.append({"problem": "attention", "backend": backend, "rung": rung, "shape": list(shape),
-                         "blocks_per_sm": blocks, "ms": statistics.median(ms), "ms_min": min(ms), "ms_max": max(ms),
+                         "blocks_per_sm": blocks, "key_tile": key_tile, "ms": statistics.median(ms), "ms_min": min(ms), "ms_max": max(ms),
                          "rounds": rounds, **{k: counted.get(k) for k in OCCUPANCY_COUNTERS}})
     return rows
 
@@ -229,7 +236,7 @@ def occupancy_table(recording, rungs: tuple | None = None) -> str:
     rows = recording.data.get("occupancy", [])
     if not rows:
         return f"no occupancy experiment {recording.label} (python -m {MODULE} --record on a Hopper GPU)"
-    lines = [f"{'shape':>6s} {'rung':23s} {'blocks/SM':>9s} {'ms':>7s} {'x rung 6':>8s} {'occupancy':>9s} "
+    lines = [f"{'shape':>6s} {'rung':37s} {'blocks/SM':>9s} {'ms':>7s} {'x rung 6':>8s} {'occupancy':>9s} "
              f"{'issued':>7s} {'instr. (G)':>10s}"]
     for shape in OCCUPANCY_SHAPES:
         at_shape = [r for r in rows if tuple(r["shape"]) == shape]
@@ -242,7 +249,7 @@ def occupancy_table(recording, rungs: tuple | None = None) -> str:
             counted = [f"{r['occupancy_pct']:8.1f}%", f"{r['issue_active_pct']:6.1f}%",
                        f"{r['instructions'] / 1e9:10.3f}"] if r.get("instructions") else [f"{'-':>9s}", f"{'-':>7s}",
                                                                                          f"{'-':>10s}"]
-            lines.append(f"{shape_label('attention', shape):>6s} {_label(r):23s} "
+            lines.append(f"{shape_label('attention', shape):>6s} {_case_name(_label(r), None, r.get('key_tile')):37s} "
                          f"{'-' if blocks is None else int(blocks):>9} {r['ms']:7.3f} "
                          f"{base['ms'] / r['ms'] if base else float('nan'):7.2f}x " + " ".join(counted))
     return "\n".join(lines + [f"({recording.label}; ms: median of {rows[0]['rounds']} rounds, L2 flushed;",
@@ -254,16 +261,21 @@ def _label(row: dict) -> str:
     return f"{row['backend']}:{row['rung']}"
 
 
-def _run_once(rung: str, blocks: int, shape: tuple) -> None:
+def _case_name(label: str, blocks: int | None, key_tile: int | None) -> str:
+    return label + (f" at {blocks} blocks/SM" if blocks else "") + (f", {key_tile}-key tiles" if key_tile else "")
+
+
+def _run_once(rung: str, blocks: int, key_tile: int, shape: tuple) -> None:
     """One case run once between cudaProfilerStart and Stop (compiled and warmed up before)."""
     inputs, causal = _occupancy_inputs(shape)
-    profile.profiled_once(_occupancy_call(rung, blocks or None, inputs, causal, torch.empty_like(inputs[0])))
+    profile.profiled_once(_occupancy_call(rung, blocks or None, key_tile or None, inputs, causal,
+                                          torch.empty_like(inputs[0])))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description="rung 7 at fewer blocks an SM")
     parser.add_argument("--record", action="store_true", help="merge the rows into results/<gpu>.json")
-    parser.add_argument("--once", nargs="+", help=argparse.SUPPRESS)   # ncu's child: rung, blocks, shape
+    parser.add_argument("--once", nargs="+", help=argparse.SUPPRESS)   # ncu's child: rung, blocks, key tile, shape
     args = parser.parse_args(argv)
     try:
         require_gpu("the occupancy experiment")
@@ -276,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     autotune.pin_recorded_winners()   # rung 6 in its recorded configuration: no search, under ncu or not
     if args.once:
-        _run_once(args.once[0], int(args.once[1]), tuple(int(x) for x in args.once[2:]))
+        _run_once(args.once[0], int(args.once[1]), int(args.once[2]), tuple(int(x) for x in args.once[3:]))
         return 0
     rows = measure_occupancy()
     if args.record:
