@@ -31,6 +31,7 @@
                        and rung 12's searches at each shape first
   profile PROBLEM BACKEND RUNG SIZE..   Nsight Compute counters for one rung
   run-once PROBLEM BACKEND RUNG SIZE..  run a rung once (the target `profile` runs under ncu)
+  issue PROBLEM SIZE.. --rungs B:R ..  each rung's instructions, issue rate and occupancy (ncu) [--record]
 """
 from __future__ import annotations
 
@@ -337,6 +338,24 @@ def cmd_profile(args) -> None:
     print(profile.summary(metrics, shape, problem.min_bytes(shape)))
 
 
+def cmd_issue(args) -> None:
+    """Each rung's instructions, issue rate and occupancy at one shape, from one ncu run each (profile.ISSUE)."""
+    problem = problems_mod.get(args.problem)
+    rungs = [label.split(":", 1) for label in args.rungs]
+    for backend, rung in rungs:
+        problem.rung(backend, rung)   # an unknown rung is named here, not by ncu's child process
+    require_gpu("`issue` (Nsight Compute)")
+    if args.record:
+        hardware.require_real("Recording")
+    shape = tuple(args.size)
+    rows = [{"problem": args.problem, "backend": backend, "rung": rung, "shape": list(shape),
+             **profile.profile(args.problem, backend, rung, shape, profile.ISSUE)} for backend, rung in rungs]
+    rows = [{k: v for k, v in r.items() if k not in ("kernels", "kernel_ns")} for r in rows]
+    if args.record:
+        print(results_mod.add_rows(hardware.detect(), "issue", rows))
+    print(profile.issue_table(rows, f"{args.problem} {'x'.join(map(str, shape))}, on {hardware.detect().name}"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ladder", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -394,6 +413,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="time nothing: ncu's warp states of cuBLAS and our fastest rung at each shape, as the "
                         "recorded sweep timed them, added to the recording")
     p.set_defaults(fn=cmd_sweep)
+    p = sub.add_parser("issue", help="rungs' instructions, issue rate and occupancy at one shape (ncu)")
+    p.add_argument("problem")
+    p.add_argument("size", nargs="+", type=int)
+    p.add_argument("--rungs", nargs="+", required=True, help="backend:rung each, e.g. triton:3_tiled")
+    p.add_argument("--record", action="store_true", help="merge the rows into results/<gpu>.json")
+    p.set_defaults(fn=cmd_issue)
     for name, fn in (("profile", cmd_profile), ("run-once", cmd_run_once)):
         p = sub.add_parser(name)
         for arg in ("problem", "backend", "rung"):

@@ -61,6 +61,24 @@ WARP_STATE = {
 }
 
 
+# What decides a time by instructions over the rate they issue at: the time, the instructions (warp instructions, all
+# pipes), the share of cycles in which a scheduler issued one, and the resident warps it picked from
+# (`python -m ladder issue`; a lesson's "instructions and issue rate" table)
+ISSUE = {"duration_ns": METRICS["duration_ns"], "instructions": METRICS["instructions"],
+         "issue_active_pct": WARP_STATE["issue_active_pct"], "occupancy_pct": WARP_STATE["occupancy_pct"]}
+
+
+def issue_table(rows: list[dict], label: str) -> str:
+    """ISSUE's counts of profiled rungs (rows as `python -m ladder issue` records them), a line each."""
+    width = max([24, *(len(f"{r['backend']}:{r['rung']}") + 1 for r in rows)])
+    lines = [f"{'rung':{width}s} {'ncu ms':>7s} {'instr. (G)':>10s} {'issued':>7s} {'occupancy':>9s}"]
+    for r in rows:
+        lines.append(f"{r['backend'] + ':' + r['rung']:{width}s} {r['duration_ns'] / 1e6:7.3f} "
+                     f"{r['instructions'] / 1e9:10.3f} {r['issue_active_pct']:6.1f}% {r['occupancy_pct']:8.1f}%")
+    return "\n".join(lines + [f"(ncu, {label}; issued: share of cycles a scheduler issued an instruction; occupancy: "
+                              "resident warps, % of the SM's most)"])
+
+
 def available() -> bool:
     return shutil.which("ncu") is not None
 

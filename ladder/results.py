@@ -217,13 +217,13 @@ def _key(kind: str, row: dict) -> tuple:
     if kind == "occupancy":   # lesson 04e's experiment: a rung at each blocks an SM or key tile asked for, per shape
         return (row["problem"], row["backend"], row["rung"], tuple(row["shape"]), row["blocks_per_sm"],
                 row.get("key_tile"))
-    if kind in ("warp_states", "shape_profiles", "shape_sweep", "memory"):  # more than one shape per rung
+    if kind in ("warp_states", "shape_profiles", "shape_sweep", "memory", "issue"):  # more than one shape per rung
         return (row["problem"], row["backend"], row["rung"], tuple(row["shape"]))
     return (row["problem"], row["tuner"]) if kind == "autotune" else (row["problem"], row["backend"], row["rung"])
 
 
 ROW_KINDS = ("runs", "profiles", "shape_profiles", "warp_states", "autotune", "power", "capstone", "launch",
-             "shape_sweep", "memory", "model", "ops_speed", "occupancy")
+             "shape_sweep", "memory", "model", "ops_speed", "occupancy", "issue")
 ANCHOR_BACKEND = "torch"   # the library rungs a run times beside ours: cuBLAS, SDPA, torch.add
 
 

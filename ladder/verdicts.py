@@ -469,6 +469,21 @@ def counters(problem, labels: list[str], names: list[str], recording=None, shape
     return "\n".join(lines)
 
 
+def issue_counts(problem, labels: list[str], shape: tuple | None = None, recording=None) -> str:
+    """The rungs `labels`' instructions, issue rate and occupancy at `shape` (default: the profiled one), as
+    `python -m ladder issue --record` recorded them (the recording holding such rows)."""
+    rec = recording or results_mod.load_having("issue")
+    name = _problem_name(problem)
+    shape = list(shape or problems.get(name).bench_shapes[0])
+    rows = {f"{r['backend']}:{r['rung']}": r for r in rec.data.get("issue", [])
+            if r["problem"] == name and r["shape"] == shape}
+    missing = [label for label in labels if label not in rows]
+    if missing:
+        return (f"{', '.join(missing)}: no instruction counts {rec.label} at {'x'.join(map(str, shape))} (python -m "
+                f"ladder issue {name} {' '.join(map(str, shape))} --rungs {' '.join(labels)} --record, on a GPU)")
+    return profile.issue_table([rows[label] for label in labels], f"{'x'.join(map(str, shape))}, {rec.label}")
+
+
 def _counter_width(name: str) -> int:
     return max(9, len(name) + 1)
 

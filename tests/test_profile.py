@@ -31,3 +31,34 @@ def test_one_ncu_run_gives_the_profile_and_the_warp_states_of_two(monkeypatch):
     program = profile.run_once_command(*job)
     assert program[1:] == ["-m", "ladder", "run-once", "matmul", "cuda", "6_autotuned", "64", "64", "64"]
     assert profile.program_profile(program, profile.METRICS) == counters
+
+
+def test_issue_records_each_rungs_counts_from_one_ncu_run_and_a_lesson_prints_them(monkeypatch, capsys, tmp_path):
+    """`python -m ladder issue` sums each rung's instructions and time over its kernels, weights the issue rate and
+    occupancy by each kernel's time, records a row per rung and shape (a re-run replaces its own), and
+    verdicts.issue_counts prints the recorded rows, or says which rungs it lacks and the command that records them."""
+    from ladder import cli, results, verdicts
+    from ladder.runtime import hardware
+    monkeypatch.setattr(profile, "available", lambda: True)
+    monkeypatch.setattr(profile, "_ncu", _fake_ncu)
+    monkeypatch.setattr(cli, "require_gpu", lambda what: None)
+    added = []
+    monkeypatch.setattr(results, "add_rows", lambda gpu, kind, rows: added.append((kind, rows)) or "saved")
+    monkeypatch.setattr(hardware, "require_real", lambda what: None)
+    monkeypatch.setattr(hardware, "detect", lambda: type("GPU", (), {"name": "G"}))
+    cli.main(["issue", "matmul", "64", "64", "64", "--rungs", "triton:3_tiled", "cuda:3b_register_blocked", "--record"])
+    kind, rows = added[0]
+    assert kind == "issue" and [r["rung"] for r in rows] == ["3_tiled", "3b_register_blocked"]
+    instructions = profile.METRICS["instructions"]
+    assert rows[0]["instructions"] == (10.0 + len(instructions)) + (20.0 + len(instructions))
+    assert rows[0]["issue_active_pct"] == (50.0 * 1000 + 51.0 * 3000) / 4000 and rows[0]["duration_ns"] == 4000.0
+    assert "kernels" not in rows[0] and rows[0]["shape"] == [64, 64, 64]
+    printed = capsys.readouterr().out
+    assert "triton:3_tiled" in printed and "0.004" in printed   # ncu ms: 4000 ns
+    merged = results.merge({"issue": rows, "ceilings": {}}, {"provenance": {}, "issue": [dict(rows[0], instructions=1.0)]})
+    assert sorted(r["instructions"] for r in merged["issue"]) == sorted([1.0, rows[1]["instructions"]])
+    rec = results.Recording(None, {"provenance": {"gpu": "G"}, "issue": rows})
+    table = verdicts.issue_counts("matmul", ["cuda:3b_register_blocked", "triton:3_tiled"], (64, 64, 64), rec)
+    assert [line.split()[0] for line in table.splitlines()[1:3]] == ["cuda:3b_register_blocked", "triton:3_tiled"]
+    lacking = verdicts.issue_counts("matmul", ["triton:4_tensor_core"], (64, 64, 64), rec)
+    assert "triton:4_tensor_core: no instruction counts" in lacking and "ladder issue matmul 64 64 64" in lacking

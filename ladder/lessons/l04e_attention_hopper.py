@@ -163,9 +163,7 @@ def refill_barriers(head_dim: int = 128, families=("BAR.SYNC", "BAR.ARV", "HGMMA
 OCCUPANCY_SHAPES = ((4, 32, 4096, 64, 0), (4, 32, 4096, 128, 0))
 OCCUPANCY_BLOCKS = {64: (3, 2, 1), 128: (2, 1)}
 NARROW_KEY_TILE = {128: 64}   # rung 8's keys a tile where rung 7's were fewer
-OCCUPANCY_COUNTERS = {name: profile.WARP_STATE[name] for name in ("duration_ns", "occupancy_pct", "issue_active_pct",
-                                                                   "limit_shared_mem", "limit_registers")}
-OCCUPANCY_COUNTERS["instructions"] = profile.METRICS["instructions"]
+OCCUPANCY_COUNTERS = {**profile.ISSUE, **{name: profile.WARP_STATE[name] for name in ("limit_shared_mem", "limit_registers")}}
 RUNG6, RUNG7 = "cuda:6_autotuned", "cuda:7_wgmma_tma"
 RUNG8 = "cuda:8_warp_specialized"
 LATER_RUNGS = (RUNG8, "cuda:9_pingpong", "cuda:10_intra_overlap", "triton:7_tma")
