@@ -109,6 +109,14 @@ def test_a_sentence_may_name_the_section_that_prints_it():
     assert flagged(nb) == ["16.5 sectors", "16.5"]      # no section named; another lesson's rung 2 is not this one's
 
 
+def test_a_link_to_a_subheading_names_the_section_holding_it():
+    deeper = [new_markdown_cell("## Rung 2 — coalesced\n\n### Deeper: the counters"), code("16.5 sectors per request\n")]
+    linked = "The [counters](#Deeper:-the-counters) show 16.5 sectors per request."
+    assert flagged(lesson(new_markdown_cell("## Rung 1 — naive\n\n" + linked), code("none\n"), *deeper)) == []
+    unlinked = "The counters show 16.5 sectors per request."
+    assert flagged(lesson(new_markdown_cell("## Rung 1 — naive\n\n" + unlinked), code("none\n"), *deeper)) != []
+
+
 def test_sections_cut_at_headings_inside_cells_and_keep_subheadings():
     nb = lesson(new_markdown_cell("# 02a — Matmul\n\nIntro."), code("GPU\n"),
                 new_markdown_cell("## Rung 1 — naive\n\nIdea.\n\n### Why\n\nIt is slow.\n\n## Recap\n\n- fast"),

@@ -80,10 +80,12 @@ class Number:
 
 @dataclass
 class Section:
-    """A heading and what lies under it: its prose, as (cell index, text), and its code cells' outputs' text."""
+    """A heading and what lies under it: its prose, as (cell index, text), its code cells' outputs' text, and the
+    `###` (and deeper) headings inside it, which a link may name it by."""
     heading: str
     prose: list[tuple[int, str]] = field(default_factory=list)
     outputs: str = ""
+    subheadings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -132,7 +134,9 @@ def sections(nb) -> list[Section]:
                     found[-1].prose.append((index, "\n".join(lines)))
                     found.append(Section(heading.group(1).strip()))
                     lines = []
-                elif fenced or not re.match(r"#{3,}\s", line):
+                elif not fenced and (sub := re.match(r"#{3,}\s+(.*)", line)):
+                    found[-1].subheadings.append(sub.group(1).strip())
+                else:
                     lines.append(line)
             found[-1].prose.append((index, "\n".join(lines)))
     for section in found:
@@ -202,7 +206,8 @@ def named_sections(sentence: str, all_sections: list[Section]) -> list[Section]:
     for m in re.finditer(r"(\S*)\s?\brungs? (\d+[a-z]?(?:(?:,\s?|\s?[–-]\s?| and | or )\d+[a-z]?)*)", sentence, re.I):
         if not m.group(1)[:1].isupper():                   # "CUDA's rung 3", "Triton rung 4": another lesson's
             names += [slug("rung " + n) for n in re.findall(r"\d+[a-z]?", m.group(2))]
-    return [s for s in all_sections for name in names if name and (slug(s.heading) + "-").startswith(name + "-")]
+    return [s for s in all_sections for name in names
+            if name and any((slug(h) + "-").startswith(name + "-") for h in (s.heading, *s.subheadings))]
 
 
 def _listed(nb) -> dict:
