@@ -213,9 +213,40 @@ def test_ncus_child_runs_this_module_by_its_importable_name(monkeypatch):
     monkeypatch.setattr(timing, "event_bench", lambda *args: [1.0])
     monkeypatch.setattr(profile, "available", lambda: True)
     monkeypatch.setattr(profile, "program_profile", lambda program, metrics: programs.append(program) or {})
-    l04e.measure_occupancy(rounds=1)
+    rows = l04e.measure_occupancy(rounds=1)
     assert programs and all(p[1:3] == ["-m", l04e.MODULE] and p[3] == "--once" for p in programs)
+    assert len(rows) == len(l04e.occupancy_cases(64))
     assert l04e.MODULE == "ladder.lessons.l04e_attention_hopper" and importlib.util.find_spec(l04e.MODULE)
+
+
+def test_a_failing_or_wrong_case_is_left_out_and_said_so(monkeypatch, capsys):
+    """The experiment goes on past a case that raises or is wrong (it is named on stderr), and past an ncu failure
+    (that case's counts None)."""
+    from ladder import check, profile, timing
+    cases = l04e.occupancy_cases(64)
+    def call(label, blocks, key_tile, *rest):
+        def run():
+            if (label, blocks) == cases[1][:2]:
+                raise RuntimeError("launch failed")
+        return run
+    monkeypatch.setattr(l04e, "OCCUPANCY_SHAPES", [(1, 2, 8, 64, 0)])
+    monkeypatch.setattr(l04e, "_occupancy_call", call)
+    outcomes = iter([True] * 2 + [False] + [True] * len(cases))   # the third case to be checked is wrong
+    monkeypatch.setattr(check, "compare", lambda *args: type("Compared", (), {"ok": next(outcomes)}))
+    monkeypatch.setattr(l04e.at, "reference", lambda *args: None)
+    monkeypatch.setattr(l04e, "_occupancy_inputs", lambda shape: ((torch.zeros(1),) * 3, False))
+    monkeypatch.setattr(timing, "event_bench", lambda *args: [1.0])
+    monkeypatch.setattr(profile, "available", lambda: True)
+    def counts(program, metrics):
+        if program[4] == "cuda:8_warp_specialized":
+            raise RuntimeError("ncu failed")
+        return {"instructions": 1.0}
+    monkeypatch.setattr(profile, "program_profile", counts)
+    rows = l04e.measure_occupancy(rounds=1)
+    err = capsys.readouterr().err
+    assert len(rows) == len(cases) - 2 and "launch failed" in err and "wrong against the fp32 reference" in err
+    assert "no ncu counts for cuda:8_warp_specialized" in err
+    assert [r["instructions"] for r in rows if r["rung"] == "8_warp_specialized"] == [None]
 
 
 def test_rung_7_asked_for_n_blocks_an_sm_fits_exactly_n(monkeypatch):
