@@ -348,9 +348,15 @@ def cmd_issue(args) -> None:
     if args.record:
         hardware.require_real("Recording")
     shape = tuple(args.size)
-    rows = [{"problem": args.problem, "backend": backend, "rung": rung, "shape": list(shape),
-             **profile.profile(args.problem, backend, rung, shape, profile.ISSUE)} for backend, rung in rungs]
-    rows = [{k: v for k, v in r.items() if k not in ("kernels", "kernel_ns")} for r in rows]
+    rows = []
+    for backend, rung in rungs:
+        try:
+            counted = profile.profile(args.problem, backend, rung, shape, profile.ISSUE)
+        except RuntimeError as e:   # one rung ncu cannot count: the others still are
+            print(f"left out: {backend}:{rung}: {e}", file=sys.stderr)
+            continue
+        rows.append({"problem": args.problem, "backend": backend, "rung": rung, "shape": list(shape),
+                     **{k: v for k, v in counted.items() if k not in ("kernels", "kernel_ns")}})
     if args.record:
         print(results_mod.add_rows(hardware.detect(), "issue", rows))
     print(profile.issue_table(rows, f"{args.problem} {'x'.join(map(str, shape))}, on {hardware.detect().name}"))
