@@ -55,7 +55,8 @@ def test_issue_records_each_rungs_counts_from_one_ncu_run_and_a_lesson_prints_th
     assert "kernels" not in rows[0] and rows[0]["shape"] == [64, 64, 64]
     printed = capsys.readouterr().out
     assert "triton:3_tiled" in printed and "0.004" in printed   # ncu ms: 4000 ns
-    merged = results.merge({"issue": rows, "ceilings": {}}, {"provenance": {}, "issue": [dict(rows[0], instructions=1.0)]})
+    again = [dict(rows[0], instructions=1.0)]
+    merged = results.merge({"issue": rows, "ceilings": {}}, {"provenance": {}, "issue": again})
     assert sorted(r["instructions"] for r in merged["issue"]) == sorted([1.0, rows[1]["instructions"]])
     rec = results.Recording(None, {"provenance": {"gpu": "G"}, "issue": rows})
     table = verdicts.issue_counts("matmul", ["cuda:3b_register_blocked", "triton:3_tiled"], (64, 64, 64), rec)

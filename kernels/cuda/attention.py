@@ -247,7 +247,8 @@ SHARED_KEPT_PER_BLOCK = 1024   # bytes of an SM's shared memory the hardware kee
 RUNG7_STATIC_SHARED = 2048     # at least rung 7's static shared memory (its barriers and more: 1,152 B as compiled)
 
 
-def warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None, key_tile: int | None = None) -> torch.Tensor:
+def warp_specialized(q, k, v, causal: bool, out: torch.Tensor | None = None,
+                     key_tile: int | None = None) -> torch.Tensor:
     """Rung 8: two consumer warpgroups (128 queries) and a producer warpgroup a block, registers moved by setmaxnreg.
     key_tile: keys a K/V tile, 64 or 128, where not HOPPER's (lesson 04e's experiment: at D = 128 rung 8's sharing
     apart from its wider key tiles)."""

@@ -163,7 +163,8 @@ def refill_barriers(head_dim: int = 128, families=("BAR.SYNC", "BAR.ARV", "HGMMA
 OCCUPANCY_SHAPES = ((4, 32, 4096, 64, 0), (4, 32, 4096, 128, 0))
 OCCUPANCY_BLOCKS = {64: (3, 2, 1), 128: (2, 1)}
 NARROW_KEY_TILE = {128: 64}   # rung 8's keys a tile where rung 7's were fewer
-OCCUPANCY_COUNTERS = {**profile.ISSUE, **{name: profile.WARP_STATE[name] for name in ("limit_shared_mem", "limit_registers")}}
+OCCUPANCY_COUNTERS = {**profile.ISSUE, "limit_shared_mem": profile.WARP_STATE["limit_shared_mem"],
+                      "limit_registers": profile.WARP_STATE["limit_registers"]}
 RUNG6, RUNG7 = "cuda:6_autotuned", "cuda:7_wgmma_tma"
 RUNG8 = "cuda:8_warp_specialized"
 LATER_RUNGS = (RUNG8, "cuda:9_pingpong", "cuda:10_intra_overlap", "triton:7_tma")
@@ -281,7 +282,8 @@ def _run_once(rung: str, blocks: int, key_tile: int, shape: tuple) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description="rung 7 at fewer blocks an SM")
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description="rungs 6-10's instructions and issue rate, "
+                                     "rung 7 at fewer blocks an SM, rung 8 at narrower key tiles")
     parser.add_argument("--record", action="store_true", help="merge the rows into results/<gpu>.json")
     parser.add_argument("--once", nargs="+", help=argparse.SUPPRESS)   # ncu's child: rung, blocks, key tile, shape
     args = parser.parse_args(argv)
