@@ -342,6 +342,9 @@ def cmd_issue(args) -> None:
     """Each rung's instructions, issue rate and occupancy at one shape, from one ncu run each (profile.ISSUE)."""
     problem = problems_mod.get(args.problem)
     rungs = [label.split(":", 1) for label in args.rungs]
+    for label, named in zip(args.rungs, rungs):
+        if len(named) != 2:
+            raise problems_mod.UnknownName(f"{label!r}: name each rung as backend:rung (e.g. triton:3_tiled)")
     for backend, rung in rungs:
         problem.rung(backend, rung)   # an unknown rung is named here, not by ncu's child process
     require_gpu("`issue` (Nsight Compute)")

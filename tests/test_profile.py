@@ -63,3 +63,9 @@ def test_issue_records_each_rungs_counts_from_one_ncu_run_and_a_lesson_prints_th
     assert [line.split()[0] for line in table.splitlines()[1:3]] == ["cuda:3b_register_blocked", "triton:3_tiled"]
     lacking = verdicts.issue_counts("matmul", ["triton:4_tensor_core"], (64, 64, 64), rec)
     assert "triton:4_tensor_core: no instruction counts" in lacking and "ladder issue matmul 64 64 64" in lacking
+
+
+def test_issue_names_a_rung_given_without_its_backend(capsys):
+    from ladder import cli
+    assert cli.main(["issue", "matmul", "64", "64", "64", "--rungs", "3_tiled"]) == 2
+    assert "backend:rung" in capsys.readouterr().err
