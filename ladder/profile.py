@@ -72,9 +72,12 @@ def issue_table(rows: list[dict], label: str) -> str:
     """ISSUE's counts of profiled rungs (rows as `python -m ladder issue` records them), a line each."""
     width = max([24, *(len(f"{r['backend']}:{r['rung']}") + 1 for r in rows)])
     lines = [f"{'rung':{width}s} {'ncu ms':>7s} {'instr. (G)':>10s} {'issued':>7s} {'occupancy':>9s}"]
+    def cell(value, scale: float, width: int, form: str, unit: str = "") -> str:   # "-" where ncu gave no count
+        return "-".rjust(width) if value is None else f"{value / scale:{width - len(unit)}{form}}{unit}"
     for r in rows:
-        lines.append(f"{r['backend'] + ':' + r['rung']:{width}s} {r['duration_ns'] / 1e6:7.3f} "
-                     f"{r['instructions'] / 1e9:10.3f} {r['issue_active_pct']:6.1f}% {r['occupancy_pct']:8.1f}%")
+        lines.append(f"{r['backend'] + ':' + r['rung']:{width}s} {cell(r['duration_ns'], 1e6, 7, '.3f')} "
+                     f"{cell(r['instructions'], 1e9, 10, '.3f')} {cell(r['issue_active_pct'], 1, 7, '.1f', '%')} "
+                     f"{cell(r['occupancy_pct'], 1, 9, '.1f', '%')}")
     return "\n".join(lines + [f"(ncu, {label}; issued: share of cycles a scheduler issued an instruction; occupancy: "
                               "resident warps, % of the SM's most)"])
 

@@ -69,3 +69,10 @@ def test_issue_names_a_rung_given_without_its_backend(capsys):
     from ladder import cli
     assert cli.main(["issue", "matmul", "64", "64", "64", "--rungs", "3_tiled"]) == 2
     assert "backend:rung" in capsys.readouterr().err
+
+
+def test_issue_table_prints_a_dash_where_ncu_gave_no_count():
+    row = {"backend": "cuda", "rung": "4_tensor_core", "duration_ns": 2e6, "instructions": None,
+           "issue_active_pct": 40.0, "occupancy_pct": None}
+    line = profile.issue_table([row], "G").splitlines()[1].split()
+    assert line[:3] == ["cuda:4_tensor_core", "2.000", "-"] and line[3] == "40.0%"
