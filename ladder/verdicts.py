@@ -475,7 +475,7 @@ def issue_counts(problem, labels: list[str], shape: tuple | None = None, recordi
     rec = recording or results_mod.load_having("issue")
     name = _problem_name(problem)
     shape = list(shape or problems.get(name).bench_shapes[0])
-    rows = {f"{r['backend']}:{r['rung']}": r for r in rec.data.get("issue", [])
+    rows = {_label(r): r for r in rec.data.get("issue", [])
             if r["problem"] == name and r["shape"] == shape}
     missing = [label for label in labels if label not in rows]
     if missing:
