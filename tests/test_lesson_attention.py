@@ -188,6 +188,9 @@ def test_occupancy_table_reads_each_case_beside_rung_6_and_merges_as_its_own_row
                                   rungs=(l04e.RUNG7,)).splitlines()
     assert [line.split()[1:3] for line in only_7[1:3]] == [["cuda:7_wgmma_tma", "3"], ["cuda:7_wgmma_tma", "2"]]
     assert "1.50x" in only_7[1]   # still over rung 6, though its row is not shown
+    as_launched = l04e.occupancy_table(results.Recording(None, {"provenance": {"gpu": "G"}, "occupancy": rows}),
+                                       rungs=(l04e.RUNG7,), fewer_blocks=False).splitlines()
+    assert [line.split()[1:3] for line in as_launched[1:-2]] == [["cuda:7_wgmma_tma", "3"]]
     fewer = {**rows[0], "limit_shared_mem": 2, "limit_registers": 1}
     assert l04e.occupancy_table(results.Recording(None, {"provenance": {"gpu": "G"}, "occupancy": [fewer]}
                                                   )).splitlines()[1].split()[2] == "1"   # ncu's tighter limit

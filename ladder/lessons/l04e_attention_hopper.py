@@ -239,20 +239,26 @@ def measure_occupancy(rounds: int = 5) -> list[dict]:
     return rows
 
 
-def occupancy_table(recording, rungs: tuple | None = None) -> str:
+def occupancy_table(recording, rungs: tuple | None = None, fewer_blocks: bool = True) -> str:
     """The recorded experiment: per shape, each case of `rungs` (all where None) in the order measured, its time,
-    speed over rung 6, and ncu's blocks an SM, occupancy, issue rate and instructions."""
+    speed over rung 6, and ncu's blocks an SM, occupancy, issue rate and instructions; rung 7 held to fewer blocks an
+    SM than it fits only where `fewer_blocks`."""
     rows = recording.data.get("occupancy", [])
     if not rows:
         return f"no occupancy experiment {recording.label} (python -m {MODULE} --record on a Hopper GPU)"
     lines = [f"{'shape':>6s} {'rung':37s} {'blocks/SM':>9s} {'ms':>7s} {'x rung 6':>8s} {'occupancy':>9s} "
              f"{'issued':>7s} {'instr. (G)':>10s}"]
+    shown_held = shown_narrow = False   # a footnote for each kind of row, where one is shown
     for shape in OCCUPANCY_SHAPES:
         at_shape = [r for r in rows if tuple(r["shape"]) == shape]
         base = next((r for r in at_shape if _label(r) == RUNG6), None)
         for r in at_shape:
             if rungs is not None and _label(r) not in rungs:
                 continue
+            held = r["blocks_per_sm"] and r["blocks_per_sm"] < OCCUPANCY_BLOCKS[shape[3]][0]
+            if held and not fewer_blocks:
+                continue
+            shown_held, shown_narrow = shown_held or held, shown_narrow or r.get("key_tile")
             limits = [r[k] for k in ("limit_shared_mem", "limit_registers") if r.get(k)]
             blocks = min(limits) if limits else r["blocks_per_sm"]
             counted = [f"{r['occupancy_pct']:8.1f}%", f"{r['issue_active_pct']:6.1f}%",
@@ -262,8 +268,10 @@ def occupancy_table(recording, rungs: tuple | None = None) -> str:
                          f"{'-' if blocks is None else int(blocks):>9} {r['ms']:7.3f} "
                          f"{base['ms'] / r['ms'] if base else float('nan'):7.2f}x " + " ".join(counted))
     return "\n".join(lines + [f"({recording.label}; ms: median of {rows[0]['rounds']} rounds, L2 flushed;",
-                              " blocks/SM, occupancy, issued, instructions: ncu; rung 7's fewer blocks/SM: launched "
-                              "asking for more shared memory than it uses)"])
+                              " blocks/SM, occupancy, issued, instructions: ncu"
+                              + ("; rung 7's fewer blocks/SM: launched asking for more shared memory than it uses"
+                                 if shown_held else "")
+                              + ("; 64-key tiles: rung 8 with rung 7's keys a tile" if shown_narrow else "") + ")"])
 
 
 def _label(row: dict) -> str:
