@@ -272,21 +272,24 @@ _BACKWARD_SETTLED: set = set()   # (GPU, (S, D, causal)) searched (here or befor
 # ------------------------------------------------------------- attention: which kernel, on first use
 
 ATTENTION_CHOICE = "ops:attention"   # the tuner name its reports are kept under (ladder.autotune's cache)
+TRAINING_CHOICE = "ops:attention training"   # and the choice for an eager call that wants a gradient
 RUNG15 = "cuda:15_autotuned"
 RUNG6_HEAVIEST_FIRST = "triton:6_autotuned heaviest first"   # its causal query blocks longest first (flash_kernel)
+SDPA = "torch:sdpa"                  # torch's own, forward and backward: a training candidate
 CHECK_HEADS = 2                      # heads of each output checked against fp32 attention
 ATTENTION_ROUNDS = 3                 # rounds of the kernels' timing, interleaved (_interleaved)
 
 
-def attention_kernel(shape: tuple, gpu, candidates: dict) -> str | None:
+def attention_kernel(shape: tuple, gpu, candidates: dict, training: bool = False) -> str | None:
     """The faster of `candidates` ({label: run(q, k, v, causal) -> O}) at `shape` = (B, H, S, D, causal) on `gpu`,
     as measured there once: each run on random views of one (B, S, 3, H, D) projection (what a model hands the op),
     its first heads checked against fp32 attention, then the correct ones timed in interleaved rounds; the winner
-    kept as a report in the search cache, read from then on, in this process and the next. None where nothing
-    measured it and none may be now (tuning off, or a CUDA graph being captured: the caller says so), or where no
-    candidate ran correctly."""
-    key = tuple(shape)
-    found = [r for r in autotune.cached_reports(gpu.slug, "attention", ATTENTION_CHOICE) if tuple(r.shape) == key]
+    kept as a report in the search cache, read from then on, in this process and the next. With `training`, each
+    run is a forward and its backward, and what is checked is the projection's gradient (against fp32 SDPA's).
+    None where nothing measured it and none may be now (tuning off, or a CUDA graph being captured: the caller says
+    so), or where no candidate ran correctly."""
+    key, tuner = tuple(shape), TRAINING_CHOICE if training else ATTENTION_CHOICE
+    found = [r for r in autotune.cached_reports(gpu.slug, "attention", tuner) if tuple(r.shape) == key]
     if found:
         return found[0].best["kernel"]
     if not enabled() or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
@@ -299,30 +302,45 @@ def attention_kernel(shape: tuple, gpu, candidates: dict) -> str | None:
             for r in attention_problem.tune_cuda([key], attention_problem.HOPPER_TUNERS):
                 autotune.store(gpu.slug, r)
         gen = torch.Generator(device()).manual_seed(0)
-        q, k, v = torch.randn(B, S, 3, H, D, generator=gen, device=device()).half().permute(2, 0, 3, 1, 4)
+        packed = torch.randn(B, S, 3, H, D, generator=gen, device=device()).half().requires_grad_(training)
+        grad = torch.randn(B, H, S, D, generator=gen, device=device()).half()
         heads = slice(0, min(CHECK_HEADS, H))
-        want = attention_problem.reference(q[:1, heads].contiguous(), k[:1, heads].contiguous(),
-                                           v[:1, heads].contiguous(), bool(causal))
+
+        def output(run, leaf=packed):   # what is checked: O, or with `training` the projection's gradient
+            q, k, v = leaf.permute(2, 0, 3, 1, 4)
+            if not training:
+                return run(q, k, v, bool(causal))[:1, heads]
+            leaf.grad = None
+            run(q, k, v, bool(causal)).backward(grad[:leaf.shape[0], :leaf.shape[3]].to(leaf.dtype))
+            return leaf.grad[:1, :, :, heads]
+
+        if training:
+            want = output(lambda q, k, v, c: F.scaled_dot_product_attention(q, k, v, is_causal=c),
+                          packed[:1, :, :, heads].detach().float().requires_grad_())
+        else:
+            q, k, v = (x[:1, heads].contiguous() for x in packed.permute(2, 0, 3, 1, 4))
+            want = attention_problem.reference(q, k, v, bool(causal))
         correct, failed = {}, []
         for label, run in candidates.items():
             try:
-                verdict = compare(run(q, k, v, bool(causal))[:1, heads], want)
+                verdict = compare(output(run), want)
             except Exception as e:   # a kernel that does not compile or launch here: not a candidate
                 failed.append({"config": {"kernel": label}, "reason": f"{type(e).__name__}: {e}"})
                 continue
             if not verdict.ok:
                 failed.append({"config": {"kernel": label}, "reason": f"wrong result: {verdict}"})
                 continue
-            correct[label] = lambda run=run: run(q, k, v, bool(causal))
+            correct[label] = lambda run=run: output(run)
         timed = [{"config": {"kernel": label}, "ms": ms} for label, ms in _interleaved(correct).items()]
     if not timed:
         LOG.append(Tuned(key, time.perf_counter() - start, None, f"no kernel ran correctly: {failed}"))
         return None
     timed.sort(key=lambda t: t["ms"])
-    report = autotune.Report("attention", ATTENTION_CHOICE, key, gpu.name, timed[0]["config"], timed[0]["ms"],
+    report = autotune.Report("attention", tuner, key, gpu.name, timed[0]["config"], timed[0]["ms"],
                              time.perf_counter() - start, timed, [], failed)
     autotune.store(gpu.slug, report)
-    LOG.append(Tuned(key, report.seconds, None, ", ".join(f"{t['config']['kernel']} {t['ms']:.3f} ms" for t in timed)))
+    LOG.append(Tuned(key, report.seconds, None, ("training: " if training else "")
+                     + ", ".join(f"{t['config']['kernel']} {t['ms']:.3f} ms" for t in timed)))
     return report.best["kernel"]
 
 

@@ -367,7 +367,7 @@ def _has_rung7() -> bool:
 def forget_choices() -> None:
     """Choose again at every shape (ladder.dispatch calls it when the table in effect changes: on_reload): the choices, the
     plans and `backend`'s note made from them, and the kernels compiled for those plans (keyed without them)."""
-    for cached in (matmul_choice, matmul_plan, backend, _attention_kernel):
+    for cached in (matmul_choice, matmul_plan, backend, _attention_kernel, _attention_training_kernel):
         cached.cache_clear()
     _MATMUL_LAUNCHES.compiled.clear()
 
@@ -681,19 +681,28 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     projection's views are read in place). O is laid out as q is (see _attention_outputs).
     torch.ops.ladder.attention also returns each query's log-sum-exp, which the backward (FlashAttention-2's,
     rung 4 of kernels/attention_backward.py: rung 2 or 3, as searched on this GPU) recomputes P from. In fp16 on a
-    GPU with wgmma it runs CUDA rung 15 where this GPU measured that faster at the shape (`attention_kernel`)."""
+    GPU with wgmma it runs CUDA rung 15 where this GPU measured that faster at the shape (`attention_kernel`).
+    An eager call that wants a gradient runs torch's SDPA, forward and backward, where this GPU measured that
+    faster at the shape than ours (`attention_training_kernel`), as matmul runs cuBLAS where it wins."""
     shape = _check_attention(q, k, v, causal, scale)
-    kernel = attention_kernel(*_sizes(*shape[:4]), causal)
-    hopper = q.dtype is F16 and kernel == first_use.RUNG15
-    if hopper:
-        run, args = _hopper_run, shape
-    else:
-        run, args = _attention_run, (*shape, kernel == first_use.RUNG6_HEAVIEST_FIRST)
+    hopper, run, args = _forward(q.dtype, shape, causal)
     if _direct(q, k, v):
         return run(q, k, v, causal, *args)[0]
     if not torch.compiler.is_compiling() and _plain_eager(q, k, v):  # a gradient wanted, eagerly
+        if attention_training_kernel(*_sizes(*shape[:4]), causal) == first_use.SDPA:
+            # its backward runs in autograd's C++ nodes, with no Python node's cost a call
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
         return _EagerAttention.apply(q, k, v, causal, scale, run, args)[0]
     return (HOPPER_OP if hopper else ATTENTION_OP)(q, k, v, causal, scale)[0]
+
+
+def _forward(dtype: torch.dtype, shape: tuple, causal: bool) -> tuple[bool, object, tuple]:
+    """(whether CUDA rung 15 runs, the forward on checked operands, its arguments after causal) at `shape` =
+    _check_attention's result: the kernel attention_kernel picks."""
+    kernel = attention_kernel(*_sizes(*shape[:4]), causal)
+    if dtype is F16 and kernel == first_use.RUNG15:
+        return True, _hopper_run, shape
+    return False, _attention_run, (*shape, kernel == first_use.RUNG6_HEAVIEST_FIRST)
 
 
 @torch.compiler.assume_constant_result   # Dynamo calls it when it traces, and bakes the answer into the graph
@@ -726,6 +735,32 @@ def _attention_kernel(B: int, H: int, S: int, D: int, causal: bool) -> str:
                            "CUDA graph is being captured, where nothing can be timed: run the model once before "
                            f"capturing it (or set {first_use.TUNE_ENV}=0 to run rung 6)")
     return found or RUNG6
+
+
+@torch.compiler.assume_constant_result
+def attention_training_kernel(B: int, H: int, S: int, D: int, causal: bool) -> str:
+    """What an eager ops.attention call that wants a gradient runs at (B, H, S, D, causal) on this GPU: ours
+    (attention_kernel's forward and FlashAttention-2's backward: its label) or first_use.SDPA, whichever a forward
+    and backward measured faster on first use (first_use.attention_kernel with training, the choice kept on disk);
+    ours where nothing was measured (no GPU, KERNEL_LADDER_TUNE=0)."""
+    return _attention_training_kernel(B, H, S, D, causal)
+
+
+@functools.lru_cache(maxsize=None)
+def _attention_training_kernel(B: int, H: int, S: int, D: int, causal: bool) -> str:
+    gpu, ours = detect(), attention_kernel(B, H, S, D, causal)
+    if gpu is None or dispatch.suspending:
+        return ours
+    shape, scale = (B, H, S, D, int(causal)), 1 / math.sqrt(D)
+    _, run, args = _forward(F16, (B, H, S, D, scale), causal)
+    candidates = {ours: lambda q, k, v, causal: _EagerAttention.apply(q, k, v, causal, None, run, args)[0],
+                  first_use.SDPA: lambda q, k, v, causal: F.scaled_dot_product_attention(q, k, v, is_causal=causal)}
+    found = first_use.attention_kernel(shape, gpu, candidates, training=True)
+    if found is None and _capturing():
+        raise RuntimeError(f"ladder.ops.attention: whether ours or SDPA trains faster at {shape} was never measured "
+                           "on this GPU, and a CUDA graph is being captured, where nothing can be timed: run a training"
+                           f" step once before capturing it (or set {first_use.TUNE_ENV}=0 to run ours)")
+    return found or ours
 
 
 # ------------------------------------------------------------- attention through CUDA rung 15 (Hopper)

@@ -244,6 +244,46 @@ def test_attention_kernel_with_no_correct_candidate_measures_nothing_and_keeps_n
     assert "no kernel ran correctly" in first_use.LOG[-1].note
 
 
+def test_a_training_choice_checks_gradients_then_times_forward_and_backward(monkeypatch, tmp_path):
+    """With training, each candidate runs forward and backward: one whose output is right but whose gradient is not
+    is never timed; the faster of the rest is kept under its own tuner name, beside the forward's choice."""
+    import torch.nn.functional as F
+    from ladder import autotune
+    monkeypatch.setattr(autotune, "CACHE", tmp_path / "autotune.json")
+    monkeypatch.setattr(first_use, "bench", fake_bench([2.0, 1.0, 2.0, 1.0, 2.0, 1.0]))
+    sdpa = lambda q, k, v, causal: F.scaled_dot_product_attention(  # noqa: E731
+        q.float(), k.float(), v.float(), is_causal=causal).half()
+    candidates = {RUNG6: sdpa, "no dK": lambda q, k, v, causal: sdpa(q, k.detach(), v, causal), first_use.SDPA: sdpa}
+    shape = (1, 3, 40, 64, 1)
+    assert first_use.attention_kernel(shape, H100, candidates, training=True) == first_use.SDPA
+    (report,) = autotune.cached_reports(H100.slug, "attention", first_use.TRAINING_CHOICE)
+    assert [t["config"]["kernel"] for t in report.timed] == [first_use.SDPA, RUNG6]
+    assert report.failed[0]["config"]["kernel"] == "no dK" and "wrong result" in report.failed[0]["reason"]
+    assert not autotune.cached_reports(H100.slug, "attention", first_use.ATTENTION_CHOICE)
+
+
+def test_an_eager_call_that_wants_a_gradient_runs_the_training_choice(on_an_h100, monkeypatch):
+    """Where SDPA's forward and backward were measured faster at the shape, the op returns SDPA's output (its
+    backward torch's); elsewhere, and without a gradient, ours; the choice is measured once per shape."""
+    import torch.nn.functional as F
+    asked = []
+    def choose(shape, gpu, candidates, training=False):
+        asked.append((shape, training, set(candidates)))
+        return first_use.SDPA if training and shape[2] == 64 else RUNG6
+    monkeypatch.setattr(first_use, "attention_kernel", choose)
+    monkeypatch.setattr(ops, "_attention_run", lambda q, k, v, causal, *shape: (q * 2, q.new_zeros(q.shape[:3]).float()))
+    q = torch.randn(1, 2, 64, 64).half().requires_grad_()
+    for _ in range(2):
+        out = ops.attention(q, q, q, causal=True)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, q, q, is_causal=True))
+    assert out.grad_fn.name() != "_EagerAttentionBackward"
+    assert asked == [((1, 2, 64, 64, 1), True, {RUNG6, first_use.SDPA})]   # too small for a forward's search
+    longer = torch.randn(1, 2, 128, 64).half().requires_grad_()
+    assert ops.attention(longer, longer, longer).grad_fn.name() == "_EagerAttentionBackward"
+    with torch.no_grad():
+        torch.testing.assert_close(ops.attention(q, q, q, causal=True), q * 2)
+
+
 def test_a_causal_shape_also_times_rung_6_with_its_longest_query_blocks_first(on_an_h100, monkeypatch):
     offered = []
     monkeypatch.setattr(first_use, "attention_kernel",
