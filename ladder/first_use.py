@@ -303,7 +303,8 @@ def attention_kernel(shape: tuple, gpu, candidates: dict, training: bool = False
                 autotune.store(gpu.slug, r)
         gen = torch.Generator(device()).manual_seed(0)
         packed = torch.randn(B, S, 3, H, D, generator=gen, device=device()).half().requires_grad_(training)
-        grad = torch.randn(B, H, S, D, generator=gen, device=device()).half()
+        # O's gradient as a model's backward hands it: from (B, S, H·D) rows, heads inner, as O is laid out
+        grad = torch.randn(B, S, H, D, generator=gen, device=device()).half().transpose(1, 2)
         heads = slice(0, min(CHECK_HEADS, H))
 
         def output(run, leaf=packed):   # what is checked: O, or with `training` the projection's gradient
