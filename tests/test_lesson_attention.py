@@ -191,6 +191,12 @@ def test_occupancy_table_reads_each_case_beside_rung_6_and_merges_as_its_own_row
     as_launched = l04e.occupancy_table(results.Recording(None, {"provenance": {"gpu": "G"}, "occupancy": rows}),
                                        rungs=(l04e.RUNG7,), fewer_blocks=False).splitlines()
     assert [line.split()[1:3] for line in as_launched[1:-2]] == [["cuda:7_wgmma_tma", "3"]]
+    narrow = {**row(l04e.RUNG8, None, 2.4, l04e.OCCUPANCY_SHAPES[1]), "key_tile": l04e.NARROW_KEY_TILE[128]}
+    wide = row(l04e.RUNG8, None, 2.1, l04e.OCCUPANCY_SHAPES[1])
+    recording = results.Recording(None, {"provenance": {"gpu": "G"}, "occupancy": [wide, narrow]})
+    assert [line.split(None, 1)[1].split("  ")[0] for line in l04e.occupancy_table(recording, rungs=(
+        l04e.RUNG8, l04e.RUNG8_64_KEYS)).splitlines()[1:3]] == [l04e.RUNG8, l04e.RUNG8_64_KEYS]
+    assert len(l04e.occupancy_table(recording, rungs=(l04e.RUNG8,)).splitlines()) == 4   # header, one row, footer
     fewer = {**rows[0], "limit_shared_mem": 2, "limit_registers": 1}
     assert l04e.occupancy_table(results.Recording(None, {"provenance": {"gpu": "G"}, "occupancy": [fewer]}
                                                   )).splitlines()[1].split()[2] == "1"   # ncu's tighter limit

@@ -168,6 +168,7 @@ OCCUPANCY_COUNTERS = {**profile.ISSUE, "limit_shared_mem": profile.WARP_STATE["l
 RUNG6, RUNG7 = "cuda:6_autotuned", "cuda:7_wgmma_tma"
 RUNG8 = "cuda:8_warp_specialized"
 LATER_RUNGS = (RUNG8, "cuda:9_pingpong", "cuda:10_intra_overlap", "triton:7_tma")
+RUNG8_64_KEYS = f"{RUNG8}, 64-key tiles"   # the table's name for rung 8 with rung 7's keys a tile
 MODULE = __spec__.name   # this module run as a program (__name__ is "__main__" there)
 
 
@@ -240,7 +241,8 @@ def measure_occupancy(rounds: int = 5) -> list[dict]:
 
 
 def occupancy_table(recording, rungs: tuple | None = None, fewer_blocks: bool = True) -> str:
-    """The recorded experiment: per shape, each case of `rungs` (all where None) in the order measured, its time,
+    """The recorded experiment: per shape, each case of `rungs` (rows as the table names them: "backend:rung", or
+    RUNG8_64_KEYS; all where None) in the order measured, its time,
     speed over rung 6, and ncu's blocks an SM, occupancy, issue rate and instructions; rung 7 held to fewer blocks an
     SM than it fits only where `fewer_blocks`."""
     rows = recording.data.get("occupancy", [])
@@ -253,7 +255,7 @@ def occupancy_table(recording, rungs: tuple | None = None, fewer_blocks: bool = 
         at_shape = [r for r in rows if tuple(r["shape"]) == shape]
         base = next((r for r in at_shape if _label(r) == RUNG6), None)
         for r in at_shape:
-            if rungs is not None and _label(r) not in rungs:
+            if rungs is not None and _case_name(_label(r), None, r.get("key_tile")) not in rungs:
                 continue
             held = r["blocks_per_sm"] and r["blocks_per_sm"] < OCCUPANCY_BLOCKS[shape[3]][0]
             if held and not fewer_blocks:
@@ -268,7 +270,8 @@ def occupancy_table(recording, rungs: tuple | None = None, fewer_blocks: bool = 
                          f"{'-' if blocks is None else int(blocks):>9} {r['ms']:7.3f} "
                          f"{base['ms'] / r['ms'] if base else float('nan'):7.2f}x " + " ".join(counted))
     return "\n".join(lines + [f"({recording.label}; ms: median of {rows[0]['rounds']} rounds, L2 flushed;",
-                              " blocks/SM, occupancy, issued, instructions: ncu"
+                              " blocks/SM, occupancy, issued, instructions: this experiment's ncu run, not the "
+                              "verdict lines' profiles"
                               + ("; rung 7's fewer blocks/SM: launched asking for more shared memory than it uses"
                                  if shown_held else "")
                               + ("; 64-key tiles: rung 8 with rung 7's keys a tile" if shown_narrow else "") + ")"])
