@@ -737,7 +737,6 @@ def _attention_kernel(B: int, H: int, S: int, D: int, causal: bool) -> str:
     return found or RUNG6
 
 
-@torch.compiler.assume_constant_result
 def attention_training_kernel(B: int, H: int, S: int, D: int, causal: bool) -> str:
     """What an eager ops.attention call that wants a gradient runs at (B, H, S, D, causal) on this GPU: ours
     (attention_kernel's forward and FlashAttention-2's backward: its label) or first_use.SDPA, whichever a forward
