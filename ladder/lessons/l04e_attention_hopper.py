@@ -242,9 +242,8 @@ def measure_occupancy(rounds: int = 5) -> list[dict]:
 
 def occupancy_table(recording, rungs: tuple | None = None, fewer_blocks: bool = True) -> str:
     """The recorded experiment: per shape, each case of `rungs` (rows as the table names them: "backend:rung", or
-    RUNG8_64_KEYS; all where None) in the order measured, its time,
-    speed over rung 6, and ncu's blocks an SM, occupancy, issue rate and instructions; rung 7 held to fewer blocks an
-    SM than it fits only where `fewer_blocks`."""
+    RUNG8_64_KEYS; all where None) in the order measured, its time, speed over rung 6, and ncu's blocks an SM,
+    occupancy, issue rate and instructions; rung 7 held to fewer blocks an SM than it fits only where `fewer_blocks`."""
     rows = recording.data.get("occupancy", [])
     if not rows:
         return f"no occupancy experiment {recording.label} (python -m {MODULE} --record on a Hopper GPU)"
