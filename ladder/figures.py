@@ -16,10 +16,6 @@ from ladder import profile, results, roofline, verdicts
 from ladder.runtime import hardware
 
 
-def _label(row: dict) -> str:
-    return f"{row['backend']}:{row['rung']}"
-
-
 def _legend_outside(ax, **kw):
     return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, **kw)
 
@@ -70,7 +66,7 @@ def bandwidth_bars(rows: list[dict], shape: tuple, ceilings: dict, datasheet: di
     """Achieved TB/s per rung (minimum bytes over time), against the copy roofs drawn as lines."""
     at = [r for r in rows if tuple(r["shape"]) == tuple(shape)]
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(at) + 1.2))
-    ax.barh([_label(r) for r in at], [r["tbps"] for r in at],
+    ax.barh([results.rung_label(r) for r in at], [r["tbps"] for r in at],
             color=[roofline.BACKEND_COLORS.get(r["backend"], "k") for r in at])
     ax.axvline(ceilings["copy_TBps"], color="k", label=f"measured copy {ceilings['copy_TBps']:.2f} TB/s")
     if datasheet:
@@ -89,14 +85,15 @@ def speed_bars(rows: list[dict], shapes: list[tuple], source: str, anchor: str =
     """TFLOP/s per rung, one bar per shape, each rung in its backend's colour; the anchor drawn as a line per
     shape, not as another bar. A bar's length is its value, so bars start at zero on a linear axis; a ladder
     spanning more than BARS_SPAN (three decades, for the first rungs) is drawn as dots on a log axis instead."""
-    labels = list(dict.fromkeys(_label(r) for r in rows if _label(r) != anchor
+    labels = list(dict.fromkeys(results.rung_label(r) for r in rows if results.rung_label(r) != anchor
                                 and tuple(r["shape"]) in {tuple(s) for s in shapes}))
     fig, ax = plt.subplots(figsize=(9, 0.42 * len(labels) * len(shapes) + 1.2))
     height = 0.8 / len(shapes)
-    values = [r["tflops"] for r in rows if _label(r) in labels and tuple(r["shape"]) in {tuple(s) for s in shapes}]
+    values = [r["tflops"] for r in rows
+              if results.rung_label(r) in labels and tuple(r["shape"]) in {tuple(s) for s in shapes}]
     dots = bool(values) and max(values) > BARS_SPAN * min(values)
     for i, shape in enumerate(shapes):
-        tf = {_label(r): r["tflops"] for r in rows if tuple(r["shape"]) == tuple(shape)}
+        tf = {results.rung_label(r): r["tflops"] for r in rows if tuple(r["shape"]) == tuple(shape)}
         alpha = 1.0 - 0.5 * i / max(1, len(shapes) - 1)
         name = "×".join(map(str, shape))
         at = [(j + height * i, lb) for j, lb in enumerate(labels) if lb in tf]
@@ -141,8 +138,8 @@ def size_sweep(rows: list[dict], size_of, xlabel: str, source: str, unavailable_
     Sizes from `unavailable_from` on shaded, `note` in the legend."""
     fig, ax = plt.subplots(figsize=(11, 4.5))   # wide: the marks' columns take room beside the sizes
     sizes = sorted({size_of(r["shape"]) for r in rows})
-    series = {label: sorted((size_of(r["shape"]), r["tflops"]) for r in rows if _label(r) == label)
-              for label in dict.fromkeys(_label(r) for r in rows)}
+    series = {label: sorted((size_of(r["shape"]), r["tflops"]) for r in rows if results.rung_label(r) == label)
+              for label in dict.fromkeys(results.rung_label(r) for r in rows)}
     series = {label: pts for label, pts in series.items() if len(pts) >= 2}
     speeds = [tf for pts in series.values() for _, tf in pts]
     ax.set_xscale("log", base=2)
@@ -247,7 +244,7 @@ def stall_mix(warp_states: list[dict], labels: list[str], source: str, top: int 
     rung's `top` largest gets its own colour (STALL_COLORS), so the reasons a lesson argues about show; the rest
     are "other". The total (warp cycles per issued instruction) is written after each bar: a short bar of the
     same mix is a faster rung."""
-    found = {_label(w): w["metrics"] for w in warp_states}
+    found = {results.rung_label(w): w["metrics"] for w in warp_states}
     shown = [label for label in labels if label in found]
     totals = {label: {r: found[label].get(f"stall_{r}") or 0.0 for r in profile.STALL_REASONS} for label in shown}
     lead = sorted({r for t in totals.values() for r, _ in sorted(t.items(), key=lambda x: -x[1])[:top]},

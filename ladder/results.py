@@ -82,6 +82,11 @@ def provenance(gpu) -> dict:
     }
 
 
+def rung_label(row: dict) -> str:
+    """A recorded row's rung as the lessons name it: "backend:rung"."""
+    return f"{row['backend']}:{row['rung']}"
+
+
 @dataclass
 class Recording:
     path: Path

@@ -34,10 +34,6 @@ def anchor_of(problem) -> str:
     return ANCHORS.get(problem.name) or next(r.label for r in problem.rungs if r.backend == results_mod.ANCHOR_BACKEND)
 
 
-def _label(row: dict) -> str:
-    return f"{row['backend']}:{row['rung']}"
-
-
 def provenance_line(rec: results_mod.Recording) -> str:
     p = rec.data["provenance"]
     versions = ", ".join(f"{name} {p[key]}" for name, key in (("driver", "driver"), ("CUDA", "cuda"),
@@ -73,7 +69,7 @@ def problem_table(rec: results_mod.Recording, problem) -> str | None:
     if not rows:
         return None
     anchor, memory_bound = anchor_of(problem), problem.name in MEMORY_BOUND
-    recorded = {_label(r) for r in rows}
+    recorded = {results_mod.rung_label(r) for r in rows}
     order = [r.label for r in problem.rungs if r.label in recorded]
     order += sorted(recorded - set(order))
     lines = [f"Each cell: median ms · {'GB/s' if memory_bound else 'TFLOP/s'} · × "
@@ -84,7 +80,7 @@ def problem_table(rec: results_mod.Recording, problem) -> str | None:
     for label in order:
         cells = []
         for shape in shapes:
-            row = next((r for r in rows if _label(r) == label and tuple(r["shape"]) == shape), None)
+            row = next((r for r in rows if results_mod.rung_label(r) == label and tuple(r["shape"]) == shape), None)
             cells.append(cell(row, row and results_mod.run_anchor(row, anchor, rec), memory_bound))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     missing = [r.label for r in problem.rungs if r.label not in recorded]

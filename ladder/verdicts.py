@@ -182,12 +182,8 @@ class Verdict:
         return f"{self.value:.{digits}f}{unit}{self.note} {self.outcome}{mark}"
 
 
-def _label(row: dict) -> str:
-    return f"{row['backend']}:{row['rung']}"
-
-
 def _row(rows: list[dict], label: str, shape: tuple) -> dict | None:
-    return next((r for r in rows if _label(r) == label and tuple(r["shape"]) == tuple(shape)), None)
+    return next((r for r in rows if results_mod.rung_label(r) == label and tuple(r["shape"]) == tuple(shape)), None)
 
 
 def _ceilings(row: dict, ceilings: dict | None, recording, roof: str | None = None) -> tuple[dict | None, str]:
@@ -206,7 +202,7 @@ def _ceilings(row: dict, ceilings: dict | None, recording, roof: str | None = No
 def _anchor(row: dict, rows: list[dict], anchor: str, recording) -> dict | None:
     if "recorded" in row:
         return results_mod.run_anchor(row, anchor, recording)
-    return next((r for r in rows if _label(r) == anchor and "recorded" not in r
+    return next((r for r in rows if results_mod.rung_label(r) == anchor and "recorded" not in r
                  and tuple(r["shape"]) == tuple(row["shape"])), None)
 
 
@@ -332,7 +328,7 @@ class Ladder:
             self.roofs, self.datasheet = self.recording.ceilings, self.recording.data.get("datasheet")
             labels = {r.label for r in self.problem.rungs}  # this ladder's rungs and its anchor, not the others'
             self.rows = [r for r in self.recording.runs(self.problem.name)
-                         if tuple(r["shape"]) in self.shapes and _label(r) in labels]
+                         if tuple(r["shape"]) in self.shapes and results_mod.rung_label(r) in labels]
             self.label = self.recording.label
 
     def _rung(self, name: str):
@@ -358,7 +354,7 @@ class Ladder:
         print(self.lines(rung.label))
 
     def _time(self, rung) -> None:
-        self.rows = [r for r in self.rows if _label(r) != rung.label]
+        self.rows = [r for r in self.rows if results_mod.rung_label(r) != rung.label]
         self.rows += [runner.time_rung(self.problem, rung, shape) for shape in self.shapes]
 
     def _time_anchors(self, found: list[Prediction]) -> None:
@@ -368,7 +364,8 @@ class Ladder:
             if not self.live or p.quantity != "pct_anchor":
                 continue
             anchor = self._rung(p.anchor)
-            if not any(_label(r) == anchor.label for r in self.rows) and runner.unavailable(anchor) is None:
+            if (not any(results_mod.rung_label(r) == anchor.label for r in self.rows)
+                    and runner.unavailable(anchor) is None):
                 self._time(anchor)
                 self._anchors_timed.add(anchor.label)
 
@@ -475,7 +472,7 @@ def issue_counts(problem, labels: list[str], shape: tuple | None = None, recordi
     rec = recording or results_mod.load_having("issue")
     name = _problem_name(problem)
     shape = list(shape or problems.get(name).bench_shapes[0])
-    rows = {_label(r): r for r in rec.data.get("issue", [])
+    rows = {results_mod.rung_label(r): r for r in rec.data.get("issue", [])
             if r["problem"] == name and r["shape"] == shape}
     missing = [label for label in labels if label not in rows]
     if missing:
@@ -504,8 +501,8 @@ def _profiles(problem, recording=None, shape: tuple | None = None) -> tuple[dict
     rec = recording or results_mod.load()
     name = _problem_name(problem)
     if shape is None or tuple(shape) == tuple(problems.get(name).bench_shapes[0]):
-        return {_label(p): p for p in rec.profiles(name)}, rec
-    return {_label(p): p for p in rec.shape_profiles(name) if tuple(p["shape"]) == tuple(shape)}, rec
+        return {results_mod.rung_label(p): p for p in rec.profiles(name)}, rec
+    return {results_mod.rung_label(p): p for p in rec.shape_profiles(name) if tuple(p["shape"]) == tuple(shape)}, rec
 
 
 def _profiled_at(problem, profiles: dict, labels: list[str], rec) -> str:
@@ -586,7 +583,8 @@ def _warp_states(problem, recording=None, shape: tuple | None = None) -> tuple[d
     """The recorded warp states of `problem`'s rungs at `shape` (default: the shape every rung is profiled at)."""
     rec = recording or results_mod.load()
     shape = tuple(shape or problems.get(_problem_name(problem)).bench_shapes[0])
-    return {_label(w): w for w in rec.warp_states(_problem_name(problem)) if tuple(w["shape"]) == shape}, rec
+    return {results_mod.rung_label(w): w for w in rec.warp_states(_problem_name(problem))
+            if tuple(w["shape"]) == shape}, rec
 
 
 def across_shapes(problem, label: str, names: list[str], recording=None, also: tuple[str, ...] = ()) -> str:

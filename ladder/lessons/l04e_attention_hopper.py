@@ -252,9 +252,10 @@ def occupancy_table(recording, rungs: tuple | None = None, fewer_blocks: bool = 
     shown_held = shown_narrow = False   # a footnote for each kind of row, where one is shown
     for shape in OCCUPANCY_SHAPES:
         at_shape = [r for r in rows if tuple(r["shape"]) == shape]
-        base = next((r for r in at_shape if _label(r) == RUNG6), None)
+        base = next((r for r in at_shape if results.rung_label(r) == RUNG6), None)
         for r in at_shape:
-            if rungs is not None and _case_name(_label(r), None, r.get("key_tile")) not in rungs:
+            name = _case_name(results.rung_label(r), None, r.get("key_tile"))   # as the table names the row
+            if rungs is not None and name not in rungs:
                 continue
             held = r["blocks_per_sm"] and r["blocks_per_sm"] < OCCUPANCY_BLOCKS[shape[3]][0]
             if held and not fewer_blocks:
@@ -265,7 +266,7 @@ def occupancy_table(recording, rungs: tuple | None = None, fewer_blocks: bool = 
             counted = [f"{r['occupancy_pct']:8.1f}%", f"{r['issue_active_pct']:6.1f}%",
                        f"{r['instructions'] / 1e9:10.3f}"] if r.get("instructions") else [f"{'-':>9s}", f"{'-':>7s}",
                                                                                          f"{'-':>10s}"]
-            lines.append(f"{shape_label('attention', shape):>6s} {_case_name(_label(r), None, r.get('key_tile')):37s} "
+            lines.append(f"{shape_label('attention', shape):>6s} {name:37s} "
                          f"{'-' if blocks is None else int(blocks):>9} {r['ms']:7.3f} "
                          f"{base['ms'] / r['ms'] if base else float('nan'):7.2f}x " + " ".join(counted))
     return "\n".join(lines + [f"({recording.label}; ms: median of {rows[0]['rounds']} rounds, L2 flushed;",
@@ -274,10 +275,6 @@ def occupancy_table(recording, rungs: tuple | None = None, fewer_blocks: bool = 
                               + ("; rung 7's fewer blocks/SM: launched asking for more shared memory than it uses"
                                  if shown_held else "")
                               + ("; 64-key tiles: rung 8 with rung 7's keys a tile" if shown_narrow else "") + ")"])
-
-
-def _label(row: dict) -> str:
-    return f"{row['backend']}:{row['rung']}"
 
 
 def _case_name(label: str, blocks: int | None, key_tile: int | None) -> str:
